@@ -1,0 +1,490 @@
+//! The `forktrail` commands: parse arguments, call the library, print the result.
+//! Data goes to stdout, errors to stderr with a non-zero exit; a failed command
+//! changes nothing.
+
+mod render;
+
+use clap::{Args, Parser, Subcommand};
+use forktrail::{
+    demo, ExportFormat, ForkOptions, ImportFormat, Kind, NewSession, NewTurn, Role, SessionId,
+    Store,
+};
+use oxigraph::model::{Literal, NamedNode, Term};
+use serde_json::json;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Provenance engine for LLM-agent conversations: fork, branch, replay and audit agent
+/// sessions stored as RDF.
+#[derive(Parser)]
+#[command(name = "forktrail", version, about, long_about = None)]
+struct Cli {
+    /// The store directory (RocksDB).
+    #[arg(
+        long,
+        global = true,
+        env = "FORKTRAIL_STORE",
+        default_value = "./forktrail-data"
+    )]
+    store: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a sample conversation with a tree of forks, then print the tree, a replay
+    /// of the deepest fork and the answer to an audit query.
+    Demo,
+    /// Create a root session and print its id.
+    New {
+        /// The session id (default: a fresh UUID v7).
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        title: Option<String>,
+        /// Who the session runs for (default: anonymous).
+        #[arg(long)]
+        principal: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Append a turn; the content comes from --content, --file or standard input.
+    Append(AppendArgs),
+    /// Fork a session at index K (default: its length), sharing its first K turns.
+    Fork(ForkArgs),
+    /// Print the turns of a session in order, inherited prefix included. Never writes.
+    Replay {
+        session: String,
+        /// The last index to print (inclusive).
+        #[arg(long)]
+        up_to: Option<u64>,
+        /// A JSON array of {index, role, content, branch} records.
+        #[arg(long, conflicts_with = "jsonl")]
+        json: bool,
+        /// One JSON record per line.
+        #[arg(long)]
+        jsonl: bool,
+    },
+    /// Print a session's lineage facts, counts and head digest.
+    Show {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the direct children (branches) of a session.
+    Branches {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session and its descendants.
+    Tree {
+        session: String,
+        #[arg(long, group = "tree_format")]
+        json: bool,
+        /// Graphviz DOT.
+        #[arg(long, group = "tree_format")]
+        dot: bool,
+        /// A Mermaid flowchart.
+        #[arg(long, group = "tree_format")]
+        mermaid: bool,
+    },
+    /// List every session.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a session (refused if it has children, unless --cascade).
+    Delete {
+        session: String,
+        /// Delete the whole subtree in one transaction.
+        #[arg(long)]
+        cascade: bool,
+    },
+    /// Copy a fork's inherited turns into it and drop its parent link.
+    Detach { session: String },
+    /// Run a read-only SPARQL query over the union of all session graphs.
+    Query(QueryArgs),
+    /// Import sessions from forktrail's own TriG or N-Quads export.
+    Import {
+        file: PathBuf,
+        /// trig or nquads (default: from the file extension, else trig).
+        #[arg(long)]
+        format: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export one session, or all, as TriG, N-Quads, Turtle (one session) or JSONL
+    /// replay records (one session).
+    Export {
+        session: Option<String>,
+        #[arg(long, default_value = "trig")]
+        format: String,
+        /// Write to this file instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct AppendArgs {
+    session: String,
+    /// system, user, assistant or tool.
+    #[arg(long)]
+    role: String,
+    /// The content (may be empty).
+    #[arg(long, conflicts_with = "file")]
+    content: Option<String>,
+    /// Read the content from this file (must be UTF-8).
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// message (default), tool_call, usage, compaction, note or fork_result.
+    #[arg(long, default_value = "message")]
+    kind: String,
+    /// The model that generated the turn.
+    #[arg(long)]
+    model: Option<String>,
+    /// The speaker's name (e.g. a tool's).
+    #[arg(long)]
+    name: Option<String>,
+    /// The tool call this tool turn answers.
+    #[arg(long)]
+    tool_call_id: Option<String>,
+    /// The tool calls of an assistant turn, as JSON.
+    #[arg(long)]
+    tool_calls: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ForkArgs {
+    session: String,
+    /// The fork point K: the fork inherits turns 0..K-1 (default: the parent's length).
+    #[arg(long, allow_negative_numbers = true)]
+    at: Option<i64>,
+    /// The branch label (default: fork-<8 hex>); unique among the parent's children.
+    #[arg(long)]
+    label: Option<String>,
+    /// Why the fork is made (recorded in its provenance).
+    #[arg(long)]
+    reason: Option<String>,
+    /// Who forks (default: the parent's principal).
+    #[arg(long)]
+    principal: Option<String>,
+    /// The fork's session id (default: a fresh UUID v7).
+    #[arg(long)]
+    id: Option<String>,
+    /// Print the plan and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct QueryArgs {
+    /// The SPARQL query text.
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    sparql: Option<String>,
+    /// Read the query from a file (e.g. queries/fork-chain.rq).
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// table, json, csv, tsv or xml for SELECT/ASK; turtle or ntriples for CONSTRUCT/DESCRIBE.
+    #[arg(long, default_value = "table")]
+    format: String,
+    /// Bind a projected variable: NAME=VALUE, a string literal, an integer if VALUE is
+    /// digits, an IRI if written <...>. Repeatable.
+    #[arg(long = "bind", value_name = "NAME=VALUE")]
+    bindings: Vec<String>,
+}
+
+/// Runs the CLI and maps errors to stderr and exit code 1.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+fn open(path: &Path) -> Result<Store, forktrail::Error> {
+    #[cfg(feature = "rocksdb")]
+    {
+        Store::open(path)
+    }
+    #[cfg(not(feature = "rocksdb"))]
+    {
+        Err(forktrail::Error::InvalidInput(format!(
+            "cannot open {}: this forktrail was built without the rocksdb feature",
+            path.display()
+        )))
+    }
+}
+
+fn id(s: &str) -> Result<SessionId, forktrail::Error> {
+    s.parse()
+}
+
+fn print_json(value: &impl serde::Serialize) -> CliResult {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn run(cli: Cli) -> CliResult {
+    let store = open(&cli.store)?;
+    match cli.command {
+        Command::Demo => render::demo(&store, &demo::build(&store)?, &cli.store)?,
+        Command::New {
+            id,
+            title,
+            principal,
+            json,
+        } => {
+            let session = store.create_session(NewSession {
+                id,
+                title,
+                principal,
+            })?;
+            if json {
+                print_json(&json!({ "session": session.as_str() }))?;
+            } else {
+                println!("{session}");
+            }
+        }
+        Command::Append(args) => append(&store, args)?,
+        Command::Fork(args) => {
+            let parent = id(&args.session)?;
+            let plan = store.fork(
+                &parent,
+                ForkOptions {
+                    at: args.at,
+                    label: args.label,
+                    reason: args.reason,
+                    principal: args.principal,
+                    id: args.id,
+                    dry_run: args.dry_run,
+                },
+            )?;
+            if args.json {
+                print_json(&plan)?;
+            } else {
+                let verb = if args.dry_run { "would fork" } else { "forked" };
+                println!(
+                    "{}\n{verb} {} at index {} as branch {} (depth {}, root {})",
+                    plan.session,
+                    plan.parent,
+                    plan.forked_at_index,
+                    plan.branch,
+                    plan.depth,
+                    plan.fork_root
+                );
+            }
+        }
+        Command::Replay {
+            session,
+            up_to,
+            json,
+            jsonl,
+        } => {
+            let records = store.replay(&id(&session)?, up_to)?;
+            if json {
+                print_json(&records)?;
+            } else if jsonl {
+                let mut out = std::io::stdout().lock();
+                for r in &records {
+                    serde_json::to_writer(&mut out, r)?;
+                    out.write_all(b"\n")?;
+                }
+            } else {
+                render::replay(&records);
+            }
+        }
+        Command::Show { session, json } => {
+            let info = store.info(&id(&session)?)?;
+            if json {
+                print_json(&info)?;
+            } else {
+                render::show(&info);
+            }
+        }
+        Command::Branches { session, json } => {
+            let branches = store.branches(&id(&session)?)?;
+            if json {
+                print_json(&branches)?;
+            } else {
+                render::branches(&branches);
+            }
+        }
+        Command::Tree {
+            session,
+            json,
+            dot,
+            mermaid,
+        } => {
+            let tree = store.tree(&id(&session)?)?;
+            if json {
+                print_json(&tree)?;
+            } else if dot {
+                print!("{}", render::tree_dot(&tree));
+            } else if mermaid {
+                print!("{}", render::tree_mermaid(&tree));
+            } else {
+                print!("{}", render::tree_text(&tree));
+            }
+        }
+        Command::List { json } => {
+            let sessions = store.list()?;
+            if json {
+                print_json(&sessions)?;
+            } else {
+                render::list(&sessions);
+            }
+        }
+        Command::Delete { session, cascade } => {
+            for deleted in store.delete(&id(&session)?, cascade)? {
+                println!("deleted {deleted}");
+            }
+        }
+        Command::Detach { session } => {
+            let session = id(&session)?;
+            store.detach(&session)?;
+            println!("detached {session}");
+        }
+        Command::Query(args) => query(&store, args)?,
+        Command::Import { file, format, json } => {
+            let format: ImportFormat = match format {
+                Some(f) => f.parse()?,
+                None if file.extension().is_some_and(|e| e == "nq" || e == "nquads") => {
+                    ImportFormat::NQuads
+                }
+                None => ImportFormat::TriG,
+            };
+            let reader = std::fs::File::open(&file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let ids = store.import(std::io::BufReader::new(reader), format)?;
+            if json {
+                print_json(&json!({ "imported": ids }))?;
+            } else {
+                for id in ids {
+                    println!("imported {id}");
+                }
+            }
+        }
+        Command::Export {
+            session,
+            format,
+            output,
+        } => {
+            let format: ExportFormat = format.parse()?;
+            let session = session.as_deref().map(id).transpose()?;
+            match output {
+                Some(path) => {
+                    // Write beside the target and rename, so a failure leaves no half file.
+                    let tmp = path.with_extension("partial");
+                    let file = std::fs::File::create(&tmp)
+                        .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+                    let result =
+                        store.export(session.as_ref(), format, std::io::BufWriter::new(file));
+                    if let Err(e) = result {
+                        let _ = std::fs::remove_file(&tmp);
+                        return Err(e.into());
+                    }
+                    std::fs::rename(&tmp, &path)
+                        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                }
+                None => store.export(session.as_ref(), format, std::io::stdout().lock())?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn append(store: &Store, args: AppendArgs) -> CliResult {
+    let session = id(&args.session)?;
+    let role: Role = args.role.parse()?;
+    let kind: Kind = args.kind.parse()?;
+    let content = match (args.content, &args.file) {
+        (Some(text), _) => text,
+        (None, Some(path)) => {
+            let bytes =
+                std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            String::from_utf8(bytes).map_err(|e| {
+                forktrail::Error::InvalidInput(format!(
+                    "{} is not valid UTF-8 (invalid byte at offset {})",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ))
+            })?
+        }
+        (None, None) => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("cannot read standard input: {e}"))?;
+            String::from_utf8(bytes).map_err(|e| {
+                forktrail::Error::InvalidInput(format!(
+                    "standard input is not valid UTF-8 (invalid byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                ))
+            })?
+        }
+    };
+    let mut turn = NewTurn::new(role, content).kind(kind);
+    turn.model = args.model;
+    turn.name = args.name;
+    turn.tool_call_id = args.tool_call_id;
+    turn.tool_calls = args.tool_calls;
+    let index = store.append(&session, turn)?;
+    if args.json {
+        print_json(&json!({ "session": session.as_str(), "index": index }))?;
+    } else {
+        println!("{index}");
+    }
+    Ok(())
+}
+
+/// `NAME=VALUE`: `<...>` is an IRI, digits an integer, anything else a string literal.
+fn parse_binding(text: &str) -> Result<(String, Term), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("--bind {text:?}: expected NAME=VALUE"))?;
+    let name = name.trim_start_matches(['?', '$']).to_string();
+    let term: Term = if let Some(iri) = value.strip_prefix('<').and_then(|v| v.strip_suffix('>')) {
+        NamedNode::new(iri)
+            .map_err(|e| format!("--bind {name}: invalid IRI <{iri}>: {e}"))?
+            .into()
+    } else if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        Literal::new_typed_literal(value, oxigraph::model::vocab::xsd::INTEGER).into()
+    } else {
+        Literal::new_simple_literal(value).into()
+    };
+    Ok((name, term))
+}
+
+fn query(store: &Store, args: QueryArgs) -> CliResult {
+    let sparql = match (&args.sparql, &args.file) {
+        (Some(text), _) => text.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+        (None, None) => return Err("give a SPARQL query or --file".into()),
+    };
+    let bindings = args
+        .bindings
+        .iter()
+        .map(|b| parse_binding(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bindings: Vec<(&str, Term)> = bindings
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.clone()))
+        .collect();
+    let results = store.query(&sparql, &bindings)?;
+    render::query_results(results, &args.format, std::io::stdout().lock())
+}

@@ -1,0 +1,142 @@
+//! The one error type of forktrail: a variant per failure a caller can act on.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in forktrail.
+///
+/// Messages are lower-case, name the session, index or path involved and, where there
+/// is a remedy, say what to do. Any operation that returns an error has changed nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No session with this id exists in the store.
+    #[error("session {session} not found")]
+    SessionNotFound { session: String },
+
+    /// A fork's parent session is no longer in the store.
+    #[error(
+        "session {session} has parent {parent}, which is missing from the store; \
+         restore {parent} (e.g. `forktrail import`), or detach forks before deleting their parent"
+    )]
+    ParentMissing { session: String, parent: String },
+
+    /// An index outside the valid range of a session.
+    #[error("index {index} is out of range for session {session} (valid: {valid})")]
+    IndexOutOfRange {
+        session: String,
+        index: i64,
+        valid: String,
+    },
+
+    /// A fork would be deeper than [`crate::MAX_FORK_DEPTH`].
+    #[error(
+        "forking {parent} would create depth {depth}, deeper than the limit of {max}; \
+         detach {parent} first to start a new chain"
+    )]
+    ForkTooDeep {
+        parent: String,
+        depth: usize,
+        max: usize,
+    },
+
+    /// A stored chain (edited by hand) is deeper than [`crate::MAX_FORK_DEPTH`].
+    #[error("the fork chain of session {session} is deeper than the limit of {max} levels")]
+    ChainTooDeep { session: String, max: usize },
+
+    /// `parentSession` links form a cycle (possible only by editing the store by hand).
+    #[error("the fork chain of session {session} has a cycle: {}", cycle.join(" -> "))]
+    CycleDetected { session: String, cycle: Vec<String> },
+
+    /// A session with children cannot be deleted without `cascade`.
+    #[error(
+        "session {session} has {} child session(s): {}; delete with cascade to remove the \
+         subtree, or detach the children first",
+        children.len(), children.join(", ")
+    )]
+    HasChildren {
+        session: String,
+        children: Vec<String>,
+    },
+
+    /// A session id is empty, too long or uses a character outside `A-Z a-z 0-9 . _ : -`.
+    #[error("invalid session id {value:?}: {reason}")]
+    InvalidId { value: String, reason: String },
+
+    /// A branch label or agent name breaks the naming rules.
+    #[error("invalid {what} {value:?}: {reason}")]
+    InvalidName {
+        what: &'static str,
+        value: String,
+        reason: String,
+    },
+
+    /// An unknown turn role.
+    #[error("unknown role {value:?} (expected one of: system, user, assistant, tool)")]
+    InvalidRole { value: String },
+
+    /// An unknown turn kind.
+    #[error(
+        "unknown turn kind {value:?} (expected one of: message, tool_call, usage, compaction, \
+         note, fork_result)"
+    )]
+    InvalidKind { value: String },
+
+    /// Another child of the same parent already carries this branch label.
+    #[error("session {parent} already has a child with branch label {label:?} ({existing})")]
+    DuplicateLabel {
+        parent: String,
+        label: String,
+        existing: String,
+    },
+
+    /// The operation would overwrite existing data (a session id already taken, …).
+    #[error("{0}")]
+    Conflict(String),
+
+    /// Input that is not what it should be (bad UTF-8, malformed JSON, …).
+    #[error("{0}")]
+    InvalidInput(String),
+
+    /// Another process holds the on-disk store.
+    #[error(
+        "store {} is in use by another process — is `forktrail serve` running? \
+         Stop it, or use its HTTP API to share the store", path.display()
+    )]
+    StoreLocked { path: PathBuf },
+
+    /// The stored data breaks forktrail's model (edited by hand or by a foreign tool).
+    #[error("corrupt data in session {session}: {detail}")]
+    Corrupt { session: String, detail: String },
+
+    /// A SPARQL query failed to parse or evaluate.
+    #[error("query failed: {0}")]
+    Query(String),
+
+    /// A file could not be parsed (import).
+    #[error("cannot parse {what}: {detail}")]
+    Parse { what: String, detail: String },
+
+    /// The underlying Oxigraph store failed.
+    #[error("store error: {0}")]
+    Store(#[from] oxigraph::store::StorageError),
+
+    /// An I/O failure, naming what was being read or written.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! forktrail: a provenance engine for LLM-agent conversations.
+//!
+//! Sessions and turns are RDF in an Oxigraph store, one named graph per session. A fork
+//! is a child session that records `ft:parentSession`, `ft:forkedAtIndex` and a branch
+//! label and stores only its own turns: it shares its parent's prefix instead of
+//! copying it. Loading walks the chain (at most [`MAX_FORK_DEPTH`] levels, cycles
+//! detected) and stitches the prefix back. Every session, turn and fork carries PROV-O,
+//! so provenance audits are plain SPARQL (`queries/*.rq`, see [`queries`]).
+//!
+//! ```
+//! use forktrail::{ForkOptions, NewSession, NewTurn, Role, Store};
+//! let store = Store::in_memory()?;
+//! let root = store.create_session(NewSession::default())?;
+//! store.append(&root, NewTurn::new(Role::User, "What is 2+2?"))?;
+//! store.append(&root, NewTurn::new(Role::Assistant, "4").model("model-a"))?;
+//! // Fork after the question and answer differently: the fork stores one turn.
+//! let fork = store.fork(&root, ForkOptions { at: Some(1), label: Some("retry".into()), ..Default::default() })?;
+//! let fork = fork.session.parse()?;
+//! store.append(&fork, NewTurn::new(Role::Assistant, "Four.").model("model-b"))?;
+//! let replay = store.replay(&fork, None)?;
+//! assert_eq!(replay[0].content, "What is 2+2?");
+//! assert_eq!((replay[1].content.as_str(), replay[1].branch.as_str()), ("Four.", "retry"));
+//! # Ok::<(), forktrail::Error>(())
+//! ```
+
+pub mod demo;
+mod error;
+mod io;
+mod model;
+mod prov;
+mod query;
+mod replay;
+mod session;
+mod store;
+pub mod vocab;
+
+pub use error::{Error, Result};
+pub use io::{ExportFormat, ImportFormat};
+pub use model::{
+    Agent, BranchInfo, ForkOptions, ForkPlan, Kind, Label, NewSession, NewTurn, ReplayRecord, Role,
+    SessionId, SessionInfo, TreeNode, Turn, MAX_FORK_DEPTH,
+};
+pub use prov::turn_digest;
+pub use query::{queries, NamedQuery};
+pub use store::{Store, DEFAULT_BASE_IRI};
+
+/// The ontology (`ontology/forktrail.ttl`), as Turtle.
+pub const ONTOLOGY: &str = include_str!("../ontology/forktrail.ttl");

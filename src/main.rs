@@ -1,0 +1,7 @@
+//! The `forktrail` command-line tool.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,450 @@
+//! Validated names, turns, records and option structs.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The deepest a fork chain may be: a root has depth 0, its fork depth 1, and so on.
+pub const MAX_FORK_DEPTH: usize = 32;
+
+const ID_MAX: usize = 128;
+const LABEL_MAX: usize = 64;
+const MODEL_MAX: usize = 256;
+
+fn id_charset_ok(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')
+}
+
+fn check_name(value: &str, max: usize) -> std::result::Result<(), String> {
+    if value.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if value.chars().count() > max {
+        return Err(format!("longer than {max} characters"));
+    }
+    if let Some(c) = value.chars().find(|c| !id_charset_ok(*c)) {
+        return Err(format!(
+            "character {c:?} is not allowed (use A-Z a-z 0-9 . _ : -)"
+        ));
+    }
+    Ok(())
+}
+
+/// A session id: 1–128 characters of `A-Z a-z 0-9 . _ : -`.
+///
+/// ```
+/// use forktrail::SessionId;
+/// assert!("run-42".parse::<SessionId>().is_ok());
+/// assert!("x> } ; DROP ALL ; #".parse::<SessionId>().is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// Validates `value` as a session id.
+    pub fn new(value: impl Into<String>) -> Result<Self> {
+        let value = value.into();
+        match check_name(&value, ID_MAX) {
+            Ok(()) => Ok(Self(value)),
+            Err(reason) => Err(Error::InvalidId { value, reason }),
+        }
+    }
+
+    /// A fresh UUID v7 id (time-ordered, lowercase, hyphenated).
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for SessionId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::new(s)
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A branch label: 1–64 characters of `A-Z a-z 0-9 . _ : -`, unique among siblings.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Label(String);
+
+impl Label {
+    /// The label of every root session.
+    pub const MAIN: &'static str = "main";
+
+    /// Validates `value` as a branch label.
+    pub fn new(value: impl Into<String>) -> Result<Self> {
+        let value = value.into();
+        match check_name(&value, LABEL_MAX) {
+            Ok(()) => Ok(Self(value)),
+            Err(reason) => Err(Error::InvalidName {
+                what: "branch label",
+                value,
+                reason,
+            }),
+        }
+    }
+
+    /// The label as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who acts: a principal (same charset as ids) or a model (`model/<name>`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Agent {
+    /// A person or service on whose behalf a session runs.
+    Principal(String),
+    /// The model that generated a turn.
+    Model(String),
+    /// The tool whose result a `tool` turn carries (from the turn's name).
+    Tool(String),
+}
+
+impl Agent {
+    /// Validates a principal name (1–128 characters of `A-Z a-z 0-9 . _ : -`).
+    pub fn principal(name: impl Into<String>) -> Result<Self> {
+        let name = name.into();
+        match check_name(&name, ID_MAX) {
+            Ok(()) => Ok(Agent::Principal(name)),
+            Err(reason) => Err(Error::InvalidName {
+                what: "principal",
+                value: name,
+                reason,
+            }),
+        }
+    }
+
+    /// Validates a model name (1–256 characters, no control characters or white space).
+    pub fn model(name: impl Into<String>) -> Result<Self> {
+        Self::software("model name", name.into()).map(Agent::Model)
+    }
+
+    /// Validates a tool name (same rules as a model name).
+    pub fn tool(name: impl Into<String>) -> Result<Self> {
+        Self::software("tool name", name.into()).map(Agent::Tool)
+    }
+
+    fn software(what: &'static str, name: String) -> Result<String> {
+        let reason = if name.is_empty() {
+            Some("must not be empty".to_string())
+        } else if name.chars().count() > MODEL_MAX {
+            Some(format!("longer than {MODEL_MAX} characters"))
+        } else {
+            name.chars()
+                .find(|c| c.is_control() || c.is_whitespace())
+                .map(|c| format!("character {c:?} is not allowed"))
+        };
+        match reason {
+            None => Ok(name),
+            Some(reason) => Err(Error::InvalidName {
+                what,
+                value: name,
+                reason,
+            }),
+        }
+    }
+
+    /// The bare name.
+    pub fn name(&self) -> &str {
+        match self {
+            Agent::Principal(n) | Agent::Model(n) | Agent::Tool(n) => n,
+        }
+    }
+}
+
+/// The role of a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    /// The role as stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl FromStr for Role {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "system" => Role::System,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            _ => return Err(Error::InvalidRole { value: s.into() }),
+        })
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a turn is; `message` unless said otherwise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    #[default]
+    Message,
+    ToolCall,
+    Usage,
+    Compaction,
+    Note,
+    ForkResult,
+}
+
+impl Kind {
+    /// The kind as stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Message => "message",
+            Kind::ToolCall => "tool_call",
+            Kind::Usage => "usage",
+            Kind::Compaction => "compaction",
+            Kind::Note => "note",
+            Kind::ForkResult => "fork_result",
+        }
+    }
+}
+
+impl FromStr for Kind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "message" => Kind::Message,
+            "tool_call" => Kind::ToolCall,
+            "usage" => Kind::Usage,
+            "compaction" => Kind::Compaction,
+            "note" => Kind::Note,
+            "fork_result" => Kind::ForkResult,
+            _ => return Err(Error::InvalidKind { value: s.into() }),
+        })
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A turn to append.
+///
+/// ```
+/// use forktrail::{NewTurn, Role};
+/// let turn = NewTurn::new(Role::Assistant, "Paris.").model("qwen2.5-7b");
+/// assert_eq!(turn.content, "Paris.");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTurn {
+    pub role: Role,
+    pub content: String,
+    pub kind: Kind,
+    /// The speaker's name (e.g. a tool's name).
+    pub name: Option<String>,
+    /// The tool call a `tool` turn answers.
+    pub tool_call_id: Option<String>,
+    /// The tool calls an assistant turn makes, as a JSON text.
+    pub tool_calls: Option<String>,
+    /// The model that generated the turn; the turn is attributed to it.
+    pub model: Option<String>,
+}
+
+impl NewTurn {
+    /// A `message` turn with the given role and content.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            kind: Kind::Message,
+            name: None,
+            tool_call_id: None,
+            tool_calls: None,
+            model: None,
+        }
+    }
+
+    /// Sets the kind.
+    pub fn kind(mut self, kind: Kind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Sets the model that generated the turn.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the speaker's name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the tool call id a tool result answers.
+    pub fn tool_call_id(mut self, id: impl Into<String>) -> Self {
+        self.tool_call_id = Some(id.into());
+        self
+    }
+
+    /// Sets the tool calls (a JSON text) an assistant turn makes.
+    pub fn tool_calls(mut self, json: impl Into<String>) -> Self {
+        self.tool_calls = Some(json.into());
+        self
+    }
+}
+
+/// A stored turn, as loaded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Turn {
+    pub index: u64,
+    pub role: Role,
+    pub kind: Kind,
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The session that owns (stored) this turn.
+    pub session: String,
+    /// The branch label of the session the turn was first written on.
+    pub branch: String,
+    pub created_at: Option<String>,
+    /// SHA-256 chained over the predecessor's digest, see [`crate::turn_digest`].
+    pub digest: String,
+}
+
+/// The plain record replay returns: one per turn, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayRecord {
+    pub index: u64,
+    pub role: Role,
+    pub content: String,
+    pub branch: String,
+}
+
+impl From<&Turn> for ReplayRecord {
+    fn from(t: &Turn) -> Self {
+        Self {
+            index: t.index,
+            role: t.role,
+            content: t.content.clone(),
+            branch: t.branch.clone(),
+        }
+    }
+}
+
+/// Options of a new root session.
+#[derive(Clone, Debug, Default)]
+pub struct NewSession {
+    /// The id; a UUID v7 when absent.
+    pub id: Option<String>,
+    pub title: Option<String>,
+    /// Who the session runs for; `anonymous` when absent.
+    pub principal: Option<String>,
+}
+
+/// Options of a fork.
+#[derive(Clone, Debug, Default)]
+pub struct ForkOptions {
+    /// The fork point `k`: the child inherits turns `0..k`. Default: the parent's length.
+    pub at: Option<i64>,
+    /// The branch label; `fork-<8 hex>` when absent.
+    pub label: Option<String>,
+    /// Why the fork was made (recorded on the fork activity).
+    pub reason: Option<String>,
+    /// Who forks; the parent's principal when absent.
+    pub principal: Option<String>,
+    /// The child's id; a UUID v7 when absent.
+    pub id: Option<String>,
+    /// Validate and return the plan, write nothing.
+    pub dry_run: bool,
+}
+
+/// What a fork did (or, for a dry run, would do).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ForkPlan {
+    pub session: String,
+    pub parent: String,
+    pub forked_at_index: u64,
+    pub branch: String,
+    pub fork_root: String,
+    pub depth: usize,
+}
+
+/// Facts about one session, without its turns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SessionInfo {
+    pub session: String,
+    pub branch: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub principal: Option<String>,
+    pub parent: Option<String>,
+    pub forked_at_index: Option<u64>,
+    pub fork_root: String,
+    pub depth: usize,
+    /// Number of turns, inherited ones included (the next index).
+    pub length: u64,
+    pub own_turns: u64,
+    pub created_at: Option<String>,
+    /// The digest of the last turn (inherited or own): equal heads, equal histories.
+    pub head_digest: Option<String>,
+}
+
+/// A direct child of a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BranchInfo {
+    pub session: String,
+    pub branch: String,
+    pub forked_at_index: u64,
+    pub created_at: Option<String>,
+    pub own_turns: u64,
+}
+
+/// A session and its descendants.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TreeNode {
+    pub session: String,
+    pub branch: String,
+    pub forked_at_index: Option<u64>,
+    pub length: u64,
+    pub children: Vec<TreeNode>,
+}

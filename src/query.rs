@@ -1,0 +1,197 @@
+//! `queries/*.rq`, parsed once, and SPARQL over the store with values bound as terms.
+
+use crate::error::{Error, Result};
+use crate::model::{ReplayRecord, SessionId};
+use crate::store::Store;
+use oxigraph::model::{Literal, Term, Variable};
+use oxigraph::sparql::{PreparedSparqlQuery, QueryResults, QuerySolution, SparqlEvaluator};
+use std::sync::OnceLock;
+
+/// One shipped query: a file of `queries/`, one question each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedQuery {
+    /// The file name without `.rq`.
+    pub name: &'static str,
+    /// The SPARQL text (its header comment says what it answers and what it expects).
+    pub source: &'static str,
+}
+
+macro_rules! queries {
+    ($($konst:ident = $name:literal),* $(,)?) => {
+        $(#[doc = concat!("`queries/", $name, ".rq`")]
+        pub const $konst: NamedQuery = NamedQuery {
+            name: $name,
+            source: include_str!(concat!("../queries/", $name, ".rq")),
+        };)*
+        /// Every shipped query.
+        pub const ALL: &[NamedQuery] = &[$($konst),*];
+    };
+}
+
+/// The shipped queries.
+pub mod queries {
+    use super::NamedQuery;
+    queries! {
+        FORK_CHAIN = "fork-chain",
+        SESSION_TURNS = "session-turns",
+        CHILDREN = "children",
+        SUBTREE = "subtree",
+        SESSIONS = "sessions",
+        AUDIT_TURNS_BY_MODEL = "audit-turns-by-model",
+        AUDIT_DESCENDANTS = "audit-descendants",
+        AUDIT_TURN_ORIGIN = "audit-turn-origin",
+    }
+}
+
+fn parsed(query: &NamedQuery) -> Result<PreparedSparqlQuery> {
+    static PARSED: OnceLock<Vec<(&'static str, PreparedSparqlQuery)>> = OnceLock::new();
+    let all = PARSED.get_or_init(|| {
+        queries::ALL
+            .iter()
+            .filter_map(|q| {
+                SparqlEvaluator::new()
+                    .parse_query(q.source)
+                    .ok()
+                    .map(|p| (q.name, p))
+            })
+            .collect()
+    });
+    match all.iter().find(|(name, _)| *name == query.name) {
+        Some((_, prepared)) => Ok(prepared.clone()),
+        None => prepare(query.source),
+    }
+}
+
+fn prepare(sparql: &str) -> Result<PreparedSparqlQuery> {
+    SparqlEvaluator::new()
+        .parse_query(sparql)
+        .map_err(|e| Error::Query(e.to_string()))
+}
+
+impl Store {
+    /// Runs a read-only SPARQL query. Without `FROM`/`FROM NAMED` its default graph is
+    /// the union of all session graphs. `bindings` give variables their values as RDF
+    /// terms (never pasted into the text); each must be in the `SELECT` projection.
+    ///
+    /// ```
+    /// use forktrail::{NewSession, Store};
+    /// use oxigraph::model::Literal;
+    /// use oxigraph::sparql::QueryResults;
+    /// let store = Store::in_memory()?;
+    /// store.create_session(NewSession { id: Some("a".into()), ..Default::default() })?;
+    /// let ask = "ASK { ?s <https://w3id.org/forktrail/ns#sessionId> ?id } ";
+    /// let q = "SELECT ?id ?s WHERE { ?s <https://w3id.org/forktrail/ns#sessionId> ?id }";
+    /// let QueryResults::Solutions(rows) = store.query(q, &[("id", Literal::from("a").into())])? else {
+    ///     unreachable!()
+    /// };
+    /// assert_eq!(rows.count(), 1);
+    /// # let _ = ask;
+    /// # Ok::<(), forktrail::Error>(())
+    /// ```
+    pub fn query(&self, sparql: &str, bindings: &[(&str, Term)]) -> Result<QueryResults<'static>> {
+        self.run(prepare(sparql)?, bindings)
+    }
+
+    /// Runs one of the shipped [`queries`] with `bindings` (see [`Store::query`]).
+    pub fn query_named(
+        &self,
+        query: &NamedQuery,
+        bindings: &[(&str, Term)],
+    ) -> Result<QueryResults<'static>> {
+        self.run(parsed(query)?, bindings)
+    }
+
+    /// The rows of a shipped SELECT query.
+    pub(crate) fn select(
+        &self,
+        query: &NamedQuery,
+        bindings: &[(&str, Term)],
+    ) -> Result<Vec<QuerySolution>> {
+        match self.query_named(query, bindings)? {
+            QueryResults::Solutions(rows) => rows
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Error::Query(e.to_string())),
+            _ => Err(Error::Query(format!(
+                "{} is not a SELECT query",
+                query.name
+            ))),
+        }
+    }
+
+    fn run(
+        &self,
+        mut prepared: PreparedSparqlQuery,
+        bindings: &[(&str, Term)],
+    ) -> Result<QueryResults<'static>> {
+        if prepared.dataset().is_default_dataset() {
+            prepared.dataset_mut().set_default_graph_as_union();
+        }
+        for (name, value) in bindings {
+            let variable = Variable::new(*name)
+                .map_err(|e| Error::InvalidInput(format!("invalid variable name {name:?}: {e}")))?;
+            prepared = prepared.substitute_variable(variable, value.clone());
+        }
+        prepared
+            .on_store(&self.inner)
+            .execute()
+            .map_err(|e| Error::Query(e.to_string()))
+    }
+
+    /// Replay through the shipped `.rq` files (fork chain, then the turns of each level
+    /// below its cut). The documented equivalent of [`Store::replay`].
+    pub fn replay_sparql(&self, id: &SessionId, up_to: Option<u64>) -> Result<Vec<ReplayRecord>> {
+        let id_term: Term = Literal::from(id.as_str()).into();
+        let levels = self.select(&queries::FORK_CHAIN, &[("id", id_term)])?;
+        if levels.is_empty() {
+            return Err(Error::SessionNotFound {
+                session: id.to_string(),
+            });
+        }
+        let int = |row: &QuerySolution, var: &str| -> Option<u64> {
+            match row.get(var) {
+                Some(Term::Literal(l)) => l.value().parse().ok(),
+                _ => None,
+            }
+        };
+        let text = |row: &QuerySolution, var: &str| -> String {
+            match row.get(var) {
+                Some(Term::Literal(l)) => l.value().to_string(),
+                _ => String::new(),
+            }
+        };
+        let end = up_to.map_or(u64::MAX, |n| n.saturating_add(1));
+        let mut out: Vec<ReplayRecord> = Vec::new();
+        for (i, level) in levels.iter().enumerate() {
+            let cut = levels
+                .get(i + 1)
+                .and_then(|next| int(next, "forkedAtIndex"))
+                .unwrap_or(u64::MAX)
+                .min(end)
+                .min(i64::MAX as u64); // xsd:integer values are 64-bit signed here
+            let bindings = [
+                ("id", Literal::from(text(level, "levelId")).into()),
+                ("cut", Literal::from(cut).into()),
+            ];
+            for row in self.select(&queries::SESSION_TURNS, &bindings)? {
+                let index = int(&row, "index").unwrap_or(u64::MAX);
+                if index < out.len() as u64 {
+                    continue;
+                }
+                out.push(ReplayRecord {
+                    index,
+                    role: text(&row, "role").parse()?,
+                    content: text(&row, "content"),
+                    branch: text(&row, "branch"),
+                });
+            }
+        }
+        if let Some(n) = up_to.filter(|n| *n >= out.len() as u64) {
+            return Err(Error::IndexOutOfRange {
+                session: id.to_string(),
+                index: n as i64,
+                valid: format!("0..{}", out.len()),
+            });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,474 @@
+//! The write path: create, append, fork, detach, delete. Each operation validates
+//! everything first, then writes in one transaction under the store's write lock.
+
+use crate::error::{Error, Result};
+use crate::model::{
+    Agent, ForkOptions, ForkPlan, Label, NewSession, NewTurn, SessionId, MAX_FORK_DEPTH,
+};
+use crate::prov::{self, ForkRecord, GraphWriter, SessionRecord};
+use crate::replay::Facts;
+use crate::store::Store;
+use crate::vocab::{ft, prov as p, rdf};
+use oxigraph::model::{
+    GraphName, GraphNameRef, Literal, NamedNode, NamedOrBlankNode, Quad, QuadRef, Term,
+};
+use std::collections::HashSet;
+
+const ANONYMOUS: &str = "anonymous";
+
+impl Store {
+    /// Creates a root session and returns its id.
+    pub fn create_session(&self, options: NewSession) -> Result<SessionId> {
+        let id = match options.id {
+            Some(id) => SessionId::new(id)?,
+            None => SessionId::generate(),
+        };
+        let principal = Agent::principal(options.principal.as_deref().unwrap_or(ANONYMOUS))?;
+        let _guard = self.write_guard();
+        if self.exists(&id)? {
+            return Err(Error::Conflict(format!("session {id} already exists")));
+        }
+        let iri = self.session_iri(&id);
+        let quads = prov::session_quads(
+            &self.iris,
+            &SessionRecord {
+                id: id.as_str(),
+                branch: Label::MAIN,
+                principal: &principal,
+                title: options.title.as_deref(),
+                depth: 0,
+                fork_root: &iri,
+                created: &prov::now(),
+            },
+            None,
+        );
+        self.commit(&quads, &[])?;
+        Ok(id)
+    }
+
+    /// Appends a turn to `id` and returns the index it was given (the session's length
+    /// before the append).
+    pub fn append(&self, id: &SessionId, turn: NewTurn) -> Result<u64> {
+        // A turn is attributed to its model, else (a tool result) to its tool, else to
+        // the session's principal.
+        let software = match (&turn.model, turn.role, &turn.name) {
+            (Some(model), _, _) => Some(Agent::model(model.clone())?),
+            (None, crate::Role::Tool, Some(tool)) => Some(Agent::tool(tool.clone())?),
+            _ => None,
+        };
+        if let Some(calls) = &turn.tool_calls {
+            serde_json::from_str::<serde_json::Value>(calls).map_err(|e| {
+                Error::InvalidInput(format!(
+                    "tool_calls for session {id} is not valid JSON: {e}"
+                ))
+            })?;
+        }
+        let _guard = self.write_guard();
+        let facts = self.require(id)?;
+        let index = facts.length;
+        let prev = self.digest_before(&facts, index)?;
+        let digest = prov::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
+        let mut w = GraphWriter::new(facts.iri.clone());
+        let agent = match &software {
+            Some(software) => self.declare_agent(&mut w, software)?,
+            None => facts
+                .principal
+                .clone()
+                .unwrap_or_else(|| self.iris.agent(&Agent::Principal(ANONYMOUS.into()))),
+        };
+        prov::turn_quads(
+            &self.iris,
+            &mut w,
+            id.as_str(),
+            index,
+            &turn,
+            &agent,
+            &digest,
+            &prov::now(),
+        );
+        self.commit(&w.quads, &[])?;
+        Ok(index)
+    }
+
+    /// Forks `parent` at `options.at` (default: its length). The child shares the
+    /// parent's turns `0..k` and writes a constant number of quads. With
+    /// `options.dry_run` nothing is written and the plan is returned.
+    pub fn fork(&self, parent: &SessionId, options: ForkOptions) -> Result<ForkPlan> {
+        let _guard = self.write_guard();
+        let chain = self.chain(parent)?;
+        let parent_facts = chain.last().expect("a chain has a leaf");
+        let depth = chain.len();
+        if depth > MAX_FORK_DEPTH {
+            return Err(Error::ForkTooDeep {
+                parent: parent.to_string(),
+                depth,
+                max: MAX_FORK_DEPTH,
+            });
+        }
+        let len = parent_facts.length;
+        let at = match options.at {
+            None => len,
+            Some(k) if (0..=len as i64).contains(&k) => k as u64,
+            Some(k) => {
+                return Err(Error::IndexOutOfRange {
+                    session: parent.to_string(),
+                    index: k,
+                    valid: format!("0..={len} (a fork point)"),
+                })
+            }
+        };
+        let child = match options.id {
+            Some(id) => SessionId::new(id)?,
+            None => SessionId::generate(),
+        };
+        if self.exists(&child)? {
+            return Err(Error::Conflict(format!("session {child} already exists")));
+        }
+        let label = match options.label {
+            Some(label) => {
+                let label = Label::new(label)?;
+                if let Some(existing) = self.child_with_label(&parent_facts.iri, &label)? {
+                    return Err(Error::DuplicateLabel {
+                        parent: parent.to_string(),
+                        label: label.to_string(),
+                        existing,
+                    });
+                }
+                label
+            }
+            None => self.fresh_label(&parent_facts.iri, &child)?,
+        };
+        let principal = match options.principal {
+            Some(p) => Agent::principal(p)?,
+            None => parent_facts
+                .principal
+                .as_ref()
+                .and_then(|p| self.iris.parse_agent(p.as_ref()))
+                .unwrap_or_else(|| Agent::Principal(ANONYMOUS.into())),
+        };
+        let base_digest = match at {
+            0 => None,
+            k => Some(self.digest_in_chain(&chain, k - 1)?),
+        };
+        let plan = ForkPlan {
+            session: child.to_string(),
+            parent: parent.to_string(),
+            forked_at_index: at,
+            branch: label.to_string(),
+            fork_root: chain[0].id.clone(),
+            depth,
+        };
+        if options.dry_run {
+            return Ok(plan);
+        }
+        let quads = prov::session_quads(
+            &self.iris,
+            &SessionRecord {
+                id: child.as_str(),
+                branch: label.as_str(),
+                principal: &principal,
+                title: None,
+                depth,
+                fork_root: &chain[0].iri,
+                created: &prov::now(),
+            },
+            Some(&ForkRecord {
+                parent: &parent_facts.iri,
+                at,
+                base_digest: base_digest.as_deref(),
+                reason: options.reason.as_deref(),
+            }),
+        );
+        self.commit(&quads, &[])?;
+        Ok(plan)
+    }
+
+    /// Materialises the inherited prefix of fork `id` into it (same indices, roles,
+    /// contents and digests; each copy derived from its original) and drops its
+    /// `ft:parentSession`, so the parent may be deleted. PROV lineage stays.
+    pub fn detach(&self, id: &SessionId) -> Result<()> {
+        let _guard = self.write_guard();
+        let chain = self.chain(id)?;
+        let leaf = chain.last().expect("a chain has a leaf").clone();
+        let Some(parent) = leaf.parent.clone() else {
+            return Err(Error::InvalidInput(format!(
+                "session {id} is not a fork (it has no parent); nothing to detach"
+            )));
+        };
+        let k = leaf.own_start();
+        let graph = GraphName::NamedNode(leaf.iri.clone());
+        let mut inserts = Vec::new();
+        let mut removes = Vec::new();
+        let mut agents = HashSet::new();
+        for index in 0..k {
+            let owner = Store::owner_of(&chain[..chain.len() - 1], index).ok_or_else(|| {
+                Error::Corrupt {
+                    session: id.to_string(),
+                    detail: format!("no ancestor owns inherited turn {index}"),
+                }
+            })?;
+            let original = self.iris.turn(&owner.id, index);
+            let copy = self.iris.turn(id.as_str(), index);
+            let mut has_branch = false;
+            for quad in self.inner.quads_for_pattern(
+                Some(original.as_ref().into()),
+                None,
+                None,
+                Some(owner.iri.as_ref().into()),
+            ) {
+                let quad = quad?;
+                has_branch |= quad.predicate == ft::BRANCH;
+                if quad.predicate == p::WAS_ATTRIBUTED_TO {
+                    if let Term::NamedNode(agent) = &quad.object {
+                        if agents.insert(agent.clone()) {
+                            self.copy_subject(agent, &owner.iri, &graph, &mut inserts)?;
+                        }
+                    }
+                }
+                inserts.push(Quad::new(
+                    copy.clone(),
+                    quad.predicate,
+                    quad.object,
+                    graph.clone(),
+                ));
+            }
+            if !has_branch {
+                let branch = Literal::new_simple_literal(&owner.branch);
+                inserts.push(Quad::new(copy.clone(), ft::BRANCH, branch, graph.clone()));
+            }
+            inserts.push(Quad::new(
+                copy,
+                p::WAS_DERIVED_FROM,
+                original,
+                graph.clone(),
+            ));
+        }
+        // ft:forkedAtIndex and ft:baseDigest stay as history: a session owns indices
+        // from its fork point only while it has a parent.
+        removes.push(Quad::new(
+            leaf.iri.clone(),
+            ft::PARENT_SESSION,
+            parent.clone(),
+            graph.clone(),
+        ));
+        let activity = self.iris.activity(id.as_str(), "detach");
+        let mut w = GraphWriter::new(leaf.iri.clone());
+        w.add(&activity, rdf::TYPE, ft::DETACH);
+        w.add(&activity, rdf::TYPE, p::ACTIVITY);
+        w.add(&activity, p::USED, parent);
+        w.add(&activity, p::STARTED_AT_TIME, prov::now());
+        w.add(&leaf.iri, p::WAS_INFLUENCED_BY, activity);
+        inserts.extend(w.quads);
+        // The detached session becomes a root: it and its descendants move up.
+        let shift = leaf.depth;
+        let mut queue = vec![leaf];
+        let mut seen = HashSet::new();
+        while let Some(f) = queue.pop() {
+            if !seen.insert(f.iri.clone()) {
+                continue;
+            }
+            let g = GraphName::NamedNode(f.iri.clone());
+            let old_depth = Literal::from(f.depth);
+            removes.push(Quad::new(
+                f.iri.clone(),
+                ft::FORK_DEPTH,
+                old_depth,
+                g.clone(),
+            ));
+            let new_depth = Literal::from(f.depth.saturating_sub(shift));
+            inserts.push(Quad::new(
+                f.iri.clone(),
+                ft::FORK_DEPTH,
+                new_depth,
+                g.clone(),
+            ));
+            if let Some(root) = &f.fork_root {
+                removes.push(Quad::new(
+                    f.iri.clone(),
+                    ft::FORK_ROOT,
+                    root.clone(),
+                    g.clone(),
+                ));
+            }
+            let new_root = self.session_iri(id);
+            inserts.push(Quad::new(f.iri.clone(), ft::FORK_ROOT, new_root, g));
+            queue.extend(self.children_of(&f.iri)?);
+        }
+        self.commit(&inserts, &removes)
+    }
+
+    /// Deletes session `id`. A session with children is refused unless `cascade`, which
+    /// deletes the whole subtree in one transaction. Returns the deleted ids.
+    pub fn delete(&self, id: &SessionId, cascade: bool) -> Result<Vec<String>> {
+        let _guard = self.write_guard();
+        let facts = self.require(id)?;
+        let children = self.children_of(&facts.iri)?;
+        if !children.is_empty() && !cascade {
+            return Err(Error::HasChildren {
+                session: id.to_string(),
+                children: children.into_iter().map(|c| c.id).collect(),
+            });
+        }
+        let mut doomed = vec![facts.clone()];
+        let mut seen = HashSet::from([facts.iri.clone()]);
+        let mut next = 0;
+        while next < doomed.len() {
+            for child in self.children_of(&doomed[next].iri.clone())? {
+                if seen.insert(child.iri.clone()) {
+                    doomed.push(child);
+                }
+            }
+            next += 1;
+        }
+        let mut tx = self.inner.start_transaction()?;
+        for f in &doomed {
+            tx.remove_named_graph(f.iri.as_ref())?;
+        }
+        tx.commit()?;
+        Ok(doomed.into_iter().map(|f| f.id).collect())
+    }
+
+    /// Inserts then removes in one transaction: all or nothing.
+    pub(crate) fn commit(&self, inserts: &[Quad], removes: &[Quad]) -> Result<()> {
+        let mut tx = self.inner.start_transaction()?;
+        for q in removes {
+            tx.remove(q);
+        }
+        for q in inserts {
+            tx.insert(q);
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The agent's IRI, declaring it in the writer's graph unless already declared there.
+    fn declare_agent(&self, w: &mut GraphWriter, agent: &Agent) -> Result<NamedNode> {
+        let iri = self.iris.agent(agent);
+        let declared = self.inner.contains(QuadRef::new(
+            iri.as_ref(),
+            rdf::TYPE,
+            prov::agent_class(agent),
+            GraphNameRef::NamedNode(w.graph.as_ref()),
+        ))?;
+        if !declared {
+            w.agent(&self.iris, agent);
+        }
+        Ok(iri)
+    }
+
+    fn copy_subject(
+        &self,
+        subject: &NamedNode,
+        from: &NamedNode,
+        to: &GraphName,
+        out: &mut Vec<Quad>,
+    ) -> Result<()> {
+        for quad in self.inner.quads_for_pattern(
+            Some(subject.as_ref().into()),
+            None,
+            None,
+            Some(from.as_ref().into()),
+        ) {
+            let quad = quad?;
+            out.push(Quad::new(
+                quad.subject,
+                quad.predicate,
+                quad.object,
+                to.clone(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The digest of the turn before `index` in session `f` (empty before index 0).
+    fn digest_before(&self, f: &Facts, index: u64) -> Result<String> {
+        if index == 0 {
+            return Ok(String::new());
+        }
+        if index > f.own_start() {
+            return self.digest_of(f, index - 1);
+        }
+        f.base_digest.clone().ok_or_else(|| Error::Corrupt {
+            session: f.id.clone(),
+            detail: "a fork with inherited turns but no ft:baseDigest".into(),
+        })
+    }
+
+    /// The digest of turn `index` as seen from the leaf of `chain`.
+    fn digest_in_chain(&self, chain: &[Facts], index: u64) -> Result<String> {
+        let leaf = chain.last().expect("a chain has a leaf");
+        let owner = Store::owner_of(chain, index).ok_or_else(|| Error::Corrupt {
+            session: leaf.id.clone(),
+            detail: format!("no session in the chain owns turn {index}"),
+        })?;
+        self.digest_of(owner, index)
+    }
+
+    fn digest_of(&self, owner: &Facts, index: u64) -> Result<String> {
+        let turn = self.iris.turn(&owner.id, index);
+        for quad in self.inner.quads_for_pattern(
+            Some(turn.as_ref().into()),
+            Some(ft::DIGEST),
+            None,
+            Some(owner.iri.as_ref().into()),
+        ) {
+            if let Term::Literal(l) = quad?.object {
+                return Ok(l.value().to_string());
+            }
+        }
+        Err(Error::Corrupt {
+            session: owner.id.clone(),
+            detail: format!("turn {index} has no ft:digest"),
+        })
+    }
+
+    /// The id of the child of `parent` labelled `label`, if any.
+    fn child_with_label(&self, parent: &NamedNode, label: &Label) -> Result<Option<String>> {
+        let literal = Literal::new_simple_literal(label.as_str());
+        for quad in self.inner.quads_for_pattern(
+            None,
+            Some(ft::BRANCH),
+            Some(literal.as_ref().into()),
+            None,
+        ) {
+            let quad = quad?;
+            let NamedOrBlankNode::NamedNode(s) = &quad.subject else {
+                continue;
+            };
+            let g = GraphNameRef::NamedNode(s.as_ref());
+            if quad.graph_name.as_ref() == g
+                && self.inner.contains(QuadRef::new(
+                    s.as_ref(),
+                    ft::PARENT_SESSION,
+                    parent.as_ref(),
+                    g,
+                ))?
+            {
+                return Ok(Some(
+                    self.iris
+                        .session_id(s.as_ref())
+                        .unwrap_or_else(|| s.as_str().into()),
+                ));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `fork-<8 hex>` from the random tail of the child's id, unique among siblings.
+    fn fresh_label(&self, parent: &NamedNode, child: &SessionId) -> Result<Label> {
+        let mut seed = child.as_str().replace('-', "");
+        loop {
+            let tail = &seed[seed.len().saturating_sub(8)..];
+            let hex = if tail.len() == 8 && tail.bytes().all(|b| b.is_ascii_hexdigit()) {
+                tail.to_ascii_lowercase()
+            } else {
+                uuid::Uuid::now_v7().simple().to_string()[24..].to_string()
+            };
+            let label = Label::new(format!("fork-{hex}"))?;
+            if self.child_with_label(parent, &label)?.is_none() {
+                return Ok(label);
+            }
+            seed = uuid::Uuid::now_v7().simple().to_string();
+        }
+    }
+}

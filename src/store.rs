@@ -1,0 +1,239 @@
+//! The store handle: opening, instance IRIs, and the write lock.
+
+use crate::error::{Error, Result};
+use crate::model::{Agent, SessionId};
+use oxigraph::model::{NamedNode, NamedNodeRef};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+/// The default base of instance IRIs.
+pub const DEFAULT_BASE_IRI: &str = "urn:forktrail:";
+
+/// A forktrail store: sessions and turns as RDF in an Oxigraph store.
+///
+/// Every write runs under one in-process lock and in one Oxigraph transaction, so a
+/// failed operation leaves no triple behind and two appends can never get the same
+/// index (Oxigraph 0.5 on RocksDB does not detect write-write conflicts itself).
+///
+/// ```
+/// use forktrail::{NewSession, NewTurn, Role, Store};
+/// let store = Store::in_memory()?;
+/// let root = store.create_session(NewSession::default())?;
+/// store.append(&root, NewTurn::new(Role::User, "hello"))?;
+/// assert_eq!(store.replay(&root, None)?.len(), 1);
+/// # Ok::<(), forktrail::Error>(())
+/// ```
+pub struct Store {
+    pub(crate) inner: oxigraph::store::Store,
+    pub(crate) iris: Iris,
+    write_lock: Mutex<()>,
+    path: Option<PathBuf>,
+}
+
+impl Store {
+    /// Opens (or creates) an on-disk store in directory `path`.
+    ///
+    /// One process owns a store directory: a second one gets [`Error::StoreLocked`].
+    #[cfg(feature = "rocksdb")]
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let inner = oxigraph::store::Store::open(path).map_err(|e| {
+            let text = e.to_string();
+            if text.contains("lock") || text.contains("LOCK") {
+                Error::StoreLocked {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                Error::Store(e)
+            }
+        })?;
+        Ok(Self::wrap(inner, Some(path.to_path_buf())))
+    }
+
+    /// A fresh in-memory store, gone when dropped.
+    pub fn in_memory() -> Result<Self> {
+        Ok(Self::wrap(oxigraph::store::Store::new()?, None))
+    }
+
+    /// Uses `base` instead of `urn:forktrail:` for the IRIs of new sessions, turns and
+    /// agents. A store should keep one base for its whole life.
+    pub fn with_base_iri(mut self, base: &str) -> Result<Self> {
+        NamedNode::new(format!("{base}session:x"))
+            .map_err(|e| Error::InvalidInput(format!("invalid base IRI {base:?}: {e}")))?;
+        self.iris = Iris {
+            base: base.to_string(),
+        };
+        Ok(self)
+    }
+
+    /// The directory of an on-disk store.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The underlying Oxigraph store, for reads the API does not cover.
+    ///
+    /// Writing through it bypasses forktrail's invariants and write lock.
+    pub fn oxigraph(&self) -> &oxigraph::store::Store {
+        &self.inner
+    }
+
+    /// The number of quads in the store.
+    pub fn len(&self) -> Result<usize> {
+        Ok(self.inner.len()?)
+    }
+
+    /// Whether the store holds no quad.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.inner.is_empty()?)
+    }
+
+    /// Forces written data to disk (commits survive a killed process, not a power cut).
+    pub fn flush(&self) -> Result<()> {
+        #[cfg(feature = "rocksdb")]
+        self.inner.flush()?;
+        Ok(())
+    }
+
+    /// The IRI of a session (also the name of its graph).
+    pub fn session_iri(&self, id: &SessionId) -> NamedNode {
+        self.iris.session(id.as_str())
+    }
+
+    fn wrap(inner: oxigraph::store::Store, path: Option<PathBuf>) -> Self {
+        Self {
+            inner,
+            iris: Iris {
+                base: DEFAULT_BASE_IRI.to_string(),
+            },
+            write_lock: Mutex::new(()),
+            path,
+        }
+    }
+
+    /// Serialises writers: read-then-write sequences run under this guard.
+    pub(crate) fn write_guard(&self) -> MutexGuard<'_, ()> {
+        // A panic while holding the lock left no partial write (the transaction was
+        // dropped, i.e. rolled back), so a poisoned lock is safe to take over.
+        self.write_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Builds and parses instance IRIs under a base.
+#[derive(Clone, Debug)]
+pub(crate) struct Iris {
+    pub(crate) base: String,
+}
+
+impl Iris {
+    pub(crate) fn session(&self, id: &str) -> NamedNode {
+        NamedNode::new_unchecked(format!("{}session:{id}", self.base))
+    }
+
+    pub(crate) fn turn(&self, id: &str, index: u64) -> NamedNode {
+        NamedNode::new_unchecked(format!("{}session:{id}/turn/{index}", self.base))
+    }
+
+    pub(crate) fn activity(&self, id: &str, what: &str) -> NamedNode {
+        NamedNode::new_unchecked(format!("{}session:{id}/{what}", self.base))
+    }
+
+    pub(crate) fn agent(&self, agent: &Agent) -> NamedNode {
+        match agent {
+            Agent::Principal(name) => {
+                NamedNode::new_unchecked(format!("{}agent:{name}", self.base))
+            }
+            Agent::Model(name) => NamedNode::new_unchecked(format!(
+                "{}agent:model/{}",
+                self.base,
+                percent_encode(name)
+            )),
+            Agent::Tool(name) => NamedNode::new_unchecked(format!(
+                "{}agent:tool/{}",
+                self.base,
+                percent_encode(name)
+            )),
+        }
+    }
+
+    /// The session id of a session IRI, if it is one under this base.
+    pub(crate) fn session_id(&self, iri: NamedNodeRef<'_>) -> Option<String> {
+        let rest = iri.as_str().strip_prefix(&self.base)?;
+        let id = rest.strip_prefix("session:")?;
+        SessionId::new(id).ok().map(|_| id.to_string())
+    }
+
+    /// The agent named by an agent IRI under this base.
+    pub(crate) fn parse_agent(&self, iri: NamedNodeRef<'_>) -> Option<Agent> {
+        let rest = iri.as_str().strip_prefix(&self.base)?;
+        let name = rest.strip_prefix("agent:")?;
+        if let Some(model) = name.strip_prefix("model/") {
+            percent_decode(model).map(Agent::Model)
+        } else if let Some(tool) = name.strip_prefix("tool/") {
+            percent_decode(tool).map(Agent::Tool)
+        } else {
+            Some(Agent::Principal(name.to_string()))
+        }
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters, so that any model
+/// name makes a valid IRI and decodes back exactly.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_round_trip_through_agent_iris() {
+        let iris = Iris {
+            base: DEFAULT_BASE_IRI.into(),
+        };
+        for name in [
+            "qwen2.5-7b",
+            "meta-llama/Llama-3 8B",
+            "x> } ; DROP ALL ; #",
+            "é%",
+        ] {
+            let iri = iris.agent(&Agent::Model(name.into()));
+            assert!(
+                NamedNode::new(iri.as_str()).is_ok(),
+                "{iri} is not a valid IRI"
+            );
+            assert_eq!(
+                iris.parse_agent(iri.as_ref()),
+                Some(Agent::Model(name.into()))
+            );
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! The ontology's terms as constants (`ontology/forktrail.ttl` is the authority; a test
+//! keeps the two in step).
+
+use oxigraph::model::NamedNodeRef;
+
+macro_rules! terms {
+    ($ns:literal; $($name:ident = $local:literal),* $(,)?) => {
+        $(pub const $name: NamedNodeRef<'static> =
+            NamedNodeRef::new_unchecked(concat!($ns, $local));)*
+    };
+}
+
+/// The forktrail vocabulary, `https://w3id.org/forktrail/ns#`.
+pub mod ft {
+    use super::*;
+    /// The namespace IRI.
+    pub const NS: &str = "https://w3id.org/forktrail/ns#";
+    terms! { "https://w3id.org/forktrail/ns#";
+        SESSION = "Session", TURN = "Turn", FORK = "Fork", DETACH = "Detach",
+        SESSION_ID = "sessionId", BRANCH = "branch", PARENT_SESSION = "parentSession",
+        FORKED_AT_INDEX = "forkedAtIndex", FORK_ROOT = "forkRoot", FORK_DEPTH = "forkDepth",
+        BASE_DIGEST = "baseDigest", REASON = "reason",
+        INDEX = "index", ROLE = "role", KIND = "kind", CONTENT = "content", DIGEST = "digest",
+        NAME = "name", TOOL_CALL_ID = "toolCallId", TOOL_CALLS = "toolCalls",
+    }
+}
+
+/// PROV-O, `http://www.w3.org/ns/prov#`.
+pub mod prov {
+    use super::*;
+    terms! { "http://www.w3.org/ns/prov#";
+        ENTITY = "Entity", ACTIVITY = "Activity", AGENT = "Agent",
+        SOFTWARE_AGENT = "SoftwareAgent", PERSON = "Person",
+        WAS_DERIVED_FROM = "wasDerivedFrom", WAS_GENERATED_BY = "wasGeneratedBy",
+        WAS_ATTRIBUTED_TO = "wasAttributedTo", WAS_ASSOCIATED_WITH = "wasAssociatedWith",
+        USED = "used", WAS_INFLUENCED_BY = "wasInfluencedBy", STARTED_AT_TIME = "startedAtTime", GENERATED_AT_TIME = "generatedAtTime",
+    }
+}
+
+/// Dublin Core terms, `http://purl.org/dc/terms/`.
+pub mod dcterms {
+    use super::*;
+    terms! { "http://purl.org/dc/terms/"; CREATED = "created", TITLE = "title" }
+}
+
+pub use oxigraph::model::vocab::{rdf, rdfs, xsd};
