@@ -6,7 +6,7 @@ use crate::model::SessionId;
 use crate::store::Store;
 use crate::vocab::{ft, rdf};
 use oxigraph::io::{RdfFormat, RdfParser, RdfSerializer};
-use oxigraph::model::{GraphName, GraphNameRef, NamedNode, Quad, Term};
+use oxigraph::model::{GraphName, NamedNode, Quad, Term};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::str::FromStr;
@@ -220,7 +220,6 @@ impl Store {
         }
         let all: Vec<Quad> = graphs.into_values().flatten().collect();
         self.commit(&all, &[])?;
-        let _ = GraphNameRef::DefaultGraph;
         Ok(ids.into_iter().collect())
     }
 }

@@ -44,5 +44,9 @@ pub use prov::turn_digest;
 pub use query::{queries, NamedQuery};
 pub use store::{Store, DEFAULT_BASE_IRI};
 
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// The ontology (`ontology/forktrail.ttl`), as Turtle.
 pub const ONTOLOGY: &str = include_str!("../ontology/forktrail.ttl");

@@ -144,19 +144,22 @@ pub(crate) fn session_quads(
     w.quads
 }
 
-/// The quads of one turn (its agent is declared by the caller, once per graph): few, since they are the store's size and the replay's cost.
+/// One turn to record.
+pub(crate) struct TurnRecord<'a> {
+    pub(crate) session: &'a str,
+    pub(crate) index: u64,
+    pub(crate) turn: &'a NewTurn,
+    /// The agent the turn is attributed to (declared by the caller, once per graph).
+    pub(crate) by: &'a NamedNode,
+    pub(crate) digest: &'a str,
+    pub(crate) created: &'a Literal,
+}
+
+/// The quads of one turn: few, since they are the store's size and the replay's cost.
 /// `ft:kind` is written only when it is not `message`.
-pub(crate) fn turn_quads(
-    iris: &Iris,
-    w: &mut GraphWriter,
-    session: &str,
-    index: u64,
-    turn: &NewTurn,
-    by: &NamedNode,
-    digest: &str,
-    created: &Literal,
-) {
-    let iri = iris.turn(session, index);
+pub(crate) fn turn_quads(iris: &Iris, w: &mut GraphWriter, r: &TurnRecord<'_>) {
+    let (turn, index) = (r.turn, r.index);
+    let iri = iris.turn(r.session, index);
     w.add(&iri, rdf::TYPE, ft::TURN);
     w.add(&iri, ft::INDEX, Literal::from(index));
     w.add(&iri, ft::ROLE, text(turn.role.as_str()));
@@ -164,9 +167,9 @@ pub(crate) fn turn_quads(
         w.add(&iri, ft::KIND, text(turn.kind.as_str()));
     }
     w.add(&iri, ft::CONTENT, text(&turn.content));
-    w.add(&iri, ft::DIGEST, text(digest));
-    w.add(&iri, prov::WAS_ATTRIBUTED_TO, by.clone());
-    w.add(&iri, prov::GENERATED_AT_TIME, created.clone());
+    w.add(&iri, ft::DIGEST, text(r.digest));
+    w.add(&iri, prov::WAS_ATTRIBUTED_TO, r.by.clone());
+    w.add(&iri, prov::GENERATED_AT_TIME, r.created.clone());
     for (p, v) in [
         (ft::NAME, &turn.name),
         (ft::TOOL_CALL_ID, &turn.tool_call_id),

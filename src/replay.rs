@@ -290,7 +290,7 @@ impl Store {
     }
 
     /// Which level of `chain` owns `index`, as seen from the last level.
-    pub(crate) fn owner_of<'c>(chain: &'c [Facts], index: u64) -> Option<&'c Facts> {
+    pub(crate) fn owner_of(chain: &[Facts], index: u64) -> Option<&Facts> {
         chain
             .iter()
             .rev()

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     Agent, ForkOptions, ForkPlan, Label, NewSession, NewTurn, SessionId, MAX_FORK_DEPTH,
 };
-use crate::prov::{self, ForkRecord, GraphWriter, SessionRecord};
+use crate::prov::{self, ForkRecord, GraphWriter, SessionRecord, TurnRecord};
 use crate::replay::Facts;
 use crate::store::Store;
 use crate::vocab::{ft, prov as p, rdf};
@@ -79,12 +79,14 @@ impl Store {
         prov::turn_quads(
             &self.iris,
             &mut w,
-            id.as_str(),
-            index,
-            &turn,
-            &agent,
-            &digest,
-            &prov::now(),
+            &TurnRecord {
+                session: id.as_str(),
+                index,
+                turn: &turn,
+                by: &agent,
+                digest: &digest,
+                created: &prov::now(),
+            },
         );
         self.commit(&w.quads, &[])?;
         Ok(index)

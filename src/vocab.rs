@@ -7,6 +7,8 @@ macro_rules! terms {
     ($ns:literal; $($name:ident = $local:literal),* $(,)?) => {
         $(pub const $name: NamedNodeRef<'static> =
             NamedNodeRef::new_unchecked(concat!($ns, $local));)*
+        /// Every term of this vocabulary that forktrail writes.
+        pub const ALL: &[NamedNodeRef<'static>] = &[$($name),*];
     };
 }
 

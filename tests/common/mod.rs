@@ -59,7 +59,7 @@ pub fn session_with(store: &Store, id: &str, n: usize) -> SessionId {
 pub fn append_n(store: &Store, id: &SessionId, n: usize) {
     for _ in 0..n {
         let len = store.info(id).unwrap().length;
-        let role = if len % 2 == 0 {
+        let role = if len.is_multiple_of(2) {
             Role::User
         } else {
             Role::Assistant

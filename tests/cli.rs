@@ -1,0 +1,444 @@
+//! The `forktrail` binary: JSON shapes, errors on stderr with a non-zero exit and no
+//! change, the demo, audits from the shipped query files, export/import round trips.
+#![cfg(feature = "rocksdb")]
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+struct Cli {
+    _dir: tempfile::TempDir,
+    store: PathBuf,
+}
+
+impl Cli {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        Self { _dir: dir, store }
+    }
+
+    fn run_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+            .arg("--store")
+            .arg(&self.store)
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("FORKTRAIL_STORE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, b"")
+    }
+
+    /// Runs a command that must succeed and returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+
+    /// Runs a command that must fail; returns stderr and checks nothing changed.
+    fn fails(&self, args: &[&str]) -> String {
+        self.fails_with_stdin(args, b"")
+    }
+
+    fn fails_with_stdin(&self, args: &[&str], stdin: &[u8]) -> String {
+        let before = self.snapshot();
+        let out = self.run_with_stdin(args, stdin);
+        assert!(!out.status.success(), "{args:?} should have failed");
+        assert!(out.stdout.is_empty(), "{args:?} printed data on failure");
+        assert_eq!(before, self.snapshot(), "{args:?} changed the store");
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    fn snapshot(&self) -> String {
+        if !self.store.exists() {
+            return String::new();
+        }
+        let out = self.run(&["export", "--format", "nquads"]);
+        let mut lines: Vec<&str> = std::str::from_utf8(&out.stdout)
+            .unwrap()
+            .lines()
+            .collect::<Vec<_>>();
+        lines.sort();
+        lines.join("\n")
+    }
+}
+
+#[test]
+fn new_append_fork_replay_print_the_documented_json() {
+    let cli = Cli::new();
+    let new = cli.json(&[
+        "new",
+        "--id",
+        "s1",
+        "--title",
+        "t",
+        "--principal",
+        "alice",
+        "--json",
+    ]);
+    assert_eq!(new, serde_json::json!({"session": "s1"}));
+    let a = cli.json(&[
+        "append",
+        "s1",
+        "--role",
+        "user",
+        "--content",
+        "hi",
+        "--json",
+    ]);
+    assert_eq!(a, serde_json::json!({"session": "s1", "index": 0}));
+    cli.ok(&[
+        "append",
+        "s1",
+        "--role",
+        "assistant",
+        "--content",
+        "hello",
+        "--model",
+        "m1",
+    ]);
+    let plan = cli.json(&[
+        "fork", "s1", "--at", "1", "--label", "alt", "--reason", "try", "--json",
+    ]);
+    let child = plan["session"].as_str().unwrap().to_string();
+    assert_eq!(plan["parent"], "s1");
+    assert_eq!(plan["forked_at_index"], 1);
+    assert_eq!(plan["branch"], "alt");
+    assert_eq!(plan["fork_root"], "s1");
+    assert_eq!(plan["depth"], 1);
+    let idx = cli.run_with_stdin(
+        &["append", &child, "--role", "assistant"],
+        "from stdin\n".as_bytes(),
+    );
+    assert!(idx.status.success());
+    assert_eq!(String::from_utf8(idx.stdout).unwrap().trim(), "1");
+    let replay = cli.json(&["replay", &child, "--json"]);
+    assert_eq!(
+        replay,
+        serde_json::json!([
+            {"index": 0, "role": "user", "content": "hi", "branch": "main"},
+            {"index": 1, "role": "assistant", "content": "from stdin\n", "branch": "alt"},
+        ])
+    );
+    let jsonl = cli.ok(&["replay", &child, "--jsonl", "--up-to", "0"]);
+    assert_eq!(
+        jsonl,
+        "{\"index\":0,\"role\":\"user\",\"content\":\"hi\",\"branch\":\"main\"}\n"
+    );
+    let branches = cli.json(&["branches", "s1", "--json"]);
+    assert_eq!(branches[0]["session"], child.as_str());
+    assert_eq!(branches[0]["branch"], "alt");
+    assert_eq!(branches[0]["forked_at_index"], 1);
+    assert_eq!(branches[0]["own_turns"], 1);
+    assert!(branches[0]["created_at"].is_string());
+    let list = cli.json(&["list", "--json"]);
+    assert_eq!(list.as_array().unwrap().len(), 2);
+    assert_eq!(list[0]["session"], "s1");
+    let show = cli.json(&["show", &child, "--json"]);
+    assert_eq!(
+        (show["length"].as_u64(), show["own_turns"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(show["head_digest"].as_str().unwrap().len(), 64);
+    let tree = cli.ok(&["tree", "s1"]);
+    assert!(tree.contains("└── alt"), "{tree}");
+    assert!(cli.ok(&["tree", "s1", "--dot"]).starts_with("digraph"));
+    assert!(cli.ok(&["tree", "s1", "--mermaid"]).contains("-->|at 1|"));
+    assert_eq!(
+        cli.json(&["tree", "s1", "--json"])["children"][0]["branch"],
+        "alt"
+    );
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_writes_nothing() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "p"]);
+    cli.ok(&["append", "p", "--role", "user", "--content", "x"]);
+    let before = cli.snapshot();
+    let plan = cli.json(&["fork", "p", "--dry-run", "--json", "--label", "l"]);
+    assert_eq!(
+        (plan["forked_at_index"].as_u64(), plan["branch"].as_str()),
+        (Some(1), Some("l"))
+    );
+    assert_eq!(before, cli.snapshot());
+}
+
+#[test]
+fn bad_input_fails_on_stderr_with_a_clear_message_and_changes_nothing() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "s"]);
+    cli.ok(&["append", "s", "--role", "user", "--content", "x"]);
+    let bad_utf8 = cli._dir.path().join("bad.txt");
+    std::fs::write(&bad_utf8, b"ok\xff\xfe").unwrap();
+    let bad = bad_utf8.to_str().unwrap();
+    for (args, expected) in [
+        (
+            vec!["append", "ghost", "--role", "user", "--content", "x"],
+            "session ghost not found",
+        ),
+        (
+            vec!["append", "s", "--role", "robot", "--content", "x"],
+            "unknown role \"robot\"",
+        ),
+        (
+            vec!["append", "s", "--role", "user", "--file", bad],
+            "not valid UTF-8",
+        ),
+        (
+            vec![
+                "append",
+                "s",
+                "--role",
+                "user",
+                "--kind",
+                "chat",
+                "--content",
+                "x",
+            ],
+            "unknown turn kind",
+        ),
+        (
+            vec!["fork", "s", "--at", "-1"],
+            "index -1 is out of range for session s",
+        ),
+        (vec!["fork", "s", "--at", "2"], "valid: 0..=1"),
+        (
+            vec!["fork", "s", "--label", "x\" } ; DROP ALL ; #"],
+            "invalid branch label",
+        ),
+        (
+            vec!["new", "--id", "x> } ; DROP ALL ; #"],
+            "invalid session id",
+        ),
+        (
+            vec!["replay", "s", "--up-to", "7"],
+            "index 7 is out of range",
+        ),
+        (vec!["query", "DELETE WHERE { ?s ?p ?o }"], "query failed"),
+        (vec!["export", "--format", "turtle"], "name a SESSION"),
+    ] {
+        let stderr = cli.fails(&args);
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    let stderr = cli.fails_with_stdin(&["append", "s", "--role", "user"], b"\xc3\x28");
+    assert!(
+        stderr.contains("standard input is not valid UTF-8"),
+        "{stderr}"
+    );
+    cli.ok(&["fork", "s", "--label", "taken"]);
+    let stderr = cli.fails(&["fork", "s", "--label", "taken"]);
+    assert!(
+        stderr.contains("already has a child with branch label \"taken\""),
+        "{stderr}"
+    );
+    let stderr = cli.fails(&["delete", "s"]);
+    assert!(stderr.contains("child session"), "{stderr}");
+}
+
+#[test]
+fn empty_content_and_hostile_content_are_stored_verbatim() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "s"]);
+    cli.ok(&["append", "s", "--role", "user", "--content", ""]);
+    let hostile = "x\" } ; DROP ALL ; #";
+    cli.ok(&["append", "s", "--role", "user", "--content", hostile]);
+    let replay = cli.json(&["replay", "s", "--json"]);
+    assert_eq!(replay[0]["content"], "");
+    assert_eq!(replay[1]["content"], hostile);
+}
+
+#[test]
+fn a_store_held_by_another_process_is_reported_as_in_use() {
+    let cli = Cli::new();
+    let _held = forktrail::Store::open(&cli.store).unwrap();
+    let out = cli.run(&["list"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("in use by another process"), "{stderr}");
+    assert!(stderr.contains("forktrail serve"), "{stderr}");
+}
+
+fn ids_by_branch(cli: &Cli) -> std::collections::HashMap<String, String> {
+    let list = cli.json(&["list", "--json"]);
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["branch"].as_str().unwrap().to_string(),
+                s["session"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn demo_prints_a_tree_of_depth_2_a_replay_and_an_audit() {
+    let cli = Cli::new();
+    let out = cli.ok(&["demo"]);
+    assert!(out.contains("Fork tree:"), "{out}");
+    assert!(
+        out.lines().any(|l| l.contains("    └── booking")),
+        "depth 2 in the tree:\n{out}"
+    );
+    assert!(
+        out.contains("[8] assistant (booking): Booked: reference PA-4521"),
+        "{out}"
+    );
+    assert!(
+        out.contains("search_trains"),
+        "the audit names the tool:\n{out}"
+    );
+    // Running it twice adds a second tree instead of failing.
+    cli.ok(&["demo"]);
+    assert_eq!(cli.json(&["list", "--json"]).as_array().unwrap().len(), 8);
+}
+
+#[test]
+fn each_audit_query_file_answers_on_the_demo_store() {
+    let cli = Cli::new();
+    cli.ok(&["demo"]);
+    let ids = ids_by_branch(&cli);
+    let (root, booking) = (&ids["main"], &ids["booking"]);
+    let audits: [(&str, Vec<String>, &str); 3] = [
+        (
+            "audit-turns-by-model",
+            vec!["model=llama-3.1-8b-instruct".into()],
+            "booking",
+        ),
+        (
+            "audit-descendants",
+            vec![format!("id={root}")],
+            "book the chosen train",
+        ),
+        (
+            "audit-turn-origin",
+            vec![format!("id={booking}"), "index=3".into()],
+            "search_trains",
+        ),
+    ];
+    for (name, binds, expected) in audits {
+        let file = format!("queries/{name}.rq");
+        let mut args = vec!["query", "--file", file.as_str(), "--format", "json"];
+        for b in &binds {
+            args.extend(["--bind", b.as_str()]);
+        }
+        let out: Value = serde_json::from_str(&cli.ok(&args)).unwrap();
+        let rows = out["results"]["bindings"].as_array().unwrap();
+        assert!(!rows.is_empty(), "{name} found nothing");
+        assert!(out.to_string().contains(expected), "{name}: {out}");
+    }
+    let origin = cli.ok(&[
+        "query",
+        "--file",
+        "queries/audit-turn-origin.rq",
+        "--bind",
+        &format!("id={booking}"),
+        "--bind",
+        "index=3",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(
+        origin.lines().count(),
+        2,
+        "exactly one owner for one turn:\n{origin}"
+    );
+    let table = cli.ok(&["query", "--file", "queries/sessions.rq"]);
+    assert!(table.contains("(4 rows)"), "{table}");
+    let tsv = cli.ok(&[
+        "query",
+        "SELECT (COUNT(*) AS ?n) WHERE { ?s a <https://w3id.org/forktrail/ns#Fork> }",
+        "--format",
+        "tsv",
+    ]);
+    assert_eq!(tsv, "?n\n3\n");
+    let ttl = cli.ok(&[
+        "query",
+        "CONSTRUCT { ?s ?p ?o } WHERE { ?s a <https://w3id.org/forktrail/ns#Fork> ; ?p ?o }",
+    ]);
+    assert!(ttl.contains("ft:Fork"), "{ttl}");
+}
+
+fn digests(cli: &Cli) -> Vec<(String, Value)> {
+    let mut ids: Vec<String> = ids_by_branch(cli).into_values().collect();
+    ids.sort();
+    ids.into_iter()
+        .map(|id| {
+            let show = cli.json(&["show", &id, "--json"]);
+            let replay = cli.json(&["replay", &id, "--json"]);
+            (id, serde_json::json!([show["head_digest"], replay]))
+        })
+        .collect()
+}
+
+#[test]
+fn export_then_import_is_lossless_in_trig_and_nquads() {
+    let source = Cli::new();
+    source.ok(&["demo"]);
+    for (format, ext) in [("trig", "trig"), ("nquads", "nq")] {
+        let file = source._dir.path().join(format!("all.{ext}"));
+        source.ok(&[
+            "export",
+            "--format",
+            format,
+            "--output",
+            file.to_str().unwrap(),
+        ]);
+        let target = Cli::new();
+        let imported = target.json(&["import", file.to_str().unwrap(), "--json"]);
+        assert_eq!(imported["imported"].as_array().unwrap().len(), 4);
+        assert_eq!(digests(&source), digests(&target), "{format}");
+        assert_eq!(source.snapshot(), target.snapshot(), "{format}: same quads");
+        // Importing again would duplicate sessions: refused, nothing changes.
+        let stderr = target.fails(&["import", file.to_str().unwrap()]);
+        assert!(stderr.contains("already exists"), "{stderr}");
+    }
+}
+
+#[test]
+fn import_of_a_fork_without_its_parent_is_refused_naming_the_parent() {
+    let source = Cli::new();
+    source.ok(&["demo"]);
+    let ids = ids_by_branch(&source);
+    let file = source._dir.path().join("one.trig");
+    source.ok(&[
+        "export",
+        &ids["booking"],
+        "--output",
+        file.to_str().unwrap(),
+    ]);
+    let target = Cli::new();
+    target.ok(&["new", "--id", "unrelated"]);
+    let stderr = target.fails(&["import", file.to_str().unwrap()]);
+    assert!(
+        stderr.contains(&format!("parent {}", ids["model-swap"])),
+        "{stderr}"
+    );
+    let jsonl = source.ok(&["export", &ids["booking"], "--format", "jsonl"]);
+    assert_eq!(jsonl.lines().count(), 9);
+    let turtle = source.ok(&["export", &ids["booking"], "--format", "turtle"]);
+    assert!(turtle.contains("ft:parentSession"), "{turtle}");
+    let _ = Path::new("unused");
+}

@@ -1,0 +1,204 @@
+//! The ontology and the PROV-O links: every term written is declared, the ontology
+//! parses the same under two parsers, and audits find who made what.
+
+mod common;
+
+use common::*;
+use forktrail::vocab::{ft, prov};
+use forktrail::{demo, NewTurn, Role, Store, ONTOLOGY};
+use oxigraph::io::{RdfFormat, RdfParser};
+use oxigraph::model::{NamedNode, Term, Triple};
+use oxigraph::sparql::QueryResults;
+use std::collections::BTreeSet;
+
+fn ontology() -> Vec<Triple> {
+    RdfParser::from_format(RdfFormat::Turtle)
+        .for_slice(ONTOLOGY.as_bytes())
+        .map(|q| q.unwrap().into())
+        .collect()
+}
+
+#[test]
+fn the_ontology_parses_to_the_same_triples_with_oxttl_and_rio_turtle() {
+    use rio_api::parser::TriplesParser;
+    let ox: BTreeSet<String> = ontology().iter().map(|t| t.to_string()).collect();
+    let mut rio = BTreeSet::new();
+    rio_turtle::TurtleParser::new(ONTOLOGY.as_bytes(), None)
+        .parse_all(&mut |t| -> Result<(), rio_turtle::TurtleError> {
+            rio.insert(t.to_string());
+            Ok(())
+        })
+        .unwrap();
+    assert!(ox.len() > 100, "the ontology has {} triples", ox.len());
+    assert_eq!(ox, rio);
+}
+
+/// A store exercising every write path: demo tree, tool calls, kinds, titles, reasons,
+/// a detach.
+fn rich_store() -> Store {
+    let s = Store::in_memory().unwrap();
+    let tree = demo::build(&s).unwrap();
+    let x = fork_at(&s, &tree.budget, 6, "x", "archived");
+    s.append(
+        &x,
+        NewTurn::new(Role::User, "note").kind(forktrail::Kind::Note),
+    )
+    .unwrap();
+    s.detach(&x).unwrap();
+    s
+}
+
+#[test]
+fn every_term_written_is_declared_in_the_ontology_and_every_declared_term_is_used() {
+    let onto = ontology();
+    let declared = |term: &NamedNode, what: &str| {
+        onto.iter().any(|t| {
+            t.subject.to_string() == term.to_string() && t.predicate.as_str().ends_with(what)
+        })
+    };
+    let s = rich_store();
+    let mut used = BTreeSet::new();
+    for q in s.oxigraph().iter() {
+        let q = q.unwrap();
+        used.insert(q.predicate.clone());
+        if q.predicate.as_str() == "http://www.w3.org/1999/02/22-rdf-syntax-ns#type" {
+            if let Term::NamedNode(class) = &q.object {
+                used.insert(class.clone());
+            }
+        }
+    }
+    for term in &used {
+        let iri = term.as_str();
+        if iri.starts_with(ft::NS) {
+            for what in ["#type", "#label", "#comment"] {
+                assert!(declared(term, what), "{term} lacks {what} in the ontology");
+            }
+        } else {
+            assert!(
+                [
+                    "http://www.w3.org/ns/prov#",
+                    "http://purl.org/dc/terms/",
+                    "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+                    "http://www.w3.org/2000/01/rdf-schema#"
+                ]
+                .iter()
+                .any(|ns| iri.starts_with(ns)),
+                "{term} is from an unexpected vocabulary"
+            );
+        }
+    }
+    let declared_ft: BTreeSet<String> = onto
+        .iter()
+        .filter(|t| {
+            t.predicate.as_str().ends_with("#label") && t.subject.to_string().contains(ft::NS)
+        })
+        .map(|t| t.subject.to_string())
+        .collect();
+    let code_ft: BTreeSet<String> = ft::ALL.iter().map(|t| t.to_string()).collect();
+    assert_eq!(declared_ft, code_ft, "vocab.rs and the ontology disagree");
+    let used_ft: BTreeSet<String> = used
+        .iter()
+        .filter(|t| t.as_str().starts_with(ft::NS))
+        .map(|t| t.to_string())
+        .collect();
+    assert_eq!(
+        used_ft, code_ft,
+        "a declared term is never written (or the scenario misses it)"
+    );
+}
+
+#[test]
+fn properties_are_aligned_with_prov() {
+    let onto: BTreeSet<String> = ontology().iter().map(|t| t.to_string()).collect();
+    for line in [
+        format!(
+            "<{}> <http://www.w3.org/2000/01/rdf-schema#subPropertyOf> <{}>",
+            ft::PARENT_SESSION.as_str(),
+            prov::WAS_DERIVED_FROM.as_str()
+        ),
+        format!(
+            "<{}> <http://www.w3.org/2000/01/rdf-schema#subClassOf> <{}>",
+            ft::TURN.as_str(),
+            prov::ENTITY.as_str()
+        ),
+        format!(
+            "<{}> <http://www.w3.org/2000/01/rdf-schema#subClassOf> <{}>",
+            ft::FORK.as_str(),
+            prov::ACTIVITY.as_str()
+        ),
+    ] {
+        assert!(onto.contains(&line), "missing: {line}");
+    }
+}
+
+fn count(s: &Store, sparql: &str) -> usize {
+    match s.query(sparql, &[]).unwrap() {
+        QueryResults::Solutions(rows) => rows.count(),
+        _ => panic!("not a SELECT"),
+    }
+}
+
+#[test]
+fn every_turn_is_attributed_and_timed_and_every_fork_is_a_prov_activity_that_used_its_parent() {
+    let s = rich_store();
+    let prefixes =
+        "PREFIX ft: <https://w3id.org/forktrail/ns#> PREFIX prov: <http://www.w3.org/ns/prov#>";
+    let turns = count(
+        &s,
+        &format!("{prefixes} SELECT ?t WHERE {{ ?t a ft:Turn }}"),
+    );
+    assert!(turns > 10);
+    let attributed = count(&s, &format!(
+        "{prefixes} SELECT ?t WHERE {{ GRAPH ?g {{ ?t a ft:Turn ; prov:wasAttributedTo ?a ; prov:generatedAtTime ?when . ?a a ?agentClass }} }}"
+    ));
+    assert_eq!(
+        turns, attributed,
+        "every turn names a declared agent and a time"
+    );
+    let forks = count(
+        &s,
+        &format!("{prefixes} SELECT ?s WHERE {{ ?s ft:forkedAtIndex ?k }}"),
+    );
+    let proper = count(&s, &format!(
+        "{prefixes} SELECT ?s WHERE {{ ?s ft:forkedAtIndex ?k ; prov:wasDerivedFrom ?p ; prov:wasGeneratedBy ?f .
+           ?f a ft:Fork, prov:Activity ; prov:used ?p ; prov:startedAtTime ?t ; prov:wasAssociatedWith ?who }}"
+    ));
+    assert_eq!(
+        (forks, proper),
+        (4, 4),
+        "three demo forks and the detached one"
+    );
+}
+
+#[test]
+fn turns_are_attributed_to_their_model_or_tool_else_the_principal() {
+    let s = Store::in_memory().unwrap();
+    let tree = demo::build(&s).unwrap();
+    let turns = s.load(&tree.booking, None).unwrap();
+    let q = "PREFIX prov: <http://www.w3.org/ns/prov#> PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+             SELECT ?t ?name WHERE { ?t prov:wasAttributedTo ?a . ?a rdfs:label ?name }";
+    let QueryResults::Solutions(rows) = s.query(q, &[]).unwrap() else {
+        panic!()
+    };
+    let mut by_turn = std::collections::HashMap::new();
+    for row in rows {
+        let row = row.unwrap();
+        by_turn.insert(
+            row.get("t").unwrap().to_string(),
+            row.get("name").unwrap().to_string(),
+        );
+    }
+    let agent = |session: &str, index: u64| {
+        by_turn[&format!("<urn:forktrail:session:{session}/turn/{index}>")].clone()
+    };
+    assert_eq!(agent(&turns[1].session, 1), "\"alice\"");
+    assert_eq!(
+        agent(&turns[2].session, 2),
+        format!("\"{}\"", demo::MODEL_A)
+    );
+    assert_eq!(agent(&turns[3].session, 3), "\"search_trains\"");
+    assert_eq!(
+        agent(&turns[8].session, 8),
+        format!("\"{}\"", demo::MODEL_B)
+    );
+}

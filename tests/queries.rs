@@ -1,0 +1,278 @@
+//! The shipped `queries/*.rq`, run as data: each file runs on `tests/data/fixture.trig`
+//! with the bindings of `tests/data/queries/<name>.bind` and must print exactly
+//! `tests/data/queries/<name>.tsv`. Adding a query means adding those three files.
+//! `FORKTRAIL_BLESS=1 cargo test --test queries` rewrites the expected files (review
+//! the diff). The hot paths of the library must agree with the `.rq` files.
+
+mod common;
+
+use common::*;
+use forktrail::{queries, ImportFormat, NewSession, NewTurn, Role, Store};
+use oxigraph::model::{Literal, Term};
+use oxigraph::sparql::results::{QueryResultsFormat, QueryResultsSerializer};
+use oxigraph::sparql::QueryResults;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn data(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(path)
+}
+
+fn bless() -> bool {
+    std::env::var_os("FORKTRAIL_BLESS").is_some()
+}
+
+/// The fixture: the demo tree, a detached fork and a second root. Regenerated only when
+/// blessing and missing, so its ids and times stay fixed.
+fn fixture() -> Store {
+    let path = data("fixture.trig");
+    if bless() && !path.exists() {
+        let s = Store::in_memory().unwrap();
+        let tree = forktrail::demo::build(&s).unwrap();
+        let archived = fork_at(&s, &tree.budget, 6, "fx-archived", "archived");
+        s.append(
+            &archived,
+            NewTurn::new(Role::User, "Keep this one for the record."),
+        )
+        .unwrap();
+        s.detach(&archived).unwrap();
+        let other = s
+            .create_session(NewSession {
+                id: Some("fx-other".into()),
+                title: Some("x\" } ; DROP ALL ; #".into()),
+                principal: Some("bob".into()),
+            })
+            .unwrap();
+        s.append(&other, NewTurn::new(Role::User, "unrelated"))
+            .unwrap();
+        let mut out = Vec::new();
+        s.export(None, forktrail::ExportFormat::TriG, &mut out)
+            .unwrap();
+        std::fs::write(&path, out).unwrap();
+    }
+    let s = Store::in_memory().unwrap();
+    let file = std::fs::File::open(&path).expect("tests/data/fixture.trig");
+    s.import(file, ImportFormat::TriG).unwrap();
+    s
+}
+
+fn parse_bindings(text: &str) -> Vec<(String, Term)> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (name, value) = l.split_once('=').expect("NAME=VALUE");
+            let term: Term = match value.parse::<i64>() {
+                Ok(n) => Literal::from(n).into(),
+                Err(_) => Literal::from(value).into(),
+            };
+            (name.to_string(), term)
+        })
+        .collect()
+}
+
+fn tsv(results: QueryResults<'static>) -> String {
+    let mut out = Vec::new();
+    match results {
+        QueryResults::Solutions(rows) => {
+            let mut w = QueryResultsSerializer::from_format(QueryResultsFormat::Tsv)
+                .serialize_solutions_to_writer(&mut out, rows.variables().to_vec())
+                .unwrap();
+            for row in rows {
+                w.serialize(&row.unwrap()).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        QueryResults::Boolean(b) => out.extend(b.to_string().bytes()),
+        QueryResults::Graph(_) => panic!("shipped queries are SELECT queries"),
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn every_query_file_gives_its_expected_result_on_the_fixture() {
+    let store = fixture();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("queries"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rq"))
+            .collect();
+    files.sort();
+    assert!(files.len() >= 8);
+    let mut failures = Vec::new();
+    for file in files {
+        let name = file.file_stem().unwrap().to_str().unwrap().to_string();
+        let sparql = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            sparql.starts_with('#'),
+            "{name}.rq starts with its header comment"
+        );
+        let bind_text =
+            std::fs::read_to_string(data(&format!("queries/{name}.bind"))).unwrap_or_default();
+        let bindings = parse_bindings(&bind_text);
+        let bindings: Vec<(&str, Term)> = bindings
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.clone()))
+            .collect();
+        let got = tsv(store.query(&sparql, &bindings).unwrap());
+        let expected_path = data(&format!("queries/{name}.tsv"));
+        if bless() {
+            std::fs::write(&expected_path, &got).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&expected_path)
+            .unwrap_or_else(|_| panic!("missing {}", expected_path.display()));
+        if got != expected {
+            failures.push(format!("{name}:\n--- expected\n{expected}\n--- got\n{got}"));
+        }
+        assert!(
+            got.lines().count() > 1,
+            "{name} returns rows on the fixture"
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_library_ships_every_query_file() {
+    let shipped: BTreeSet<String> = queries::ALL.iter().map(|q| q.name.to_string()).collect();
+    let on_disk: BTreeSet<String> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("queries"))
+            .unwrap()
+            .map(|e| {
+                e.unwrap()
+                    .path()
+                    .file_stem()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+    assert_eq!(shipped, on_disk);
+}
+
+fn rows(
+    store: &Store,
+    q: &forktrail::NamedQuery,
+    bindings: &[(&str, Term)],
+) -> Vec<oxigraph::sparql::QuerySolution> {
+    match store.query_named(q, bindings).unwrap() {
+        QueryResults::Solutions(r) => r.map(Result::unwrap).collect(),
+        _ => panic!(),
+    }
+}
+
+fn text(row: &oxigraph::sparql::QuerySolution, var: &str) -> String {
+    match row.get(var) {
+        Some(Term::Literal(l)) => l.value().to_string(),
+        Some(t) => t.to_string(),
+        None => String::new(),
+    }
+}
+
+#[test]
+fn hot_paths_agree_with_the_query_files() {
+    let store = fixture();
+    let sessions = store.list().unwrap();
+    assert!(sessions.len() >= 6);
+    // list vs sessions.rq
+    let listed: Vec<(String, String, String)> = rows(&store, &queries::SESSIONS, &[])
+        .iter()
+        .map(|r| (text(r, "sessionId"), text(r, "parentId"), text(r, "length")))
+        .collect();
+    let expected: Vec<(String, String, String)> = sessions
+        .iter()
+        .map(|s| {
+            (
+                s.session.clone(),
+                s.parent.clone().unwrap_or_default(),
+                s.length.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(listed, expected);
+    for info in &sessions {
+        let id = sid(&info.session);
+        let id_term: Term = Literal::from(info.session.as_str()).into();
+        // replay vs fork-chain.rq + session-turns.rq, whole and cut
+        let hot = store.replay(&id, None).unwrap();
+        assert_eq!(hot, store.replay_sparql(&id, None).unwrap(), "{id}");
+        if !hot.is_empty() {
+            let mid = hot.len() as u64 / 2;
+            assert_eq!(
+                store.replay(&id, Some(mid)).unwrap(),
+                store.replay_sparql(&id, Some(mid)).unwrap()
+            );
+        }
+        // branches vs children.rq
+        let hot: Vec<(String, String, String)> = store
+            .branches(&id)
+            .unwrap()
+            .into_iter()
+            .map(|b| {
+                (
+                    b.session,
+                    b.forked_at_index.to_string(),
+                    b.own_turns.to_string(),
+                )
+            })
+            .collect();
+        let rq: Vec<(String, String, String)> =
+            rows(&store, &queries::CHILDREN, &[("id", id_term.clone())])
+                .iter()
+                .map(|r| {
+                    (
+                        text(r, "childId"),
+                        text(r, "forkedAtIndex"),
+                        text(r, "ownTurns"),
+                    )
+                })
+                .collect();
+        assert_eq!(hot, rq, "children of {id}");
+        // tree vs subtree.rq
+        fn ids(n: &forktrail::TreeNode, out: &mut BTreeSet<String>) {
+            for c in &n.children {
+                out.insert(c.session.clone());
+                ids(c, out);
+            }
+        }
+        let mut hot = BTreeSet::new();
+        ids(&store.tree(&id).unwrap(), &mut hot);
+        let rq: BTreeSet<String> = rows(&store, &queries::SUBTREE, &[("id", id_term.clone())])
+            .iter()
+            .map(|r| text(r, "descendantId"))
+            .collect();
+        assert_eq!(hot, rq, "subtree of {id}");
+        // load (owner session, model) vs audit-turn-origin.rq
+        let hot: Vec<(String, String)> = store
+            .load(&id, None)
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.index.to_string(), t.session))
+            .collect();
+        let rq: Vec<(String, String)> =
+            rows(&store, &queries::AUDIT_TURN_ORIGIN, &[("id", id_term)])
+                .iter()
+                .map(|r| (text(r, "index"), text(r, "ownerId")))
+                .collect();
+        assert_eq!(hot, rq, "turn owners of {id}");
+    }
+}
+
+#[test]
+fn hostile_bindings_stay_values() {
+    let store = fixture();
+    let before = quads(&store);
+    for hostile in ["x\" } ; DROP ALL ; #", "x> } ; DROP ALL ; #", "' OR '1'='1"] {
+        let r = rows(
+            &store,
+            &queries::FORK_CHAIN,
+            &[("id", Literal::from(hostile).into())],
+        );
+        assert!(r.is_empty());
+    }
+    assert_eq!(before, quads(&store));
+}
