@@ -216,7 +216,7 @@ fn hot_paths_agree_with_the_query_files() {
                 (
                     b.session,
                     b.forked_at_index.to_string(),
-                    b.own_turns.to_string(),
+                    b.created_at.unwrap_or_default(),
                 )
             })
             .collect();
@@ -227,7 +227,7 @@ fn hot_paths_agree_with_the_query_files() {
                     (
                         text(r, "childId"),
                         text(r, "forkedAtIndex"),
-                        text(r, "ownTurns"),
+                        text(r, "created"),
                     )
                 })
                 .collect();

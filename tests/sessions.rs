@@ -84,7 +84,10 @@ fn turn_fields_round_trip_through_load() {
         .unwrap();
         let turns = s.load(&id, None).unwrap();
         assert_eq!(turns[0].kind, Kind::ToolCall);
-        assert_eq!(turns[0].model.as_deref(), Some("meta-llama/Llama-3.1-8B@rev:2"));
+        assert_eq!(
+            turns[0].model.as_deref(),
+            Some("meta-llama/Llama-3.1-8B@rev:2")
+        );
         assert_eq!(turns[0].tool_calls.as_deref(), Some(r#"[{"id":"c1"}]"#));
         assert_eq!(turns[1].name.as_deref(), Some("calc"));
         assert_eq!(turns[1].tool_call_id.as_deref(), Some("c1"));
