@@ -114,7 +114,7 @@ impl Store {
                 return Ok(());
             }
             ExportFormat::Turtle => {
-                let [graph] = graphs.as_slice() else {
+                let (Some(_), [graph]) = (session, graphs.as_slice()) else {
                     return Err(Error::InvalidInput(
                         "turtle export holds one graph: name a SESSION, or use trig".into(),
                     ));
