@@ -2,7 +2,7 @@
 //! JSONL replay records.
 
 use crate::error::{Error, Result};
-use crate::model::SessionId;
+use crate::model::{Label, SessionId};
 use crate::store::Store;
 use crate::vocab::{ft, rdf};
 use oxigraph::io::{RdfFormat, RdfParser, RdfSerializer};
@@ -80,6 +80,89 @@ fn serializer(format: RdfFormat) -> RdfSerializer {
 }
 
 impl Store {
+    /// Checks imported sessions the way `load` and `fork` would, in a scratch store that
+    /// holds the file's graphs and the session nodes of their ancestors in this store:
+    /// ids match their IRIs, labels are valid and unique among siblings, chains have no
+    /// cycle, no missing parent and no more than 32 levels, fork points are in range.
+    fn validate_import(
+        &self,
+        quads: &[Quad],
+        ids: &BTreeSet<String>,
+        parents: &[(String, NamedNode)],
+    ) -> Result<()> {
+        let scratch = Store::in_memory()?.with_base_iri(&self.iris.base)?;
+        scratch.inner.extend(quads.iter().cloned())?;
+        let mut copied = BTreeSet::new();
+        for (_, parent) in parents {
+            let mut next = Some(parent.clone());
+            while let Some(p) = next.take() {
+                if ids.contains(&self.iris.session_id(p.as_ref()).unwrap_or_default())
+                    || !copied.insert(p.clone())
+                {
+                    break;
+                }
+                let Some(f) = self.facts_of(p.as_ref())? else {
+                    break;
+                };
+                for quad in self.inner.quads_for_pattern(
+                    Some(p.as_ref().into()),
+                    None,
+                    None,
+                    Some(p.as_ref().into()),
+                ) {
+                    scratch.inner.insert(&quad?)?;
+                }
+                next = f.parent;
+            }
+        }
+        let mut sibling_labels = BTreeSet::new();
+        for id in ids {
+            let session = SessionId::new(id.clone())?;
+            let facts = scratch.require(&session)?;
+            if facts.id != *id {
+                return Err(Error::InvalidInput(format!(
+                    "import: graph of session {id} declares ft:sessionId {:?}",
+                    facts.id
+                )));
+            }
+            let label = Label::new(facts.branch.clone())?;
+            scratch.chain(&session)?;
+            let Some(parent) = &facts.parent else {
+                continue;
+            };
+            let parent_id = self.iris.session_id(parent.as_ref()).unwrap_or_default();
+            let parent_len = match self.facts_of(parent.as_ref())? {
+                Some(here) => {
+                    if let Some(existing) = self.child_with_label(parent, &label)? {
+                        return Err(Error::DuplicateLabel {
+                            parent: parent_id,
+                            label: label.to_string(),
+                            existing,
+                        });
+                    }
+                    here.length
+                }
+                None => scratch.require(&SessionId::new(parent_id.clone())?)?.length,
+            };
+            if !sibling_labels.insert((parent_id.clone(), label.to_string())) {
+                return Err(Error::DuplicateLabel {
+                    parent: parent_id,
+                    label: label.to_string(),
+                    existing: format!("another session of the import than {id}"),
+                });
+            }
+            let k = facts.own_start();
+            if k > parent_len {
+                return Err(Error::IndexOutOfRange {
+                    session: parent_id,
+                    index: k as i64,
+                    valid: format!("0..={parent_len} (fork point of {id})"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Writes one session (or, with `None`, every session) in `format`.
     ///
     /// TriG and N-Quads keep each session in its graph and read back losslessly with
@@ -205,20 +288,8 @@ impl Store {
             }
             ids.insert(id);
         }
-        for (child, parent) in parents {
-            let in_file = graphs.contains_key(&parent);
-            let in_store = self.facts_of(parent.as_ref())?.is_some();
-            if !in_file && !in_store {
-                return Err(Error::ParentMissing {
-                    session: child,
-                    parent: self
-                        .iris
-                        .session_id(parent.as_ref())
-                        .unwrap_or_else(|| parent.to_string()),
-                });
-            }
-        }
         let all: Vec<Quad> = graphs.into_values().flatten().collect();
+        self.validate_import(&all, &ids, &parents)?;
         self.commit(&all, &[])?;
         Ok(ids.into_iter().collect())
     }

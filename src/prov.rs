@@ -66,6 +66,11 @@ impl GraphWriter {
     pub(crate) fn agent(&mut self, iris: &Iris, agent: &Agent) -> NamedNode {
         let iri = iris.agent(agent);
         self.add(&iri, rdf::TYPE, agent_class(agent));
+        match agent {
+            Agent::Model(_) => self.add(&iri, rdf::TYPE, ft::MODEL),
+            Agent::Tool(_) => self.add(&iri, rdf::TYPE, ft::TOOL),
+            Agent::Principal(_) => {}
+        }
         self.add(&iri, rdfs::LABEL, Literal::new_simple_literal(agent.name()));
         iri
     }

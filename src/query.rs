@@ -159,12 +159,33 @@ impl Store {
                 _ => String::new(),
             }
         };
+        // The shallowest level must be a root: otherwise its parent is missing, or the
+        // chain is a cycle that `ft:parentSession*` absorbed.
+        if let Some(Term::NamedNode(parent)) = levels[0].get("levelParent") {
+            let parent_id = self
+                .iris
+                .session_id(parent.as_ref())
+                .unwrap_or_else(|| parent.as_str().to_string());
+            let ids: Vec<String> = levels.iter().map(|l| text(l, "levelId")).collect();
+            return Err(if ids.contains(&parent_id) {
+                Error::CycleDetected {
+                    session: id.to_string(),
+                    cycle: ids,
+                }
+            } else {
+                Error::ParentMissing {
+                    session: text(&levels[0], "levelId"),
+                    parent: parent_id,
+                }
+            });
+        }
         let end = up_to.map_or(u64::MAX, |n| n.saturating_add(1));
         let mut out: Vec<ReplayRecord> = Vec::new();
         for (i, level) in levels.iter().enumerate() {
-            let cut = levels
-                .get(i + 1)
-                .and_then(|next| int(next, "forkedAtIndex"))
+            let cut = levels[i + 1..]
+                .iter()
+                .filter_map(|next| int(next, "forkedAtIndex"))
+                .min()
                 .unwrap_or(u64::MAX)
                 .min(end)
                 .min(i64::MAX as u64); // xsd:integer values are 64-bit signed here
@@ -176,6 +197,12 @@ impl Store {
                 let index = int(&row, "index").unwrap_or(u64::MAX);
                 if index < out.len() as u64 {
                     continue;
+                }
+                if index != out.len() as u64 {
+                    return Err(Error::Corrupt {
+                        session: text(level, "levelId"),
+                        detail: format!("turn {} is missing", out.len()),
+                    });
                 }
                 out.push(ReplayRecord {
                     index,
@@ -189,7 +216,10 @@ impl Store {
             return Err(Error::IndexOutOfRange {
                 session: id.to_string(),
                 index: n as i64,
-                valid: format!("0..{}", out.len()),
+                valid: match out.len() {
+                    0 => "none: the session has no turns".into(),
+                    n => format!("0..={}", n - 1),
+                },
             });
         }
         Ok(out)

@@ -38,6 +38,12 @@ impl Facts {
     }
 }
 
+/// A stored `xsd:dateTime` as an instant, for ordering: Oxigraph writes it back in
+/// canonical form (`.900Z` as `.9Z`), so the text does not sort by time.
+fn instant(text: Option<&str>) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    text.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+}
+
 fn literal_text(term: &Term) -> Option<&str> {
     match term {
         Term::Literal(l) => Some(l.value()),
@@ -320,9 +326,13 @@ impl Store {
         };
         let mut turns = Vec::with_capacity(end as usize);
         for (level, facts) in chain.iter().enumerate() {
-            let stop = chain
-                .get(level + 1)
-                .map_or(facts.length, |child| child.own_start())
+            // A level's turns are visible up to the lowest fork point below it: a fork
+            // of a fork may cut deeper into the prefix than its parent did.
+            let stop = chain[level + 1..]
+                .iter()
+                .map(Facts::own_start)
+                .min()
+                .unwrap_or(facts.length)
                 .min(end);
             for index in facts.own_start().max(turns.len() as u64)..stop {
                 turns.push(self.read_turn(facts, index)?);
@@ -406,7 +416,7 @@ impl Store {
                 }
             }
         }
-        out.sort_by(|a, b| (&a.created_at, &a.session).cmp(&(&b.created_at, &b.session)));
+        out.sort_by_cached_key(|s| (instant(s.created_at.as_deref()), s.session.clone()));
         Ok(out)
     }
 
@@ -428,7 +438,7 @@ impl Store {
                 }
             }
         }
-        out.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
+        out.sort_by_cached_key(|f| (instant(f.created.as_deref()), f.id.clone()));
         Ok(out)
     }
 

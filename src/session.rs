@@ -425,7 +425,11 @@ impl Store {
     }
 
     /// The id of the child of `parent` labelled `label`, if any.
-    fn child_with_label(&self, parent: &NamedNode, label: &Label) -> Result<Option<String>> {
+    pub(crate) fn child_with_label(
+        &self,
+        parent: &NamedNode,
+        label: &Label,
+    ) -> Result<Option<String>> {
         let literal = Literal::new_simple_literal(label.as_str());
         for quad in self.inner.quads_for_pattern(
             None,

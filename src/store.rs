@@ -39,7 +39,9 @@ impl Store {
         let path = path.as_ref();
         let inner = oxigraph::store::Store::open(path).map_err(|e| {
             let text = e.to_string();
-            if text.contains("lock") || text.contains("LOCK") {
+            // RocksDB: "While lock file: …/LOCK: Resource temporarily unavailable", or
+            // "lock hold by current process" for a second open in the same process.
+            if text.contains("While lock file") || text.contains("lock hold by current process") {
                 Error::StoreLocked {
                     path: path.to_path_buf(),
                 }

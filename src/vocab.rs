@@ -19,6 +19,7 @@ pub mod ft {
     pub const NS: &str = "https://w3id.org/forktrail/ns#";
     terms! { "https://w3id.org/forktrail/ns#";
         SESSION = "Session", TURN = "Turn", FORK = "Fork", DETACH = "Detach",
+        MODEL = "Model", TOOL = "Tool",
         SESSION_ID = "sessionId", BRANCH = "branch", PARENT_SESSION = "parentSession",
         FORKED_AT_INDEX = "forkedAtIndex", FORK_ROOT = "forkRoot", FORK_DEPTH = "forkDepth",
         BASE_DIGEST = "baseDigest", REASON = "reason",

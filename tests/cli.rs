@@ -73,6 +73,11 @@ impl Cli {
             return String::new();
         }
         let out = self.run(&["export", "--format", "nquads"]);
+        assert!(
+            out.status.success(),
+            "snapshot: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let mut lines: Vec<&str> = std::str::from_utf8(&out.stdout)
             .unwrap()
             .lines()
@@ -269,14 +274,55 @@ fn empty_content_and_hostile_content_are_stored_verbatim() {
 }
 
 #[test]
-fn a_store_held_by_another_process_is_reported_as_in_use() {
+fn a_store_held_by_another_process_is_reported_as_in_use_and_left_unchanged() {
     let cli = Cli::new();
-    let _held = forktrail::Store::open(&cli.store).unwrap();
-    let out = cli.run(&["list"]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("in use by another process"), "{stderr}");
-    assert!(stderr.contains("forktrail serve"), "{stderr}");
+    cli.ok(&["new", "--id", "s"]);
+    let before = cli.snapshot();
+    {
+        let _held = forktrail::Store::open(&cli.store).unwrap();
+        for args in [
+            &["list"][..],
+            &["append", "s", "--role", "user", "--content", "x"],
+        ] {
+            let out = cli.run(args);
+            assert!(!out.status.success());
+            let stderr = String::from_utf8(out.stderr).unwrap();
+            assert!(stderr.contains("in use by another process"), "{stderr}");
+            assert!(stderr.contains("forktrail serve"), "{stderr}");
+        }
+    }
+    assert_eq!(before, cli.snapshot());
+}
+
+#[test]
+fn read_commands_and_bad_arguments_never_create_a_store() {
+    let cli = Cli::new();
+    for args in [
+        &["list"][..],
+        &["replay", "s"],
+        &["replay", "x y"],
+        &["append", "s", "--role", "robot", "--content", "x"],
+        &["new", "--id", "bad id"],
+    ] {
+        let out = cli.run(args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(!cli.store.exists(), "{args:?} created the store");
+    }
+    let stderr = String::from_utf8(cli.run(&["list"]).stderr).unwrap();
+    assert!(stderr.contains("no store at"), "{stderr}");
+}
+
+#[test]
+fn an_all_digit_id_can_be_bound_as_a_string_by_quoting_it() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "42"]);
+    let q = "SELECT ?id ?s WHERE { ?s <https://w3id.org/forktrail/ns#sessionId> ?id }";
+    assert!(cli
+        .ok(&["query", q, "--bind", "id=\"42\""])
+        .contains("(1 rows)"));
+    assert!(cli
+        .ok(&["query", q, "--bind", "id=42"])
+        .contains("(0 rows)"));
 }
 
 fn ids_by_branch(cli: &Cli) -> std::collections::HashMap<String, String> {

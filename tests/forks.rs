@@ -41,8 +41,37 @@ fn replay_of_a_depth_3_chain_equals_the_hand_computed_records() {
         assert_eq!(s.replay(&d, Some(2)).unwrap(), expected[..3].to_vec());
         assert_eq!(s.replay(&d, Some(0)).unwrap(), expected[..1].to_vec());
         assert_eq!(s.replay_sparql(&d, None).unwrap(), expected);
+        assert_eq!(
+            s.replay_sparql(&d, Some(2)).unwrap(),
+            expected[..3].to_vec()
+        );
         assert_eq!(s.info(&d).unwrap().depth, 3);
         assert_eq!(s.info(&d).unwrap().fork_root, "a");
+    }
+}
+
+#[test]
+fn a_fork_of_a_fork_may_cut_inside_the_inherited_prefix() {
+    for s in stores() {
+        let a = session_with(&s, "a", 6); // a 0..5
+        let b = fork_at(&s, &a, 4, "b", "mid"); // inherits a0..a3
+        s.append(&b, NewTurn::new(Role::User, "b4")).unwrap();
+        // c forks b at 2, inside what b inherited from a: c must not see a2 or a3.
+        let c = fork_at(&s, &b, 2, "c", "early");
+        s.append(&c, NewTurn::new(Role::Assistant, "c2")).unwrap();
+        let expected = vec![
+            rec(0, Role::User, "a 0", "main"),
+            rec(1, Role::Assistant, "a 1", "main"),
+            rec(2, Role::Assistant, "c2", "early"),
+        ];
+        assert_eq!(s.replay(&c, None).unwrap(), expected, "{}", s.kind);
+        assert_eq!(s.replay_sparql(&c, None).unwrap(), expected, "{}", s.kind);
+        let turns = s.load(&c, None).unwrap();
+        assert_eq!(
+            s.info(&c).unwrap().head_digest.as_deref(),
+            Some(turns[2].digest.as_str())
+        );
+        assert_eq!(turns[1].digest, s.load(&a, None).unwrap()[1].digest);
     }
 }
 
@@ -399,6 +428,16 @@ fn detach_materialises_the_prefix_so_the_parent_can_be_deleted() {
             (None, 0, "b")
         );
         assert_eq!(s.info(&c).unwrap().depth, 1, "descendants move up");
+        assert_eq!(s.info(&c).unwrap().fork_root, "b", "and take the new root");
+        let copies = format!(
+            "ASK {{ <{}/turn/1> <http://www.w3.org/ns/prov#wasDerivedFrom> <{}/turn/1> }}",
+            s.session_iri(&b).as_str(),
+            s.session_iri(&a).as_str()
+        );
+        assert!(matches!(
+            s.query(&copies, &[]).unwrap(),
+            oxigraph::sparql::QueryResults::Boolean(true)
+        ));
         s.delete(&a, false).unwrap();
         assert_eq!(s.replay(&c, None).unwrap(), before_c);
         // PROV lineage stays.

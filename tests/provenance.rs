@@ -11,6 +11,29 @@ use oxigraph::model::{NamedNode, Term, Triple};
 use oxigraph::sparql::QueryResults;
 use std::collections::BTreeSet;
 
+/// Terms of other vocabularies forktrail may write, spelled as their specifications do
+/// (PROV-O starting point and expanded terms, Dublin Core terms, RDF, RDFS).
+const EXTERNAL_TERMS: &[&str] = &[
+    "http://www.w3.org/ns/prov#Entity",
+    "http://www.w3.org/ns/prov#Activity",
+    "http://www.w3.org/ns/prov#Agent",
+    "http://www.w3.org/ns/prov#SoftwareAgent",
+    "http://www.w3.org/ns/prov#Person",
+    "http://www.w3.org/ns/prov#wasDerivedFrom",
+    "http://www.w3.org/ns/prov#wasGeneratedBy",
+    "http://www.w3.org/ns/prov#wasAttributedTo",
+    "http://www.w3.org/ns/prov#wasAssociatedWith",
+    "http://www.w3.org/ns/prov#wasInfluencedBy",
+    "http://www.w3.org/ns/prov#used",
+    "http://www.w3.org/ns/prov#startedAtTime",
+    "http://www.w3.org/ns/prov#endedAtTime",
+    "http://www.w3.org/ns/prov#generatedAtTime",
+    "http://purl.org/dc/terms/created",
+    "http://purl.org/dc/terms/title",
+    "http://www.w3.org/1999/02/22-rdf-syntax-ns#type",
+    "http://www.w3.org/2000/01/rdf-schema#label",
+];
+
 fn ontology() -> Vec<Triple> {
     RdfParser::from_format(RdfFormat::Turtle)
         .for_slice(ONTOLOGY.as_bytes())
@@ -75,15 +98,8 @@ fn every_term_written_is_declared_in_the_ontology_and_every_declared_term_is_use
             }
         } else {
             assert!(
-                [
-                    "http://www.w3.org/ns/prov#",
-                    "http://purl.org/dc/terms/",
-                    "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
-                    "http://www.w3.org/2000/01/rdf-schema#"
-                ]
-                .iter()
-                .any(|ns| iri.starts_with(ns)),
-                "{term} is from an unexpected vocabulary"
+                EXTERNAL_TERMS.contains(&iri),
+                "{term} is not a known PROV-O/RDF/DC term"
             );
         }
     }
@@ -149,7 +165,7 @@ fn every_turn_is_attributed_and_timed_and_every_fork_is_a_prov_activity_that_use
     );
     assert!(turns > 10);
     let attributed = count(&s, &format!(
-        "{prefixes} SELECT ?t WHERE {{ GRAPH ?g {{ ?t a ft:Turn ; prov:wasAttributedTo ?a ; prov:generatedAtTime ?when . ?a a ?agentClass }} }}"
+        "{prefixes} SELECT DISTINCT ?t WHERE {{ GRAPH ?g {{ ?t a ft:Turn ; prov:wasAttributedTo ?a ; prov:generatedAtTime ?when . ?a a ?agentClass }} }}"
     ));
     assert_eq!(
         turns, attributed,

@@ -24,7 +24,8 @@ fn bless() -> bool {
     std::env::var_os("FORKTRAIL_BLESS").is_some()
 }
 
-/// The fixture: the demo tree, a detached fork and a second root. Regenerated only when
+/// The fixture: the demo tree, a detached fork, a fork cutting inside its parent's
+/// inherited prefix, and a second root. Regenerated only when
 /// blessing and missing, so its ids and times stay fixed.
 fn fixture() -> Store {
     let path = data("fixture.trig");
@@ -38,6 +39,13 @@ fn fixture() -> Store {
         )
         .unwrap();
         s.detach(&archived).unwrap();
+        // A fork of a fork that cuts inside the prefix its parent inherited.
+        let early = fork_at(&s, &tree.model_swap, 2, "fx-early", "early");
+        s.append(
+            &early,
+            NewTurn::new(Role::Assistant, "Trains or planes?").model("model-c"),
+        )
+        .unwrap();
         let other = s
             .create_session(NewSession {
                 id: Some("fx-other".into()),

@@ -196,7 +196,7 @@ struct QueryArgs {
     #[arg(long, default_value = "table")]
     format: String,
     /// Bind a projected variable: NAME=VALUE, a string literal, an integer if VALUE is
-    /// digits, an IRI if written <...>. Repeatable.
+    /// digits, an IRI if written <...>, a string if written "...". Repeatable.
     #[arg(long = "bind", value_name = "NAME=VALUE")]
     bindings: Vec<String>,
 }
@@ -238,7 +238,73 @@ fn print_json(value: &impl serde::Serialize) -> CliResult {
     Ok(())
 }
 
+/// Checks what can be checked without the store, so that bad arguments never create
+/// or touch one.
+fn precheck(command: &Command) -> CliResult {
+    let sessions: Vec<&str> = match command {
+        Command::Append(a) => {
+            a.role.parse::<Role>()?;
+            a.kind.parse::<Kind>()?;
+            vec![&a.session]
+        }
+        Command::Fork(a) => vec![&a.session],
+        Command::Replay { session, .. }
+        | Command::Show { session, .. }
+        | Command::Branches { session, .. }
+        | Command::Tree { session, .. }
+        | Command::Delete { session, .. }
+        | Command::Detach { session } => vec![session],
+        Command::Export {
+            session, format, ..
+        } => {
+            format.parse::<ExportFormat>()?;
+            session.iter().map(String::as_str).collect()
+        }
+        Command::Import { format, file, .. } => {
+            if let Some(f) = format {
+                f.parse::<ImportFormat>()?;
+            }
+            std::fs::metadata(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            vec![]
+        }
+        Command::New {
+            id: new_id,
+            principal,
+            ..
+        } => {
+            if let Some(p) = principal {
+                forktrail::Agent::principal(p.clone())?;
+            }
+            new_id.iter().map(String::as_str).collect()
+        }
+        Command::Query(q) => {
+            for b in &q.bindings {
+                parse_binding(b)?;
+            }
+            vec![]
+        }
+        Command::Demo | Command::List { .. } => vec![],
+    };
+    for s in sessions {
+        id(s)?;
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> CliResult {
+    precheck(&cli.command)?;
+    let creates = matches!(
+        cli.command,
+        Command::Demo | Command::New { .. } | Command::Import { .. }
+    );
+    if !creates && !cli.store.exists() {
+        return Err(format!(
+            "no store at {}: create one with `forktrail new` or `forktrail demo`, or point \
+             --store (or FORKTRAIL_STORE) at an existing one",
+            cli.store.display()
+        )
+        .into());
+    }
     let store = open(&cli.store)?;
     match cli.command {
         Command::Demo => render::demo(&store, &demo::build(&store)?, &cli.store)?,
@@ -416,25 +482,14 @@ fn append(store: &Store, args: AppendArgs) -> CliResult {
         (None, Some(path)) => {
             let bytes =
                 std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            String::from_utf8(bytes).map_err(|e| {
-                forktrail::Error::InvalidInput(format!(
-                    "{} is not valid UTF-8 (invalid byte at offset {})",
-                    path.display(),
-                    e.utf8_error().valid_up_to()
-                ))
-            })?
+            utf8(bytes, &path.display().to_string())?
         }
         (None, None) => {
             let mut bytes = Vec::new();
             std::io::stdin()
                 .read_to_end(&mut bytes)
                 .map_err(|e| format!("cannot read standard input: {e}"))?;
-            String::from_utf8(bytes).map_err(|e| {
-                forktrail::Error::InvalidInput(format!(
-                    "standard input is not valid UTF-8 (invalid byte at offset {})",
-                    e.utf8_error().valid_up_to()
-                ))
-            })?
+            utf8(bytes, "standard input")?
         }
     };
     let mut turn = NewTurn::new(role, content).kind(kind);
@@ -451,13 +506,30 @@ fn append(store: &Store, args: AppendArgs) -> CliResult {
     Ok(())
 }
 
-/// `NAME=VALUE`: `<...>` is an IRI, digits an integer, anything else a string literal.
+/// Content must be UTF-8: say where it is not instead of storing replacement characters.
+fn utf8(bytes: Vec<u8>, source: &str) -> Result<String, forktrail::Error> {
+    String::from_utf8(bytes).map_err(|e| {
+        forktrail::Error::InvalidInput(format!(
+            "{source} is not valid UTF-8 (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// `NAME=VALUE`: `<...>` is an IRI, `"..."` a string, digits an integer, anything else a
+/// string.
 fn parse_binding(text: &str) -> Result<(String, Term), String> {
     let (name, value) = text
         .split_once('=')
         .ok_or_else(|| format!("--bind {text:?}: expected NAME=VALUE"))?;
     let name = name.trim_start_matches(['?', '$']).to_string();
-    let term: Term = if let Some(iri) = value.strip_prefix('<').and_then(|v| v.strip_suffix('>')) {
+    let quoted = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .filter(|_| value.len() >= 2);
+    let term: Term = if let Some(text) = quoted {
+        Literal::new_simple_literal(text).into()
+    } else if let Some(iri) = value.strip_prefix('<').and_then(|v| v.strip_suffix('>')) {
         NamedNode::new(iri)
             .map_err(|e| format!("--bind {name}: invalid IRI <{iri}>: {e}"))?
             .into()
