@@ -305,15 +305,19 @@ pub fn demo(store: &Store, tree: &DemoTree, path: &Path) -> CliResult {
         )],
     )?;
     query_results(results, "table", std::io::stdout().lock())?;
-    let store_arg = format!("--store {}", path.display());
+    // Name the binary as it was started (e.g. target/release/forktrail), so the hints run.
+    let exe = std::env::args()
+        .next()
+        .unwrap_or_else(|| "forktrail".into());
+    let store_arg = format!("{exe} --store {}", path.display());
     println!("\nTry next:");
-    println!("  forktrail {store_arg} tree {} --mermaid", tree.root);
+    println!("  {store_arg} tree {} --mermaid", tree.root);
     println!(
-        "  forktrail {store_arg} query --file queries/{}.rq --bind model={MODEL_A}",
+        "  {store_arg} query --file queries/{}.rq --bind model={MODEL_A}",
         queries::AUDIT_TURNS_BY_MODEL.name
     );
     println!(
-        "  forktrail {store_arg} query --file queries/{}.rq --bind id={}",
+        "  {store_arg} query --file queries/{}.rq --bind id={}",
         queries::AUDIT_DESCENDANTS.name,
         tree.root
     );
