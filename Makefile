@@ -1,9 +1,10 @@
-# The two commands a newcomer needs (`make demo`, `make test`), each installing the one
-# system package the RocksDB build needs first.
+# The two commands a newcomer needs (`make serve`, `make test`), each installing first
+# what the build and the tests need: libclang (RocksDB's bindgen) and a third-party
+# SPARQL client for the server tests.
 
 CARGO ?= cargo
 
-.PHONY: deps demo test lint
+.PHONY: deps demo serve test lint
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -13,6 +14,13 @@ deps:
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libclang-dev; \
 	fi
+	@if ! python3 -c 'import SPARQLWrapper, rdflib' 2>/dev/null; then \
+		echo "installing SPARQLWrapper and rdflib (the server tests' third-party client)"; \
+		python3 -m pip install --quiet --disable-pip-version-check sparqlwrapper rdflib; \
+	fi
+
+serve: deps
+	$(CARGO) run --release -- serve --demo
 
 demo: deps
 	$(CARGO) run --release -- demo

@@ -112,6 +112,10 @@ pub enum Error {
     #[error("query failed: {0}")]
     Query(String),
 
+    /// A query was cancelled (for example by the server's time limit).
+    #[error("the query was cancelled: {0}")]
+    Cancelled(String),
+
     /// A file could not be parsed (import).
     #[error("cannot parse {what}: {detail}")]
     Parse { what: String, detail: String },

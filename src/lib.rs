@@ -29,6 +29,8 @@ mod io;
 mod model;
 mod prov;
 mod query;
+#[cfg(feature = "server")]
+pub mod server;
 mod replay;
 mod session;
 mod store;
@@ -41,7 +43,7 @@ pub use model::{
     SessionId, SessionInfo, TreeNode, Turn, MAX_FORK_DEPTH,
 };
 pub use prov::turn_digest;
-pub use query::{queries, NamedQuery};
+pub use query::{queries, NamedQuery, QueryOptions};
 pub use store::{Store, DEFAULT_BASE_IRI};
 
 #[cfg(doctest)]

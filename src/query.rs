@@ -3,8 +3,11 @@
 use crate::error::{Error, Result};
 use crate::model::{ReplayRecord, SessionId};
 use crate::store::Store;
-use oxigraph::model::{Literal, Term, Variable};
-use oxigraph::sparql::{PreparedSparqlQuery, QueryResults, QuerySolution, SparqlEvaluator};
+use oxigraph::model::{GraphName, Literal, NamedNode, NamedOrBlankNode, Term, Variable};
+use oxigraph::sparql::{
+    CancellationToken, PreparedSparqlQuery, QueryEvaluationError, QueryResults, QuerySolution,
+    SparqlEvaluator,
+};
 use std::sync::OnceLock;
 
 /// One shipped query: a file of `queries/`, one question each.
@@ -63,9 +66,45 @@ fn parsed(query: &NamedQuery) -> Result<PreparedSparqlQuery> {
 }
 
 fn prepare(sparql: &str) -> Result<PreparedSparqlQuery> {
-    SparqlEvaluator::new()
+    prepare_with(sparql, None)
+}
+
+fn prepare_with(sparql: &str, cancel: Option<&CancellationToken>) -> Result<PreparedSparqlQuery> {
+    let mut evaluator = SparqlEvaluator::new();
+    if let Some(token) = cancel {
+        evaluator = evaluator.with_cancellation_token(token.clone());
+    }
+    evaluator
         .parse_query(sparql)
         .map_err(|e| Error::Query(e.to_string()))
+}
+
+/// Where and how a query runs (see [`Store::query_with`]).
+#[derive(Clone, Default)]
+pub struct QueryOptions {
+    /// The graphs merged into the default graph; empty means the union of all graphs
+    /// (unless the query says `FROM`).
+    pub default_graphs: Vec<NamedNode>,
+    /// The graphs `GRAPH` may match; empty means all of them (unless the query says
+    /// `FROM NAMED`).
+    pub named_graphs: Vec<NamedNode>,
+    /// Cancels the evaluation when cancelled (from another thread).
+    pub cancellation: Option<CancellationToken>,
+}
+
+/// Maps evaluation errors to forktrail's: SERVICE is never followed, cancellation is
+/// its own error.
+pub(crate) fn evaluation_error(e: QueryEvaluationError) -> Error {
+    match e {
+        QueryEvaluationError::Cancelled => Error::Cancelled("time limit or caller".into()),
+        QueryEvaluationError::UnsupportedService(_)
+        | QueryEvaluationError::UnboundService
+        | QueryEvaluationError::InvalidServiceName(_)
+        | QueryEvaluationError::Service(_) => {
+            Error::Query("SERVICE is not allowed: forktrail never calls other endpoints".into())
+        }
+        other => Error::Query(other.to_string()),
+    }
 }
 
 impl Store {
@@ -90,6 +129,46 @@ impl Store {
     /// ```
     pub fn query(&self, sparql: &str, bindings: &[(&str, Term)]) -> Result<QueryResults<'static>> {
         self.run(prepare(sparql)?, bindings)
+    }
+
+    /// [`Store::query`] with a dataset and a cancellation token: what the SPARQL
+    /// protocol's `default-graph-uri`/`named-graph-uri` and a time limit need.
+    pub fn query_with(
+        &self,
+        sparql: &str,
+        bindings: &[(&str, Term)],
+        options: &QueryOptions,
+    ) -> Result<QueryResults<'static>> {
+        let mut prepared = prepare_with(sparql, options.cancellation.as_ref())?;
+        if !options.default_graphs.is_empty() {
+            let graphs = options.default_graphs.iter().cloned().map(GraphName::from);
+            prepared.dataset_mut().set_default_graph(graphs.collect());
+        }
+        if !options.named_graphs.is_empty() {
+            let graphs = options.named_graphs.iter().cloned().map(NamedOrBlankNode::from);
+            prepared.dataset_mut().set_available_named_graphs(graphs.collect());
+        }
+        self.run(prepared, bindings)
+    }
+
+    /// Runs a SPARQL 1.1 Update under the store's write lock, in one transaction.
+    ///
+    /// Updates bypass forktrail's checks: an update that breaks the model (turn
+    /// indices, lineage) is the caller's risk. `GRAPH` is needed to reach session data:
+    /// the store's own default graph is empty.
+    pub fn update(&self, sparql: &str, cancel: Option<&CancellationToken>) -> Result<()> {
+        let mut evaluator = SparqlEvaluator::new();
+        if let Some(token) = cancel {
+            evaluator = evaluator.with_cancellation_token(token.clone());
+        }
+        let update = evaluator
+            .parse_update(sparql)
+            .map_err(|e| Error::Query(e.to_string()))?;
+        let _guard = self.write_guard();
+        update
+            .on_store(&self.inner)
+            .execute()
+            .map_err(|e| Error::Query(e.to_string()))
     }
 
     /// Runs one of the shipped [`queries`] with `bindings` (see [`Store::query`]).
@@ -134,7 +213,7 @@ impl Store {
         prepared
             .on_store(&self.inner)
             .execute()
-            .map_err(|e| Error::Query(e.to_string()))
+            .map_err(evaluation_error)
     }
 
     /// Replay through the shipped `.rq` files (fork chain, then the turns of each level

@@ -116,6 +116,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the store over HTTP: a SPARQL 1.1 endpoint (/sparql, /query, /update,
+    /// /store) and a REST API (/sessions). Read-only unless started with a token.
+    #[cfg(feature = "server")]
+    Serve(ServeArgs),
     /// Export one session, or all, as TriG, N-Quads, Turtle (one session) or JSONL
     /// replay records (one session).
     Export {
@@ -182,6 +186,54 @@ struct ForkArgs {
     dry_run: bool,
     #[arg(long)]
     json: bool,
+}
+
+#[cfg(feature = "server")]
+#[derive(Args)]
+struct ServeArgs {
+    /// The address to listen on (loopback by default).
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    bind: std::net::SocketAddr,
+    /// Allow writes (/update, REST writes) to requests with `Authorization: Bearer TOKEN`.
+    #[arg(long, env = "FORKTRAIL_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Cancel queries and updates running longer than this (e.g. 30s, 500ms, 2m).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    query_timeout: std::time::Duration,
+    /// Queries running at once; more are answered 503 with Retry-After.
+    #[arg(long, default_value_t = 8)]
+    max_concurrent_queries: usize,
+    /// The largest request body, in bytes.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// The largest turn content accepted through REST, in bytes.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    max_content_bytes: usize,
+    /// Load the demo tree first if the store has no session.
+    #[arg(long)]
+    demo: bool,
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
+#[cfg(feature = "server")]
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((text, "s"), |i| text.split_at(i));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (e.g. 30s, 500ms, 2m)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("invalid duration unit in {text:?} (use ms, s, m or h)")),
+    };
+    if seconds <= 0.0 {
+        return Err(format!("the duration {text:?} must be positive"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 #[derive(Args)]
@@ -284,6 +336,8 @@ fn precheck(command: &Command) -> CliResult {
             vec![]
         }
         Command::Demo | Command::List { .. } => vec![],
+        #[cfg(feature = "server")]
+        Command::Serve(_) => vec![],
     };
     for s in sessions {
         id(s)?;
@@ -293,10 +347,12 @@ fn precheck(command: &Command) -> CliResult {
 
 fn run(cli: Cli) -> CliResult {
     precheck(&cli.command)?;
-    let creates = matches!(
-        cli.command,
-        Command::Demo | Command::New { .. } | Command::Import { .. }
-    );
+    let creates = match &cli.command {
+        Command::Demo | Command::New { .. } | Command::Import { .. } => true,
+        #[cfg(feature = "server")]
+        Command::Serve(_) => true,
+        _ => false,
+    };
     if !creates && !cli.store.exists() {
         return Err(format!(
             "no store at {}: create one with `forktrail new` or `forktrail demo`, or point \
@@ -425,6 +481,8 @@ fn run(cli: Cli) -> CliResult {
             println!("detached {session}");
         }
         Command::Query(args) => query(&store, args)?,
+        #[cfg(feature = "server")]
+        Command::Serve(args) => serve(store, args)?,
         Command::Import { file, format, json } => {
             let format: ImportFormat = match format {
                 Some(f) => f.parse()?,
@@ -470,6 +528,34 @@ fn run(cli: Cli) -> CliResult {
             }
         }
     }
+    Ok(())
+}
+
+#[cfg(feature = "server")]
+fn serve(store: Store, args: ServeArgs) -> CliResult {
+    if args.demo && store.list()?.is_empty() {
+        let tree = demo::build(&store)?;
+        println!("loaded the demo tree (root {})", tree.root);
+    }
+    let config = forktrail::server::ServerConfig {
+        bind: args.bind,
+        token: args.token.filter(|t| !t.is_empty()),
+        query_timeout: args.query_timeout,
+        max_concurrent_queries: args.max_concurrent_queries,
+        max_body_bytes: args.max_body_bytes,
+        max_content_bytes: args.max_content_bytes,
+    };
+    let writable = config.token.is_some();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(forktrail::server::serve(
+        std::sync::Arc::new(store),
+        config,
+        move |addr| {
+            println!("forktrail is serving on http://{addr} ({})", if writable { "writes need the token" } else { "read-only" });
+            println!("try: curl -H 'Accept: text/csv' --data-urlencode 'query=SELECT ?id ?branch WHERE {{ ?s <https://w3id.org/forktrail/ns#sessionId> ?id ; <https://w3id.org/forktrail/ns#branch> ?branch }}' http://{addr}/sparql");
+            println!("     curl http://{addr}/sessions");
+        },
+    ))?;
     Ok(())
 }
 

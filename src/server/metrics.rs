@@ -1,0 +1,77 @@
+//! `/metrics` in the Prometheus text exposition format: requests by route and status,
+//! latency sums, queries running, and the store's size on disk.
+
+use super::{AppState, Shared};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Request counters, by route pattern and status.
+#[derive(Default)]
+pub struct Metrics {
+    by_route: Mutex<BTreeMap<(String, u16), (u64, f64)>>,
+}
+
+pub(super) async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched".to_string(), |p| p.as_str().to_string());
+    let start = Instant::now();
+    let response = next.run(request).await;
+    let seconds = start.elapsed().as_secs_f64();
+    let mut map = state.metrics.by_route.lock().unwrap_or_else(|p| p.into_inner());
+    let entry = map.entry((route, response.status().as_u16())).or_default();
+    entry.0 += 1;
+    entry.1 += seconds;
+    response
+}
+
+fn dir_size(path: &std::path::Path) -> u64 {
+    std::fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+pub(super) async fn handler(state: Shared) -> Response {
+    let mut out = String::new();
+    out.push_str("# HELP forktrail_requests_total HTTP requests by route and status.\n");
+    out.push_str("# TYPE forktrail_requests_total counter\n");
+    let map = state.metrics.by_route.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    for ((route, status), (count, _)) in &map {
+        let _ = writeln!(out, "forktrail_requests_total{{route=\"{route}\",status=\"{status}\"}} {count}");
+    }
+    out.push_str("# HELP forktrail_request_duration_seconds_sum Time spent answering, by route and status.\n");
+    out.push_str("# TYPE forktrail_request_duration_seconds_sum counter\n");
+    for ((route, status), (_, seconds)) in &map {
+        let _ = writeln!(
+            out,
+            "forktrail_request_duration_seconds_sum{{route=\"{route}\",status=\"{status}\"}} {seconds}"
+        );
+    }
+    let running = state.config.max_concurrent_queries - state.queries.available_permits();
+    out.push_str("# HELP forktrail_queries_running SPARQL queries and updates running now.\n");
+    out.push_str("# TYPE forktrail_queries_running gauge\n");
+    let _ = writeln!(out, "forktrail_queries_running {running}");
+    if let Some(path) = state.store.path() {
+        let bytes = dir_size(path);
+        out.push_str("# HELP forktrail_store_bytes Size of the store directory on disk.\n");
+        out.push_str("# TYPE forktrail_store_bytes gauge\n");
+        let _ = writeln!(out, "forktrail_store_bytes {bytes}");
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}

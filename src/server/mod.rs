@@ -1,0 +1,253 @@
+//! `forktrail serve`: a SPARQL 1.1 Protocol endpoint and a small REST API over one
+//! store, on axum/tokio. Store calls run on blocking threads, never on the async ones.
+//!
+//! Safe by default: it binds loopback, is read-only unless started with a token, never
+//! follows `SERVICE`, cancels queries past a time limit and answers them with an error
+//! status before any body is sent (results are buffered), and runs at most N queries
+//! at once.
+
+mod metrics;
+mod rest;
+mod sparql;
+
+use crate::error::Error;
+use crate::store::Store;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+pub use metrics::Metrics;
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Where to listen; loopback unless told otherwise.
+    pub bind: SocketAddr,
+    /// Writes (`/update`, REST writes) need `Authorization: Bearer <token>`; without a
+    /// token the server is read-only.
+    pub token: Option<String>,
+    /// Queries and updates past this are cancelled and answered with 503.
+    pub query_timeout: Duration,
+    /// Queries running at once; more get 503 with `Retry-After`.
+    pub max_concurrent_queries: usize,
+    /// The largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// The largest turn content accepted through REST (413 beyond).
+    pub max_content_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            token: None,
+            query_timeout: Duration::from_secs(30),
+            max_concurrent_queries: 8,
+            max_body_bytes: 64 * 1024 * 1024,
+            max_content_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+/// What every handler shares.
+pub(crate) struct AppState {
+    pub(crate) store: Arc<Store>,
+    pub(crate) config: ServerConfig,
+    pub(crate) queries: Arc<Semaphore>,
+    pub(crate) metrics: Metrics,
+}
+
+type Shared = State<Arc<AppState>>;
+
+/// The routes, for embedding in another axum application or serving with [`serve`].
+pub fn router(store: Arc<Store>, config: ServerConfig) -> Router {
+    let state = Arc::new(AppState {
+        queries: Arc::new(Semaphore::new(config.max_concurrent_queries.max(1))),
+        metrics: Metrics::default(),
+        store,
+        config: config.clone(),
+    });
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics::handler))
+        .merge(sparql::routes())
+        .merge(rest::routes())
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            metrics::track,
+        ))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .with_state(state)
+}
+
+/// Serves `store` until the process gets Ctrl-C. `ready` is called with the bound
+/// address once the listener is up (useful with port 0).
+pub async fn serve(
+    store: Arc<Store>,
+    config: ServerConfig,
+    ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.bind).await?;
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() && config.token.is_none() {
+        eprintln!(
+            "warning: listening on {addr} without a token: the store is readable by anyone \
+             who can reach this address (writes stay disabled)"
+        );
+    }
+    ready(addr);
+    axum::serve(listener, router(store, config))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+}
+
+/// Runs `f` on a blocking thread with the store.
+pub(crate) async fn blocking<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&Store) -> Result<T, Error> + Send + 'static,
+) -> Result<T, ApiError> {
+    let store = Arc::clone(&state.store);
+    tokio::task::spawn_blocking(move || f(&store))
+        .await
+        .map_err(|e| ApiError::internal(format!("worker failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// A JSON error: `{"error": code, "message": text}` with a fitting status.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    pub(crate) fn busy() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "too many queries are running; retry shortly",
+        )
+    }
+
+    pub(crate) fn timeout(limit: Duration) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            format!("the query ran past the time limit of {limit:?} and was cancelled"),
+        )
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let (status, code) = match &e {
+            Error::SessionNotFound { .. } => (StatusCode::NOT_FOUND, "session_not_found"),
+            Error::ParentMissing { .. } => (StatusCode::CONFLICT, "parent_missing"),
+            Error::IndexOutOfRange { .. } => (StatusCode::BAD_REQUEST, "index_out_of_range"),
+            Error::ForkTooDeep { .. } => (StatusCode::CONFLICT, "fork_too_deep"),
+            Error::ChainTooDeep { .. } => (StatusCode::CONFLICT, "chain_too_deep"),
+            Error::CycleDetected { .. } => (StatusCode::CONFLICT, "cycle_detected"),
+            Error::HasChildren { .. } => (StatusCode::CONFLICT, "has_children"),
+            Error::InvalidId { .. } => (StatusCode::BAD_REQUEST, "invalid_id"),
+            Error::InvalidName { .. } => (StatusCode::BAD_REQUEST, "invalid_name"),
+            Error::InvalidRole { .. } => (StatusCode::BAD_REQUEST, "invalid_role"),
+            Error::InvalidKind { .. } => (StatusCode::BAD_REQUEST, "invalid_kind"),
+            Error::DuplicateLabel { .. } => (StatusCode::CONFLICT, "duplicate_label"),
+            Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Error::InvalidInput(_) | Error::Parse { .. } => (StatusCode::BAD_REQUEST, "invalid_input"),
+            Error::Query(_) => (StatusCode::BAD_REQUEST, "query"),
+            Error::Cancelled(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
+            Error::StoreLocked { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_locked"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        Self::new(status, code, e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.code, "message": self.message });
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE && self.code == "busy" {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+/// Writes need the configured token: 403 when the server has none, 401 when the
+/// request's is missing or wrong (compared in constant time).
+pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(expected) = &state.config.token else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "read_only",
+            "this server is read-only: start it with --token to allow writes",
+        ));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a valid `Authorization: Bearer <token>` header is required for writes",
+        ))
+    }
+}
+
+/// Compares without an early exit, so timing does not reveal a matching prefix.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for (i, x) in a.iter().enumerate() {
+        diff |= (*x ^ b.get(i % b.len().max(1)).copied().unwrap_or(0)) as usize;
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn constant_time_eq_compares_whole_strings() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"secret"));
+        assert!(!constant_time_eq(b"secret", b""));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

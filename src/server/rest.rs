@@ -1,0 +1,261 @@
+//! REST resources under `/sessions`: the CLI's operations as JSON, with the same
+//! semantics and errors. Reads are open; writes need the token.
+
+use super::{authorize, blocking, ApiError, AppState, Shared};
+use crate::model::{ForkOptions, Kind, NewSession, NewTurn, Role, SessionId};
+use axum::extract::{Path, Query};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+
+pub(super) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/sessions", get(list).post(create))
+        .route("/sessions/{id}", get(show).delete(delete))
+        .route("/sessions/{id}/turns", post(append))
+        .route("/sessions/{id}/replay", get(replay))
+        .route("/sessions/{id}/fork", post(fork))
+        .route("/sessions/{id}/branches", get(branches))
+        .route("/sessions/{id}/tree", get(tree))
+        .route("/sessions/{id}/detach", post(detach))
+}
+
+fn id(text: &str) -> Result<SessionId, ApiError> {
+    SessionId::new(text).map_err(ApiError::from)
+}
+
+/// A JSON body, with a JSON error (not axum's plain text) when it does not parse.
+fn body<T: serde::de::DeserializeOwned>(
+    payload: Result<Json<T>, axum::extract::rejection::JsonRejection>,
+) -> Result<T, ApiError> {
+    payload.map(|Json(v)| v).map_err(|e| match e {
+        axum::extract::rejection::JsonRejection::BytesRejection(_) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "the request body is larger than the server accepts",
+        ),
+        other => ApiError::bad_request(format!("invalid JSON body: {}", other.body_text())),
+    })
+}
+
+fn done(result: Result<Response, ApiError>) -> Response {
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn list(state: Shared) -> Response {
+    done(blocking(&state, |s| s.list()).await.map(|v| Json(v).into_response()))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    id: Option<String>,
+    title: Option<String>,
+    principal: Option<String>,
+}
+
+async fn create(
+    state: Shared,
+    headers: HeaderMap,
+    payload: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    done(async {
+        authorize(&state, &headers)?;
+        let b = body(payload)?;
+        let session = blocking(&state, move |s| {
+            s.create_session(NewSession {
+                id: b.id,
+                title: b.title,
+                principal: b.principal,
+            })
+        })
+        .await?;
+        Ok((StatusCode::CREATED, Json(json!({ "session": session.as_str() }))).into_response())
+    }
+    .await)
+}
+
+async fn show(state: Shared, Path(session): Path<String>) -> Response {
+    done(async {
+        let session = id(&session)?;
+        let info = blocking(&state, move |s| s.info(&session)).await?;
+        Ok(Json(info).into_response())
+    }
+    .await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnBody {
+    role: String,
+    content: String,
+    #[serde(default)]
+    kind: Option<String>,
+    model: Option<String>,
+    name: Option<String>,
+    tool_call_id: Option<String>,
+    /// JSON: an array of tool calls, kept as JSON text.
+    tool_calls: Option<serde_json::Value>,
+}
+
+async fn append(
+    state: Shared,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    payload: Result<Json<TurnBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    done(async {
+        authorize(&state, &headers)?;
+        let session = id(&session)?;
+        let b = body(payload)?;
+        if b.content.len() > state.config.max_content_bytes {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "turn content of {} bytes is over the limit of {} bytes",
+                    b.content.len(),
+                    state.config.max_content_bytes
+                ),
+            ));
+        }
+        let role: Role = b.role.parse()?;
+        let kind: Kind = b.kind.as_deref().unwrap_or("message").parse()?;
+        let mut turn = NewTurn::new(role, b.content).kind(kind);
+        turn.model = b.model;
+        turn.name = b.name;
+        turn.tool_call_id = b.tool_call_id;
+        turn.tool_calls = b.tool_calls.map(|v| v.to_string());
+        let reply_id = session.to_string();
+        let index = blocking(&state, move |s| s.append(&session, turn)).await?;
+        Ok((
+            StatusCode::CREATED,
+            Json(json!({ "session": reply_id, "index": index })),
+        )
+            .into_response())
+    }
+    .await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayParams {
+    up_to: Option<u64>,
+}
+
+async fn replay(
+    state: Shared,
+    Path(session): Path<String>,
+    params: Result<Query<ReplayParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    done(async {
+        let session = id(&session)?;
+        let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+        let records = blocking(&state, move |s| s.replay(&session, p.up_to)).await?;
+        Ok(Json(records).into_response())
+    }
+    .await)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ForkBody {
+    at: Option<i64>,
+    label: Option<String>,
+    reason: Option<String>,
+    principal: Option<String>,
+    id: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn fork(
+    state: Shared,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    payload: Result<Json<ForkBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    done(async {
+        authorize(&state, &headers)?;
+        let parent = id(&session)?;
+        // An empty body forks with every default.
+        let b = match payload {
+            Err(axum::extract::rejection::JsonRejection::MissingJsonContentType(_)) => {
+                ForkBody::default()
+            }
+            other => body(other)?,
+        };
+        let dry_run = b.dry_run;
+        let plan = blocking(&state, move |s| {
+            s.fork(
+                &parent,
+                ForkOptions {
+                    at: b.at,
+                    label: b.label,
+                    reason: b.reason,
+                    principal: b.principal,
+                    id: b.id,
+                    dry_run: b.dry_run,
+                },
+            )
+        })
+        .await?;
+        let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
+        Ok((status, Json(plan)).into_response())
+    }
+    .await)
+}
+
+async fn branches(state: Shared, Path(session): Path<String>) -> Response {
+    done(async {
+        let session = id(&session)?;
+        Ok(Json(blocking(&state, move |s| s.branches(&session)).await?).into_response())
+    }
+    .await)
+}
+
+async fn tree(state: Shared, Path(session): Path<String>) -> Response {
+    done(async {
+        let session = id(&session)?;
+        Ok(Json(blocking(&state, move |s| s.tree(&session)).await?).into_response())
+    }
+    .await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeleteParams {
+    #[serde(default)]
+    cascade: bool,
+}
+
+async fn delete(
+    state: Shared,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    params: Result<Query<DeleteParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    done(async {
+        authorize(&state, &headers)?;
+        let session = id(&session)?;
+        let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+        let deleted = blocking(&state, move |s| s.delete(&session, p.cascade)).await?;
+        Ok(Json(json!({ "deleted": deleted })).into_response())
+    }
+    .await)
+}
+
+async fn detach(state: Shared, headers: HeaderMap, Path(session): Path<String>) -> Response {
+    done(async {
+        authorize(&state, &headers)?;
+        let session = id(&session)?;
+        let reply = session.to_string();
+        blocking(&state, move |s| s.detach(&session)).await?;
+        Ok(Json(json!({ "detached": reply })).into_response())
+    }
+    .await)
+}

@@ -1,0 +1,376 @@
+//! The SPARQL 1.1 Protocol: `/sparql` and `/query` (queries), `/update` and `/sparql`
+//! with `update=` (updates, token only), `/store?graph=` (Graph Store Protocol, read).
+
+use super::{authorize, blocking, ApiError, AppState, Shared};
+use crate::error::Error;
+use crate::query::{evaluation_error, QueryOptions};
+use crate::store::Store;
+use axum::body::Bytes;
+use axum::extract::RawQuery;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use oxigraph::io::{RdfFormat, RdfSerializer};
+use oxigraph::model::{GraphNameRef, NamedNode, NamedNodeRef};
+use oxigraph::sparql::results::{QueryResultsFormat, QueryResultsSerializer};
+use oxigraph::sparql::{CancellationToken, QueryResults};
+use std::sync::Arc;
+
+pub(super) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/sparql", get(get_sparql).post(post_sparql))
+        .route("/query", get(get_sparql).post(post_sparql))
+        .route("/update", axum::routing::post(post_sparql))
+        .route("/store", get(get_store))
+}
+
+/// The parameters of one protocol request.
+#[derive(Default)]
+struct Operation {
+    query: Option<String>,
+    update: Option<String>,
+    default_graphs: Vec<String>,
+    named_graphs: Vec<String>,
+}
+
+impl Operation {
+    fn add(&mut self, pairs: Vec<(String, String)>) -> Result<(), ApiError> {
+        for (key, value) in pairs {
+            match key.as_str() {
+                "query" => set_once(&mut self.query, value, "query")?,
+                "update" => set_once(&mut self.update, value, "update")?,
+                "default-graph-uri" | "using-graph-uri" => self.default_graphs.push(value),
+                "named-graph-uri" | "using-named-graph-uri" => self.named_graphs.push(value),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn options(&self) -> Result<QueryOptions, ApiError> {
+        let iris = |list: &[String]| -> Result<Vec<NamedNode>, ApiError> {
+            list.iter()
+                .map(|i| {
+                    NamedNode::new(i.clone())
+                        .map_err(|e| ApiError::bad_request(format!("invalid graph IRI <{i}>: {e}")))
+                })
+                .collect()
+        };
+        Ok(QueryOptions {
+            default_graphs: iris(&self.default_graphs)?,
+            named_graphs: iris(&self.named_graphs)?,
+            cancellation: None,
+        })
+    }
+}
+
+fn set_once(slot: &mut Option<String>, value: String, name: &str) -> Result<(), ApiError> {
+    if slot.replace(value).is_some() {
+        return Err(ApiError::bad_request(format!("the {name} parameter is given twice")));
+    }
+    Ok(())
+}
+
+fn pairs(text: &str) -> Result<Vec<(String, String)>, ApiError> {
+    serde_urlencoded::from_str(text)
+        .map_err(|e| ApiError::bad_request(format!("malformed parameters: {e}")))
+}
+
+async fn get_sparql(state: Shared, RawQuery(raw): RawQuery, headers: HeaderMap) -> Response {
+    let mut op = Operation::default();
+    if let Err(e) = pairs(raw.as_deref().unwrap_or("")).and_then(|p| op.add(p)) {
+        return e.into_response();
+    }
+    run(state, op, headers, false).await
+}
+
+async fn post_sparql(
+    state: Shared,
+    uri: axum::http::Uri,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut op = Operation::default();
+    let result = (|| -> Result<(), ApiError> {
+        op.add(pairs(raw.as_deref().unwrap_or(""))?)?;
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let text = || {
+            String::from_utf8(body.to_vec())
+                .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))
+        };
+        match content_type.as_str() {
+            "application/x-www-form-urlencoded" => op.add(pairs(&text()?)?),
+            "application/sparql-query" => set_once(&mut op.query, text()?, "query"),
+            "application/sparql-update" => set_once(&mut op.update, text()?, "update"),
+            other => Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                format!(
+                    "unsupported content type {other:?}: use application/sparql-query, \
+                     application/sparql-update or application/x-www-form-urlencoded"
+                ),
+            )),
+        }
+    })();
+    if let Err(e) = result {
+        return e.into_response();
+    }
+    let update_route = uri.path() == "/update";
+    if update_route && op.query.is_some() {
+        return ApiError::bad_request("/update takes an update, not a query").into_response();
+    }
+    if uri.path() == "/query" && op.update.is_some() {
+        return ApiError::bad_request("/query takes a query; send updates to /update").into_response();
+    }
+    run(state, op, headers, true).await
+}
+
+async fn run(state: Shared, op: Operation, headers: HeaderMap, post: bool) -> Response {
+    let state = state.0;
+    let result = match (&op.query, &op.update) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request("give either query or update, not both")),
+        (None, None) => return service_description(&headers),
+        (None, Some(update)) if post => {
+            if let Err(e) = authorize(&state, &headers) {
+                return e.into_response();
+            }
+            let update = update.clone();
+            limited(&state, move |store, cancel| {
+                store.update(&update, Some(&cancel)).map_err(ApiError::from)
+            })
+            .await
+            .map(|_| StatusCode::NO_CONTENT.into_response())
+        }
+        (None, Some(_)) => Err(ApiError::bad_request("updates must be sent with POST")),
+        (Some(query), None) => {
+            let query = query.clone();
+            let accept = accept(&headers);
+            match op.options() {
+                Err(e) => Err(e),
+                Ok(mut options) => limited(&state, move |store, cancel| {
+                    options.cancellation = Some(cancel);
+                    evaluate(store, &query, &options, &accept)
+                })
+                .await
+                .map(|(content_type, body)| {
+                    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+                }),
+            }
+        }
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn accept(headers: &HeaderMap) -> String {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Runs `work` on a blocking thread under the concurrency cap and the time limit. Past
+/// the limit the token is cancelled and the caller gets 503 at once; nothing of the
+/// result has been sent (results are buffered).
+async fn limited<T: Send + 'static>(
+    state: &Arc<AppState>,
+    work: impl FnOnce(&Store, CancellationToken) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let permit = Arc::clone(&state.queries)
+        .try_acquire_owned()
+        .map_err(|_| ApiError::busy())?;
+    let token = CancellationToken::new();
+    let task_token = token.clone();
+    let store = Arc::clone(&state.store);
+    let task = tokio::task::spawn_blocking(move || {
+        let _permit = permit; // held until the evaluation really stops
+        work(&store, task_token)
+    });
+    match tokio::time::timeout(state.config.query_timeout, task).await {
+        Ok(joined) => joined.map_err(|e| ApiError::internal(format!("worker failed: {e}")))?,
+        Err(_) => {
+            token.cancel();
+            Err(ApiError::timeout(state.config.query_timeout))
+        }
+    }
+}
+
+/// The media types offered for each kind of result, first is the default.
+const SOLUTION_TYPES: &[(&str, QueryResultsFormat)] = &[
+    ("application/sparql-results+json", QueryResultsFormat::Json),
+    ("application/json", QueryResultsFormat::Json),
+    ("application/sparql-results+xml", QueryResultsFormat::Xml),
+    ("application/xml", QueryResultsFormat::Xml),
+    ("text/csv", QueryResultsFormat::Csv),
+    ("text/tab-separated-values", QueryResultsFormat::Tsv),
+];
+const GRAPH_TYPES: &[&str] = &[
+    "text/turtle",
+    "application/n-triples",
+    "application/n-quads",
+    "application/trig",
+    "application/ld+json",
+];
+
+/// Picks the offer the Accept header prefers (q-values, then order); `None` is 406.
+pub(super) fn negotiate<'a>(accept: &str, offers: &[&'a str]) -> Option<&'a str> {
+    let mut ranges: Vec<(f32, usize, String)> = accept
+        .split(',')
+        .enumerate()
+        .filter_map(|(i, part)| {
+            let mut pieces = part.split(';');
+            let range = pieces.next()?.trim().to_ascii_lowercase();
+            if range.is_empty() {
+                return None;
+            }
+            let q = pieces
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            Some((q, i, range))
+        })
+        .filter(|(q, _, _)| *q > 0.0)
+        .collect();
+    if ranges.is_empty() {
+        return offers.first().copied();
+    }
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranges.iter().find_map(|(_, _, range)| {
+        offers.iter().copied().find(|offer| {
+            range == "*/*"
+                || range == offer
+                || range
+                    .strip_suffix("/*")
+                    .is_some_and(|major| offer.split('/').next() == Some(major))
+        })
+    })
+}
+
+fn not_acceptable(what: &str, offers: &[&str]) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_ACCEPTABLE,
+        "not_acceptable",
+        format!("no acceptable media type for {what}; offered: {}", offers.join(", ")),
+    )
+}
+
+fn evaluate(
+    store: &Store,
+    query: &str,
+    options: &QueryOptions,
+    accept: &str,
+) -> Result<(String, Vec<u8>), ApiError> {
+    let io = |e: std::io::Error| ApiError::internal(format!("cannot serialize results: {e}"));
+    let failed = |e| ApiError::from(evaluation_error(e));
+    let mut out = Vec::new();
+    match store.query_with(query, &[], options)? {
+        QueryResults::Solutions(solutions) => {
+            let offers: Vec<&str> = SOLUTION_TYPES.iter().map(|(m, _)| *m).collect();
+            let media = negotiate(accept, &offers).ok_or_else(|| not_acceptable("solutions", &offers))?;
+            let format = SOLUTION_TYPES.iter().find(|(m, _)| *m == media).map(|(_, f)| *f).unwrap_or(QueryResultsFormat::Json);
+            let mut w = QueryResultsSerializer::from_format(format)
+                .serialize_solutions_to_writer(&mut out, solutions.variables().to_vec())
+                .map_err(io)?;
+            for solution in solutions {
+                w.serialize(&solution.map_err(failed)?).map_err(io)?;
+            }
+            w.finish().map_err(io)?;
+            Ok((format.media_type().to_string(), out))
+        }
+        QueryResults::Boolean(value) => {
+            let offers: Vec<&str> = SOLUTION_TYPES.iter().map(|(m, _)| *m).collect();
+            let media = negotiate(accept, &offers).ok_or_else(|| not_acceptable("a boolean", &offers))?;
+            let format = SOLUTION_TYPES.iter().find(|(m, _)| *m == media).map(|(_, f)| *f).unwrap_or(QueryResultsFormat::Json);
+            QueryResultsSerializer::from_format(format)
+                .serialize_boolean_to_writer(&mut out, value)
+                .map_err(io)?;
+            Ok((format.media_type().to_string(), out))
+        }
+        QueryResults::Graph(triples) => {
+            let media = negotiate(accept, GRAPH_TYPES).ok_or_else(|| not_acceptable("a graph", GRAPH_TYPES))?;
+            let format = RdfFormat::from_media_type(media).unwrap_or(RdfFormat::Turtle);
+            let mut w = RdfSerializer::from_format(format).for_writer(&mut out);
+            for triple in triples {
+                w.serialize_triple(&triple.map_err(failed)?).map_err(io)?;
+            }
+            w.finish().map_err(io)?;
+            Ok((media.to_string(), out))
+        }
+    }
+}
+
+fn service_description(headers: &HeaderMap) -> Response {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    let base = format!("http://{host}");
+    let body = format!(
+        "@prefix sd: <http://www.w3.org/ns/sparql-service-description#> .\n\
+         @prefix formats: <http://www.w3.org/ns/formats/> .\n\
+         <{base}/sparql> a sd:Service ;\n\
+         \tsd:endpoint <{base}/sparql> ;\n\
+         \tsd:supportedLanguage sd:SPARQL11Query, sd:SPARQL11Update ;\n\
+         \tsd:feature sd:UnionDefaultGraph ;\n\
+         \tsd:resultFormat formats:SPARQL_Results_JSON, formats:SPARQL_Results_XML, \
+         formats:SPARQL_Results_CSV, formats:SPARQL_Results_TSV, formats:Turtle, \
+         formats:N-Triples, formats:N-Quads, formats:TriG, formats:JSON-LD .\n"
+    );
+    ([(header::CONTENT_TYPE, "text/turtle")], body).into_response()
+}
+
+async fn get_store(state: Shared, RawQuery(raw): RawQuery, headers: HeaderMap) -> Response {
+    let result = async {
+        let params = pairs(raw.as_deref().unwrap_or(""))?;
+        let graph = params
+            .into_iter()
+            .find(|(k, _)| k == "graph")
+            .map(|(_, v)| v)
+            .ok_or_else(|| ApiError::bad_request("give ?graph=<session IRI>"))?;
+        let graph = NamedNode::new(graph.clone())
+            .map_err(|e| ApiError::bad_request(format!("invalid graph IRI <{graph}>: {e}")))?;
+        let offers = ["text/turtle", "application/trig", "application/n-triples", "application/n-quads"];
+        let media = negotiate(&accept(&headers), &offers)
+            .ok_or_else(|| not_acceptable("a graph", &offers))?;
+        let format = RdfFormat::from_media_type(media).unwrap_or(RdfFormat::Turtle);
+        let body = blocking(&state, move |store| graph_body(store, graph.as_ref(), format)).await?;
+        Ok::<_, ApiError>(([(header::CONTENT_TYPE, media.to_string())], body).into_response())
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn graph_body(store: &Store, graph: NamedNodeRef<'_>, format: RdfFormat) -> Result<Vec<u8>, Error> {
+    let io = |e: std::io::Error| Error::io("cannot serialize the graph", e);
+    if !store.inner.contains_named_graph(graph)? {
+        return Err(Error::SessionNotFound {
+            session: store
+                .iris
+                .session_id(graph)
+                .unwrap_or_else(|| graph.as_str().to_string()),
+        });
+    }
+    let mut w = RdfSerializer::from_format(format).for_writer(Vec::new());
+    for quad in store
+        .inner
+        .quads_for_pattern(None, None, None, Some(GraphNameRef::NamedNode(graph)))
+    {
+        let quad = quad?;
+        if format.supports_datasets() {
+            w.serialize_quad(&quad).map_err(io)?;
+        } else {
+            w.serialize_triple(quad.as_ref()).map_err(io)?;
+        }
+    }
+    w.finish().map_err(io)
+}

@@ -1,0 +1,29 @@
+"""Drives a forktrail endpoint with SPARQLWrapper (and rdflib for CONSTRUCT results),
+a SPARQL client forktrail did not write. Usage: sparql_client.py ENDPOINT LEAF ROOT"""
+import sys
+
+from SPARQLWrapper import JSON, TURTLE, SPARQLWrapper
+
+endpoint, leaf, root = sys.argv[1:4]
+FT = "PREFIX ft: <https://w3id.org/forktrail/ns#>\n"
+
+client = SPARQLWrapper(endpoint)
+client.setReturnFormat(JSON)
+client.setQuery(FT + """SELECT ?levelId ?depth WHERE {
+  ?s ft:sessionId "%s" ; ft:parentSession* ?level .
+  ?level ft:sessionId ?levelId ; ft:forkDepth ?depth } ORDER BY ?depth""" % leaf)
+rows = client.query().convert()["results"]["bindings"]
+assert rows[0]["levelId"]["value"] == root, rows
+assert rows[-1]["levelId"]["value"] == leaf, rows
+print("select: %d levels, root first" % len(rows))
+
+client.setQuery(FT + 'ASK { ?s ft:sessionId "%s" ; ft:parentSession ?p }' % leaf)
+print("ask: %s" % client.query().convert()["boolean"])
+
+client.setReturnFormat(TURTLE)
+client.setQuery(FT + "CONSTRUCT { ?f a ft:Fork } WHERE { ?f a ft:Fork }")
+graph = client.queryAndConvert()
+if isinstance(graph, bytes):  # older SPARQLWrapper: parse it ourselves
+    import rdflib
+    graph = rdflib.Graph().parse(data=graph, format="turtle")
+print("construct: %d forks" % len(graph))
