@@ -29,9 +29,9 @@ mod io;
 mod model;
 mod prov;
 mod query;
+mod replay;
 #[cfg(feature = "server")]
 pub mod server;
-mod replay;
 mod session;
 mod store;
 pub mod vocab;

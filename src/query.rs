@@ -145,8 +145,14 @@ impl Store {
             prepared.dataset_mut().set_default_graph(graphs.collect());
         }
         if !options.named_graphs.is_empty() {
-            let graphs = options.named_graphs.iter().cloned().map(NamedOrBlankNode::from);
-            prepared.dataset_mut().set_available_named_graphs(graphs.collect());
+            let graphs = options
+                .named_graphs
+                .iter()
+                .cloned()
+                .map(NamedOrBlankNode::from);
+            prepared
+                .dataset_mut()
+                .set_available_named_graphs(graphs.collect());
         }
         self.run(prepared, bindings)
     }

@@ -36,7 +36,10 @@ fn start(config: ServerConfig) -> Server {
         runtime
             .block_on(serve(
                 served,
-                ServerConfig { bind: "127.0.0.1:0".parse().unwrap(), ..config },
+                ServerConfig {
+                    bind: "127.0.0.1:0".parse().unwrap(),
+                    ..config
+                },
                 move |addr| tx.send(addr).unwrap(),
             ))
             .unwrap();
@@ -46,12 +49,18 @@ fn start(config: ServerConfig) -> Server {
         base: format!("http://{addr}"),
         store,
         tree,
-        http: Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+        http: Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
     }
 }
 
 fn with_token() -> ServerConfig {
-    ServerConfig { token: Some(TOKEN.into()), ..ServerConfig::default() }
+    ServerConfig {
+        token: Some(TOKEN.into()),
+        ..ServerConfig::default()
+    }
 }
 
 impl Server {
@@ -59,7 +68,11 @@ impl Server {
         format!("{}{path}", self.base)
     }
     fn get(&self, path: &str, accept: &str) -> Response {
-        self.http.get(self.url(path)).header("Accept", accept).send().unwrap()
+        self.http
+            .get(self.url(path))
+            .header("Accept", accept)
+            .send()
+            .unwrap()
     }
     fn sparql(&self, query: &str, accept: &str) -> Response {
         self.http
@@ -94,28 +107,63 @@ fn sparql_answers_in_every_result_format_by_accept() {
     let s = start(ServerConfig::default());
     let q = CHAIN.replace("?id ;", &format!("\"{}\" ;", s.tree.booking));
     for (accept, expected_type, marker) in [
-        ("application/sparql-results+json", "application/sparql-results+json", "\"bindings\""),
-        ("application/sparql-results+xml", "application/sparql-results+xml", "<sparql"),
+        (
+            "application/sparql-results+json",
+            "application/sparql-results+json",
+            "\"bindings\"",
+        ),
+        (
+            "application/sparql-results+xml",
+            "application/sparql-results+xml",
+            "<sparql",
+        ),
         ("text/csv", "text/csv", "levelId,depth"),
-        ("text/tab-separated-values", "text/tab-separated-values", "?levelId\t?depth"),
-        ("text/html;q=0.9, text/csv;q=0.2, application/sparql-results+xml;q=0.5", "application/sparql-results+xml", "<sparql"),
+        (
+            "text/tab-separated-values",
+            "text/tab-separated-values",
+            "?levelId\t?depth",
+        ),
+        (
+            "text/html;q=0.9, text/csv;q=0.2, application/sparql-results+xml;q=0.5",
+            "application/sparql-results+xml",
+            "<sparql",
+        ),
         ("*/*", "application/sparql-results+json", "\"bindings\""),
         ("", "application/sparql-results+json", "\"bindings\""),
     ] {
         let r = s.sparql(&q, accept);
         assert_eq!(r.status(), StatusCode::OK, "{accept}");
-        assert!(content_type(&r).starts_with(expected_type), "{accept}: {}", content_type(&r));
+        assert!(
+            content_type(&r).starts_with(expected_type),
+            "{accept}: {}",
+            content_type(&r)
+        );
         let body = r.text().unwrap();
         assert!(body.contains(marker), "{accept}: {body}");
-        assert!(body.contains(s.tree.root.as_str()), "the chain reaches the root: {body}");
+        assert!(
+            body.contains(s.tree.root.as_str()),
+            "the chain reaches the root: {body}"
+        );
     }
     let r = s.sparql(&q, "image/png");
     assert_eq!(r.status(), StatusCode::NOT_ACCEPTABLE);
     // GET and form POST give the same rows as a direct POST.
     let csv = s.sparql(&q, "text/csv").text().unwrap();
-    let get = s.http.get(s.url("/sparql")).query(&[("query", q.as_str())]).header("Accept", "text/csv").send().unwrap();
+    let get = s
+        .http
+        .get(s.url("/sparql"))
+        .query(&[("query", q.as_str())])
+        .header("Accept", "text/csv")
+        .send()
+        .unwrap();
     assert_eq!(get.text().unwrap(), csv);
-    let form = s.http.post(s.url("/query")).form(&[("query", q.as_str())]).header("Accept", "text/csv").send().unwrap();
+    let form = s
+        .http
+        .post(s.url("/query"))
+        .form(&[("query", q.as_str())])
+        .header("Accept", "text/csv")
+        .send()
+        .unwrap();
     assert_eq!(form.text().unwrap(), csv);
     assert_eq!(csv.lines().count(), 4, "root, model-swap, booking:\n{csv}");
 }
@@ -124,14 +172,26 @@ fn sparql_answers_in_every_result_format_by_accept() {
 fn graphs_come_back_in_every_rdf_format_and_ask_as_a_boolean() {
     let s = start(ServerConfig::default());
     let construct = "CONSTRUCT { ?f a <https://w3id.org/forktrail/ns#Fork> } WHERE { ?f a <https://w3id.org/forktrail/ns#Fork> }";
-    for accept in ["text/turtle", "application/n-triples", "application/n-quads", "application/trig", "application/ld+json"] {
+    for accept in [
+        "text/turtle",
+        "application/n-triples",
+        "application/n-quads",
+        "application/trig",
+        "application/ld+json",
+    ] {
         let r = s.sparql(construct, accept);
         assert_eq!(r.status(), StatusCode::OK, "{accept}");
         assert!(content_type(&r).starts_with(accept), "{accept}");
         assert!(r.text().unwrap().contains("/fork"), "{accept}");
     }
-    assert_eq!(s.sparql(construct, "text/csv").status(), StatusCode::NOT_ACCEPTABLE);
-    let ask = s.sparql("ASK { ?s <https://w3id.org/forktrail/ns#branch> \"booking\" }", "application/sparql-results+json");
+    assert_eq!(
+        s.sparql(construct, "text/csv").status(),
+        StatusCode::NOT_ACCEPTABLE
+    );
+    let ask = s.sparql(
+        "ASK { ?s <https://w3id.org/forktrail/ns#branch> \"booking\" }",
+        "application/sparql-results+json",
+    );
     assert_eq!(ask.json::<Value>().unwrap()["boolean"], true);
 }
 
@@ -141,30 +201,67 @@ fn protocol_edges_service_description_service_refusal_and_datasets() {
     let sd = s.get("/sparql", "text/turtle");
     assert_eq!(sd.status(), StatusCode::OK);
     assert!(sd.text().unwrap().contains("sd:UnionDefaultGraph"));
-    let r = s.sparql("SELECT * WHERE { SERVICE <http://example.com/sparql> { ?s ?p ?o } }", "");
+    let r = s.sparql(
+        "SELECT * WHERE { SERVICE <http://example.com/sparql> { ?s ?p ?o } }",
+        "",
+    );
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert!(r.text().unwrap().contains("SERVICE is not allowed"));
-    assert_eq!(s.sparql("SELECT WHERE {", "").status(), StatusCode::BAD_REQUEST);
-    let wrong_type = s.http.post(s.url("/sparql")).header("Content-Type", "text/plain").body("x").send().unwrap();
+    assert_eq!(
+        s.sparql("SELECT WHERE {", "").status(),
+        StatusCode::BAD_REQUEST
+    );
+    let wrong_type = s
+        .http
+        .post(s.url("/sparql"))
+        .header("Content-Type", "text/plain")
+        .body("x")
+        .send()
+        .unwrap();
     assert_eq!(wrong_type.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
     // default-graph-uri restricts the default graph to the named sessions.
-    let count = "SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE { ?s a <https://w3id.org/forktrail/ns#Session> }";
+    let count =
+        "SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE { ?s a <https://w3id.org/forktrail/ns#Session> }";
     let one = s.store.session_iri(&s.tree.booking);
-    let r = s.http.get(s.url("/sparql"))
+    let r = s
+        .http
+        .get(s.url("/sparql"))
         .query(&[("query", count), ("default-graph-uri", one.as_str())])
-        .header("Accept", "text/csv").send().unwrap();
+        .header("Accept", "text/csv")
+        .send()
+        .unwrap();
     assert_eq!(r.text().unwrap().lines().nth(1), Some("1"));
-    let all = s.http.get(s.url("/sparql")).query(&[("query", count)]).header("Accept", "text/csv").send().unwrap();
+    let all = s
+        .http
+        .get(s.url("/sparql"))
+        .query(&[("query", count)])
+        .header("Accept", "text/csv")
+        .send()
+        .unwrap();
     assert_eq!(all.text().unwrap().lines().nth(1), Some("4"));
     // Graph Store Protocol, read.
-    let g = s.http.get(s.url("/store")).query(&[("graph", one.as_str())]).header("Accept", "application/n-triples").send().unwrap();
+    let g = s
+        .http
+        .get(s.url("/store"))
+        .query(&[("graph", one.as_str())])
+        .header("Accept", "application/n-triples")
+        .send()
+        .unwrap();
     assert_eq!(g.status(), StatusCode::OK);
     assert!(g.text().unwrap().contains("\"booking\""));
-    let missing = s.http.get(s.url("/store")).query(&[("graph", "urn:forktrail:session:nope")]).send().unwrap();
+    let missing = s
+        .http
+        .get(s.url("/store"))
+        .query(&[("graph", "urn:forktrail:session:nope")])
+        .send()
+        .unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     assert_eq!(s.get("/health", "").text().unwrap(), "ok\n");
     let metrics = s.get("/metrics", "").text().unwrap();
-    assert!(metrics.contains("forktrail_requests_total{route=\"/sparql\",status=\"200\"}"), "{metrics}");
+    assert!(
+        metrics.contains("forktrail_requests_total{route=\"/sparql\",status=\"200\"}"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -174,13 +271,29 @@ fn writes_need_the_token_403_without_one_401_when_wrong() {
     let root = read_only.tree.root.to_string();
     let writes: Vec<(&str, String, Value)> = vec![
         ("POST", "/sessions".into(), json!({})),
-        ("POST", format!("/sessions/{root}/turns"), json!({"role": "user", "content": "x"})),
+        (
+            "POST",
+            format!("/sessions/{root}/turns"),
+            json!({"role": "user", "content": "x"}),
+        ),
         ("POST", format!("/sessions/{root}/fork"), json!({})),
-        ("POST", format!("/sessions/{}/detach", read_only.tree.budget), json!({})),
-        ("DELETE", format!("/sessions/{root}?cascade=true"), json!({})),
+        (
+            "POST",
+            format!("/sessions/{}/detach", read_only.tree.budget),
+            json!({}),
+        ),
+        (
+            "DELETE",
+            format!("/sessions/{root}?cascade=true"),
+            json!({}),
+        ),
     ];
     let send = |s: &Server, method: &str, path: &str, body: &Value, token: Option<&str>| {
-        let mut r = if method == "POST" { s.http.post(s.url(path)).json(body) } else { s.http.delete(s.url(path)) };
+        let mut r = if method == "POST" {
+            s.http.post(s.url(path)).json(body)
+        } else {
+            s.http.delete(s.url(path))
+        };
         if let Some(t) = token {
             r = r.bearer_auth(t);
         }
@@ -192,7 +305,13 @@ fn writes_need_the_token_403_without_one_401_when_wrong() {
         assert_eq!(r.json::<Value>().unwrap()["error"], "read_only");
     }
     let update = "INSERT DATA { GRAPH <urn:x> { <urn:a> <urn:b> <urn:c> } }";
-    let r = read_only.http.post(read_only.url("/update")).header("Content-Type", "application/sparql-update").body(update).send().unwrap();
+    let r = read_only
+        .http
+        .post(read_only.url("/update"))
+        .header("Content-Type", "application/sparql-update")
+        .body(update)
+        .send()
+        .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert_eq!(before, read_only.quads());
 
@@ -201,16 +320,31 @@ fn writes_need_the_token_403_without_one_401_when_wrong() {
     for token in [None, Some("wrong"), Some("s3cret-token-but-longer")] {
         for (method, path, body) in &writes {
             let r = send(&s, method, path, body, token);
-            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{method} {path} {token:?}");
+            assert_eq!(
+                r.status(),
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} {token:?}"
+            );
         }
-        let mut r = s.http.post(s.url("/update")).header("Content-Type", "application/sparql-update").body(update);
+        let mut r = s
+            .http
+            .post(s.url("/update"))
+            .header("Content-Type", "application/sparql-update")
+            .body(update);
         if let Some(t) = token {
             r = r.bearer_auth(t);
         }
         assert_eq!(r.send().unwrap().status(), StatusCode::UNAUTHORIZED);
     }
     assert_eq!(before, s.quads());
-    let r = s.http.post(s.url("/update")).bearer_auth(TOKEN).header("Content-Type", "application/sparql-update").body(update).send().unwrap();
+    let r = s
+        .http
+        .post(s.url("/update"))
+        .bearer_auth(TOKEN)
+        .header("Content-Type", "application/sparql-update")
+        .body(update)
+        .send()
+        .unwrap();
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
     assert_eq!(s.quads().len(), before.len() + 1);
 }
@@ -218,55 +352,171 @@ fn writes_need_the_token_403_without_one_401_when_wrong() {
 #[test]
 fn rest_routes_follow_the_cli_semantics() {
     let s = start(with_token());
-    let r = s.post_json("/sessions", Some(TOKEN), json!({"id": "r1", "title": "t", "principal": "bob"}));
+    let r = s.post_json(
+        "/sessions",
+        Some(TOKEN),
+        json!({"id": "r1", "title": "t", "principal": "bob"}),
+    );
     assert_eq!(r.status(), StatusCode::CREATED);
     assert_eq!(r.json::<Value>().unwrap(), json!({"session": "r1"}));
-    let r = s.post_json("/sessions/r1/turns", Some(TOKEN), json!({"role": "user", "content": "hi"}));
-    assert_eq!(r.json::<Value>().unwrap(), json!({"session": "r1", "index": 0}));
+    let r = s.post_json(
+        "/sessions/r1/turns",
+        Some(TOKEN),
+        json!({"role": "user", "content": "hi"}),
+    );
+    assert_eq!(
+        r.json::<Value>().unwrap(),
+        json!({"session": "r1", "index": 0})
+    );
     s.post_json("/sessions/r1/turns", Some(TOKEN), json!({"role": "assistant", "content": "calling", "kind": "tool_call", "model": "m", "tool_calls": [{"id": "c1"}]}));
-    let dry = s.post_json("/sessions/r1/fork", Some(TOKEN), json!({"at": 1, "label": "alt", "dry_run": true}));
+    let dry = s.post_json(
+        "/sessions/r1/fork",
+        Some(TOKEN),
+        json!({"at": 1, "label": "alt", "dry_run": true}),
+    );
     assert_eq!(dry.status(), StatusCode::OK);
-    assert!(s.get("/sessions/r1/branches", "").json::<Value>().unwrap().as_array().unwrap().is_empty());
-    let plan: Value = s.post_json("/sessions/r1/fork", Some(TOKEN), json!({"at": 1, "label": "alt", "id": "r2"})).json().unwrap();
-    assert_eq!(plan, json!({"session": "r2", "parent": "r1", "forked_at_index": 1, "branch": "alt", "fork_root": "r1", "depth": 1}));
+    assert!(s
+        .get("/sessions/r1/branches", "")
+        .json::<Value>()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let plan: Value = s
+        .post_json(
+            "/sessions/r1/fork",
+            Some(TOKEN),
+            json!({"at": 1, "label": "alt", "id": "r2"}),
+        )
+        .json()
+        .unwrap();
+    assert_eq!(
+        plan,
+        json!({"session": "r2", "parent": "r1", "forked_at_index": 1, "branch": "alt", "fork_root": "r1", "depth": 1})
+    );
     let replay: Value = s.get("/sessions/r2/replay", "").json().unwrap();
-    assert_eq!(replay, json!([{"index": 0, "role": "user", "content": "hi", "branch": "main"}]));
+    assert_eq!(
+        replay,
+        json!([{"index": 0, "role": "user", "content": "hi", "branch": "main"}])
+    );
     let replay: Value = s.get("/sessions/r1/replay?up_to=0", "").json().unwrap();
     assert_eq!(replay.as_array().unwrap().len(), 1);
-    assert_eq!(s.get("/sessions/r1", "").json::<Value>().unwrap()["length"], 2);
-    assert_eq!(s.get("/sessions/r1/branches", "").json::<Value>().unwrap()[0]["branch"], "alt");
-    assert_eq!(s.get("/sessions/r1/tree", "").json::<Value>().unwrap()["children"][0]["session"], "r2");
-    assert!(s.get("/sessions", "").json::<Value>().unwrap().as_array().unwrap().len() >= 6);
+    assert_eq!(
+        s.get("/sessions/r1", "").json::<Value>().unwrap()["length"],
+        2
+    );
+    assert_eq!(
+        s.get("/sessions/r1/branches", "").json::<Value>().unwrap()[0]["branch"],
+        "alt"
+    );
+    assert_eq!(
+        s.get("/sessions/r1/tree", "").json::<Value>().unwrap()["children"][0]["session"],
+        "r2"
+    );
+    assert!(
+        s.get("/sessions", "")
+            .json::<Value>()
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len()
+            >= 6
+    );
     // Errors: JSON with the CLI's message and a fitting status.
     for (r, status, code) in [
-        (s.get("/sessions/ghost", ""), StatusCode::NOT_FOUND, "session_not_found"),
-        (s.get("/sessions/r1/replay?up_to=9", ""), StatusCode::BAD_REQUEST, "index_out_of_range"),
-        (s.post_json("/sessions/r1/turns", Some(TOKEN), json!({"role": "robot", "content": "x"})), StatusCode::BAD_REQUEST, "invalid_role"),
-        (s.post_json("/sessions/r1/fork", Some(TOKEN), json!({"label": "alt"})), StatusCode::CONFLICT, "duplicate_label"),
-        (s.post_json("/sessions/r1/fork", Some(TOKEN), json!({"at": -1})), StatusCode::BAD_REQUEST, "index_out_of_range"),
-        (s.post_json("/sessions", Some(TOKEN), json!({"id": "r1"})), StatusCode::CONFLICT, "conflict"),
-        (s.post_json("/sessions", Some(TOKEN), json!({"unknown": 1})), StatusCode::BAD_REQUEST, "bad_request"),
-        (s.http.delete(s.url("/sessions/r1")).bearer_auth(TOKEN).send().unwrap(), StatusCode::CONFLICT, "has_children"),
+        (
+            s.get("/sessions/ghost", ""),
+            StatusCode::NOT_FOUND,
+            "session_not_found",
+        ),
+        (
+            s.get("/sessions/r1/replay?up_to=9", ""),
+            StatusCode::BAD_REQUEST,
+            "index_out_of_range",
+        ),
+        (
+            s.post_json(
+                "/sessions/r1/turns",
+                Some(TOKEN),
+                json!({"role": "robot", "content": "x"}),
+            ),
+            StatusCode::BAD_REQUEST,
+            "invalid_role",
+        ),
+        (
+            s.post_json("/sessions/r1/fork", Some(TOKEN), json!({"label": "alt"})),
+            StatusCode::CONFLICT,
+            "duplicate_label",
+        ),
+        (
+            s.post_json("/sessions/r1/fork", Some(TOKEN), json!({"at": -1})),
+            StatusCode::BAD_REQUEST,
+            "index_out_of_range",
+        ),
+        (
+            s.post_json("/sessions", Some(TOKEN), json!({"id": "r1"})),
+            StatusCode::CONFLICT,
+            "conflict",
+        ),
+        (
+            s.post_json("/sessions", Some(TOKEN), json!({"unknown": 1})),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            s.http
+                .delete(s.url("/sessions/r1"))
+                .bearer_auth(TOKEN)
+                .send()
+                .unwrap(),
+            StatusCode::CONFLICT,
+            "has_children",
+        ),
     ] {
         assert_eq!(r.status(), status);
         assert_eq!(r.json::<Value>().unwrap()["error"], code);
     }
-    let r = s.http.post(s.url("/sessions/r2/detach")).bearer_auth(TOKEN).send().unwrap();
+    let r = s
+        .http
+        .post(s.url("/sessions/r2/detach"))
+        .bearer_auth(TOKEN)
+        .send()
+        .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    let r = s.http.delete(s.url("/sessions/r1?cascade=true")).bearer_auth(TOKEN).send().unwrap();
+    let r = s
+        .http
+        .delete(s.url("/sessions/r1?cascade=true"))
+        .bearer_auth(TOKEN)
+        .send()
+        .unwrap();
     assert_eq!(r.json::<Value>().unwrap(), json!({"deleted": ["r1"]}));
-    assert_eq!(s.get("/sessions/r2/replay", "").json::<Value>().unwrap()[0]["content"], "hi");
+    assert_eq!(
+        s.get("/sessions/r2/replay", "").json::<Value>().unwrap()[0]["content"],
+        "hi"
+    );
 }
 
 #[test]
 fn bodies_and_contents_over_the_limits_get_413_and_change_nothing() {
-    let s = start(ServerConfig { max_body_bytes: 64 * 1024, max_content_bytes: 1024, ..with_token() });
+    let s = start(ServerConfig {
+        max_body_bytes: 64 * 1024,
+        max_content_bytes: 1024,
+        ..with_token()
+    });
     let root = s.tree.root.to_string();
     let before = s.quads();
-    let r = s.post_json(&format!("/sessions/{root}/turns"), Some(TOKEN), json!({"role": "user", "content": "x".repeat(2048)}));
+    let r = s.post_json(
+        &format!("/sessions/{root}/turns"),
+        Some(TOKEN),
+        json!({"role": "user", "content": "x".repeat(2048)}),
+    );
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(r.json::<Value>().unwrap()["error"], "too_large");
-    let r = s.post_json(&format!("/sessions/{root}/turns"), Some(TOKEN), json!({"role": "user", "content": "x".repeat(100_000)}));
+    let r = s.post_json(
+        &format!("/sessions/{root}/turns"),
+        Some(TOKEN),
+        json!({"role": "user", "content": "x".repeat(100_000)}),
+    );
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(before, s.quads());
 }
@@ -279,10 +529,21 @@ fn hostile_values_through_rest_and_update_stay_values() {
     let root = s.tree.root.to_string();
     let r = s.post_json("/sessions", Some(TOKEN), json!({"id": hostile}));
     assert_eq!(r.json::<Value>().unwrap()["error"], "invalid_id");
-    let r = s.post_json(&format!("/sessions/{root}/fork"), Some(TOKEN), json!({"label": hostile}));
+    let r = s.post_json(
+        &format!("/sessions/{root}/fork"),
+        Some(TOKEN),
+        json!({"label": hostile}),
+    );
     assert_eq!(r.json::<Value>().unwrap()["error"], "invalid_name");
-    let r = s.post_json("/sessions", Some(TOKEN), json!({"title": hostile, "principal": "p"}));
-    let id = r.json::<Value>().unwrap()["session"].as_str().unwrap().to_string();
+    let r = s.post_json(
+        "/sessions",
+        Some(TOKEN),
+        json!({"title": hostile, "principal": "p"}),
+    );
+    let id = r.json::<Value>().unwrap()["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
     for field in ["content", "model", "name", "tool_call_id"] {
         let mut body = json!({"role": "tool", "content": "c"});
         body[field] = json!(hostile.replace(' ', "_"));
@@ -294,7 +555,12 @@ fn hostile_values_through_rest_and_update_stay_values() {
     }
     let replay: Value = s.get(&format!("/sessions/{id}/replay"), "").json().unwrap();
     assert_eq!(replay[0]["content"], hostile);
-    assert_eq!(s.get(&format!("/sessions/{id}"), "").json::<Value>().unwrap()["title"], hostile);
+    assert_eq!(
+        s.get(&format!("/sessions/{id}"), "")
+            .json::<Value>()
+            .unwrap()["title"],
+        hostile
+    );
     let bad_replay = s.get(&format!("/sessions/{}/replay", urlencode(hostile)), "");
     assert_eq!(bad_replay.status(), StatusCode::BAD_REQUEST);
     // An update whose literal holds the same text inserts one triple and drops nothing.
@@ -302,26 +568,51 @@ fn hostile_values_through_rest_and_update_stay_values() {
         "INSERT DATA {{ GRAPH <urn:notes> {{ <urn:a> <urn:b> \"{}\" }} }}",
         hostile.replace('"', "\\\"")
     );
-    let r = s.http.post(s.url("/update")).bearer_auth(TOKEN).header("Content-Type", "application/sparql-update").body(update).send().unwrap();
+    let r = s
+        .http
+        .post(s.url("/update"))
+        .bearer_auth(TOKEN)
+        .header("Content-Type", "application/sparql-update")
+        .body(update)
+        .send()
+        .unwrap();
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    assert_eq!(s.store.replay(&s.tree.booking, None).unwrap(), before, "other sessions intact");
+    assert_eq!(
+        s.store.replay(&s.tree.booking, None).unwrap(),
+        before,
+        "other sessions intact"
+    );
     assert_eq!(s.store.list().unwrap().len(), 5);
 }
 
 fn urlencode(text: &str) -> String {
-    text.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// Four cross-joined copies of every quad: far more work than any limit here allows.
-const EXPENSIVE: &str = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l }";
+const EXPENSIVE: &str =
+    "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l }";
 
 #[test]
 fn a_query_past_the_limit_gets_an_error_status_and_the_server_keeps_answering() {
-    let s = start(ServerConfig { query_timeout: Duration::from_millis(300), ..ServerConfig::default() });
+    let s = start(ServerConfig {
+        query_timeout: Duration::from_millis(300),
+        ..ServerConfig::default()
+    });
     let started = std::time::Instant::now();
     let r = s.sparql(EXPENSIVE, "application/sparql-results+json");
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let body: Value = r.json().expect("a whole JSON error, not a truncated result");
+    let body: Value = r
+        .json()
+        .expect("a whole JSON error, not a truncated result");
     assert_eq!(body["error"], "timeout");
     assert!(started.elapsed() < Duration::from_secs(30));
     let r = s.sparql("ASK { ?s ?p ?o }", "");
@@ -343,7 +634,11 @@ fn queries_over_the_concurrency_cap_get_503_with_retry_after() {
     // Wait (through /metrics, which takes no slot) until the slow query holds the slot.
     let mut running = false;
     for _ in 0..500 {
-        if s.get("/metrics", "").text().unwrap().contains("forktrail_queries_running 1") {
+        if s.get("/metrics", "")
+            .text()
+            .unwrap()
+            .contains("forktrail_queries_running 1")
+        {
             running = true;
             break;
         }
@@ -354,7 +649,11 @@ fn queries_over_the_concurrency_cap_get_503_with_retry_after() {
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.headers()["retry-after"], "1");
     assert_eq!(refused.json::<Value>().unwrap()["error"], "busy");
-    assert_eq!(slow.join().unwrap(), StatusCode::SERVICE_UNAVAILABLE, "the slow one timed out");
+    assert_eq!(
+        slow.join().unwrap(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the slow one timed out"
+    );
     // Once the slot is free again, queries run.
     let mut ok = false;
     for _ in 0..300 {
@@ -364,7 +663,10 @@ fn queries_over_the_concurrency_cap_get_503_with_retry_after() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(ok, "the slot was released after the cancelled query stopped");
+    assert!(
+        ok,
+        "the slot was released after the cancelled query stopped"
+    );
 }
 
 #[test]
@@ -379,7 +681,11 @@ fn a_third_party_sparql_client_selects_asks_and_constructs() {
         .output()
         .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("select: 3 levels, root first"), "{stdout}");
     assert!(stdout.contains("ask: True"), "{stdout}");
     assert!(stdout.contains("construct: 3 forks"), "{stdout}");

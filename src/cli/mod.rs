@@ -228,7 +228,11 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        _ => return Err(format!("invalid duration unit in {text:?} (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {text:?} (use ms, s, m or h)"
+            ))
+        }
     };
     if seconds <= 0.0 {
         return Err(format!("the duration {text:?} must be positive"));
@@ -546,7 +550,9 @@ fn serve(store: Store, args: ServeArgs) -> CliResult {
         max_content_bytes: args.max_content_bytes,
     };
     let writable = config.token.is_some();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(forktrail::server::serve(
         std::sync::Arc::new(store),
         config,

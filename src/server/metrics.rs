@@ -17,7 +17,11 @@ pub struct Metrics {
     by_route: Mutex<BTreeMap<(String, u16), (u64, f64)>>,
 }
 
-pub(super) async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub(super) async fn track(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()
@@ -25,7 +29,11 @@ pub(super) async fn track(State(state): State<Arc<AppState>>, request: Request, 
     let start = Instant::now();
     let response = next.run(request).await;
     let seconds = start.elapsed().as_secs_f64();
-    let mut map = state.metrics.by_route.lock().unwrap_or_else(|p| p.into_inner());
+    let mut map = state
+        .metrics
+        .by_route
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let entry = map.entry((route, response.status().as_u16())).or_default();
     entry.0 += 1;
     entry.1 += seconds;
@@ -51,9 +59,17 @@ pub(super) async fn handler(state: Shared) -> Response {
     let mut out = String::new();
     out.push_str("# HELP forktrail_requests_total HTTP requests by route and status.\n");
     out.push_str("# TYPE forktrail_requests_total counter\n");
-    let map = state.metrics.by_route.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let map = state
+        .metrics
+        .by_route
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     for ((route, status), (count, _)) in &map {
-        let _ = writeln!(out, "forktrail_requests_total{{route=\"{route}\",status=\"{status}\"}} {count}");
+        let _ = writeln!(
+            out,
+            "forktrail_requests_total{{route=\"{route}\",status=\"{status}\"}} {count}"
+        );
     }
     out.push_str("# HELP forktrail_request_duration_seconds_sum Time spent answering, by route and status.\n");
     out.push_str("# TYPE forktrail_request_duration_seconds_sum counter\n");

@@ -179,7 +179,9 @@ impl From<Error> for ApiError {
             Error::InvalidKind { .. } => (StatusCode::BAD_REQUEST, "invalid_kind"),
             Error::DuplicateLabel { .. } => (StatusCode::CONFLICT, "duplicate_label"),
             Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-            Error::InvalidInput(_) | Error::Parse { .. } => (StatusCode::BAD_REQUEST, "invalid_input"),
+            Error::InvalidInput(_) | Error::Parse { .. } => {
+                (StatusCode::BAD_REQUEST, "invalid_input")
+            }
             Error::Query(_) => (StatusCode::BAD_REQUEST, "query"),
             Error::Cancelled(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
             Error::StoreLocked { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_locked"),

@@ -47,7 +47,11 @@ fn done(result: Result<Response, ApiError>) -> Response {
 }
 
 async fn list(state: Shared) -> Response {
-    done(blocking(&state, |s| s.list()).await.map(|v| Json(v).into_response()))
+    done(
+        blocking(&state, |s| s.list())
+            .await
+            .map(|v| Json(v).into_response()),
+    )
 }
 
 #[derive(Deserialize, Default)]
@@ -63,29 +67,37 @@ async fn create(
     headers: HeaderMap,
     payload: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    done(async {
-        authorize(&state, &headers)?;
-        let b = body(payload)?;
-        let session = blocking(&state, move |s| {
-            s.create_session(NewSession {
-                id: b.id,
-                title: b.title,
-                principal: b.principal,
+    done(
+        async {
+            authorize(&state, &headers)?;
+            let b = body(payload)?;
+            let session = blocking(&state, move |s| {
+                s.create_session(NewSession {
+                    id: b.id,
+                    title: b.title,
+                    principal: b.principal,
+                })
             })
-        })
-        .await?;
-        Ok((StatusCode::CREATED, Json(json!({ "session": session.as_str() }))).into_response())
-    }
-    .await)
+            .await?;
+            Ok((
+                StatusCode::CREATED,
+                Json(json!({ "session": session.as_str() })),
+            )
+                .into_response())
+        }
+        .await,
+    )
 }
 
 async fn show(state: Shared, Path(session): Path<String>) -> Response {
-    done(async {
-        let session = id(&session)?;
-        let info = blocking(&state, move |s| s.info(&session)).await?;
-        Ok(Json(info).into_response())
-    }
-    .await)
+    done(
+        async {
+            let session = id(&session)?;
+            let info = blocking(&state, move |s| s.info(&session)).await?;
+            Ok(Json(info).into_response())
+        }
+        .await,
+    )
 }
 
 #[derive(Deserialize)]
@@ -108,37 +120,39 @@ async fn append(
     Path(session): Path<String>,
     payload: Result<Json<TurnBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    done(async {
-        authorize(&state, &headers)?;
-        let session = id(&session)?;
-        let b = body(payload)?;
-        if b.content.len() > state.config.max_content_bytes {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!(
-                    "turn content of {} bytes is over the limit of {} bytes",
-                    b.content.len(),
-                    state.config.max_content_bytes
-                ),
-            ));
+    done(
+        async {
+            authorize(&state, &headers)?;
+            let session = id(&session)?;
+            let b = body(payload)?;
+            if b.content.len() > state.config.max_content_bytes {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    format!(
+                        "turn content of {} bytes is over the limit of {} bytes",
+                        b.content.len(),
+                        state.config.max_content_bytes
+                    ),
+                ));
+            }
+            let role: Role = b.role.parse()?;
+            let kind: Kind = b.kind.as_deref().unwrap_or("message").parse()?;
+            let mut turn = NewTurn::new(role, b.content).kind(kind);
+            turn.model = b.model;
+            turn.name = b.name;
+            turn.tool_call_id = b.tool_call_id;
+            turn.tool_calls = b.tool_calls.map(|v| v.to_string());
+            let reply_id = session.to_string();
+            let index = blocking(&state, move |s| s.append(&session, turn)).await?;
+            Ok((
+                StatusCode::CREATED,
+                Json(json!({ "session": reply_id, "index": index })),
+            )
+                .into_response())
         }
-        let role: Role = b.role.parse()?;
-        let kind: Kind = b.kind.as_deref().unwrap_or("message").parse()?;
-        let mut turn = NewTurn::new(role, b.content).kind(kind);
-        turn.model = b.model;
-        turn.name = b.name;
-        turn.tool_call_id = b.tool_call_id;
-        turn.tool_calls = b.tool_calls.map(|v| v.to_string());
-        let reply_id = session.to_string();
-        let index = blocking(&state, move |s| s.append(&session, turn)).await?;
-        Ok((
-            StatusCode::CREATED,
-            Json(json!({ "session": reply_id, "index": index })),
-        )
-            .into_response())
-    }
-    .await)
+        .await,
+    )
 }
 
 #[derive(Deserialize)]
@@ -152,13 +166,15 @@ async fn replay(
     Path(session): Path<String>,
     params: Result<Query<ReplayParams>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    done(async {
-        let session = id(&session)?;
-        let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-        let records = blocking(&state, move |s| s.replay(&session, p.up_to)).await?;
-        Ok(Json(records).into_response())
-    }
-    .await)
+    done(
+        async {
+            let session = id(&session)?;
+            let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+            let records = blocking(&state, move |s| s.replay(&session, p.up_to)).await?;
+            Ok(Json(records).into_response())
+        }
+        .await,
+    )
 }
 
 #[derive(Deserialize, Default)]
@@ -179,51 +195,61 @@ async fn fork(
     Path(session): Path<String>,
     payload: Result<Json<ForkBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    done(async {
-        authorize(&state, &headers)?;
-        let parent = id(&session)?;
-        // An empty body forks with every default.
-        let b = match payload {
-            Err(axum::extract::rejection::JsonRejection::MissingJsonContentType(_)) => {
-                ForkBody::default()
-            }
-            other => body(other)?,
-        };
-        let dry_run = b.dry_run;
-        let plan = blocking(&state, move |s| {
-            s.fork(
-                &parent,
-                ForkOptions {
-                    at: b.at,
-                    label: b.label,
-                    reason: b.reason,
-                    principal: b.principal,
-                    id: b.id,
-                    dry_run: b.dry_run,
-                },
-            )
-        })
-        .await?;
-        let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
-        Ok((status, Json(plan)).into_response())
-    }
-    .await)
+    done(
+        async {
+            authorize(&state, &headers)?;
+            let parent = id(&session)?;
+            // An empty body forks with every default.
+            let b = match payload {
+                Err(axum::extract::rejection::JsonRejection::MissingJsonContentType(_)) => {
+                    ForkBody::default()
+                }
+                other => body(other)?,
+            };
+            let dry_run = b.dry_run;
+            let plan = blocking(&state, move |s| {
+                s.fork(
+                    &parent,
+                    ForkOptions {
+                        at: b.at,
+                        label: b.label,
+                        reason: b.reason,
+                        principal: b.principal,
+                        id: b.id,
+                        dry_run: b.dry_run,
+                    },
+                )
+            })
+            .await?;
+            let status = if dry_run {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            Ok((status, Json(plan)).into_response())
+        }
+        .await,
+    )
 }
 
 async fn branches(state: Shared, Path(session): Path<String>) -> Response {
-    done(async {
-        let session = id(&session)?;
-        Ok(Json(blocking(&state, move |s| s.branches(&session)).await?).into_response())
-    }
-    .await)
+    done(
+        async {
+            let session = id(&session)?;
+            Ok(Json(blocking(&state, move |s| s.branches(&session)).await?).into_response())
+        }
+        .await,
+    )
 }
 
 async fn tree(state: Shared, Path(session): Path<String>) -> Response {
-    done(async {
-        let session = id(&session)?;
-        Ok(Json(blocking(&state, move |s| s.tree(&session)).await?).into_response())
-    }
-    .await)
+    done(
+        async {
+            let session = id(&session)?;
+            Ok(Json(blocking(&state, move |s| s.tree(&session)).await?).into_response())
+        }
+        .await,
+    )
 }
 
 #[derive(Deserialize)]
@@ -239,23 +265,27 @@ async fn delete(
     Path(session): Path<String>,
     params: Result<Query<DeleteParams>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    done(async {
-        authorize(&state, &headers)?;
-        let session = id(&session)?;
-        let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-        let deleted = blocking(&state, move |s| s.delete(&session, p.cascade)).await?;
-        Ok(Json(json!({ "deleted": deleted })).into_response())
-    }
-    .await)
+    done(
+        async {
+            authorize(&state, &headers)?;
+            let session = id(&session)?;
+            let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+            let deleted = blocking(&state, move |s| s.delete(&session, p.cascade)).await?;
+            Ok(Json(json!({ "deleted": deleted })).into_response())
+        }
+        .await,
+    )
 }
 
 async fn detach(state: Shared, headers: HeaderMap, Path(session): Path<String>) -> Response {
-    done(async {
-        authorize(&state, &headers)?;
-        let session = id(&session)?;
-        let reply = session.to_string();
-        blocking(&state, move |s| s.detach(&session)).await?;
-        Ok(Json(json!({ "detached": reply })).into_response())
-    }
-    .await)
+    done(
+        async {
+            authorize(&state, &headers)?;
+            let session = id(&session)?;
+            let reply = session.to_string();
+            blocking(&state, move |s| s.detach(&session)).await?;
+            Ok(Json(json!({ "detached": reply })).into_response())
+        }
+        .await,
+    )
 }

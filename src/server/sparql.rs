@@ -67,7 +67,9 @@ impl Operation {
 
 fn set_once(slot: &mut Option<String>, value: String, name: &str) -> Result<(), ApiError> {
     if slot.replace(value).is_some() {
-        return Err(ApiError::bad_request(format!("the {name} parameter is given twice")));
+        return Err(ApiError::bad_request(format!(
+            "the {name} parameter is given twice"
+        )));
     }
     Ok(())
 }
@@ -130,7 +132,8 @@ async fn post_sparql(
         return ApiError::bad_request("/update takes an update, not a query").into_response();
     }
     if uri.path() == "/query" && op.update.is_some() {
-        return ApiError::bad_request("/query takes a query; send updates to /update").into_response();
+        return ApiError::bad_request("/query takes a query; send updates to /update")
+            .into_response();
     }
     run(state, op, headers, true).await
 }
@@ -138,7 +141,9 @@ async fn post_sparql(
 async fn run(state: Shared, op: Operation, headers: HeaderMap, post: bool) -> Response {
     let state = state.0;
     let result = match (&op.query, &op.update) {
-        (Some(_), Some(_)) => Err(ApiError::bad_request("give either query or update, not both")),
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "give either query or update, not both",
+        )),
         (None, None) => return service_description(&headers),
         (None, Some(update)) if post => {
             if let Err(e) = authorize(&state, &headers) {
@@ -260,7 +265,10 @@ fn not_acceptable(what: &str, offers: &[&str]) -> ApiError {
     ApiError::new(
         StatusCode::NOT_ACCEPTABLE,
         "not_acceptable",
-        format!("no acceptable media type for {what}; offered: {}", offers.join(", ")),
+        format!(
+            "no acceptable media type for {what}; offered: {}",
+            offers.join(", ")
+        ),
     )
 }
 
@@ -276,8 +284,13 @@ fn evaluate(
     match store.query_with(query, &[], options)? {
         QueryResults::Solutions(solutions) => {
             let offers: Vec<&str> = SOLUTION_TYPES.iter().map(|(m, _)| *m).collect();
-            let media = negotiate(accept, &offers).ok_or_else(|| not_acceptable("solutions", &offers))?;
-            let format = SOLUTION_TYPES.iter().find(|(m, _)| *m == media).map(|(_, f)| *f).unwrap_or(QueryResultsFormat::Json);
+            let media =
+                negotiate(accept, &offers).ok_or_else(|| not_acceptable("solutions", &offers))?;
+            let format = SOLUTION_TYPES
+                .iter()
+                .find(|(m, _)| *m == media)
+                .map(|(_, f)| *f)
+                .unwrap_or(QueryResultsFormat::Json);
             let mut w = QueryResultsSerializer::from_format(format)
                 .serialize_solutions_to_writer(&mut out, solutions.variables().to_vec())
                 .map_err(io)?;
@@ -289,15 +302,21 @@ fn evaluate(
         }
         QueryResults::Boolean(value) => {
             let offers: Vec<&str> = SOLUTION_TYPES.iter().map(|(m, _)| *m).collect();
-            let media = negotiate(accept, &offers).ok_or_else(|| not_acceptable("a boolean", &offers))?;
-            let format = SOLUTION_TYPES.iter().find(|(m, _)| *m == media).map(|(_, f)| *f).unwrap_or(QueryResultsFormat::Json);
+            let media =
+                negotiate(accept, &offers).ok_or_else(|| not_acceptable("a boolean", &offers))?;
+            let format = SOLUTION_TYPES
+                .iter()
+                .find(|(m, _)| *m == media)
+                .map(|(_, f)| *f)
+                .unwrap_or(QueryResultsFormat::Json);
             QueryResultsSerializer::from_format(format)
                 .serialize_boolean_to_writer(&mut out, value)
                 .map_err(io)?;
             Ok((format.media_type().to_string(), out))
         }
         QueryResults::Graph(triples) => {
-            let media = negotiate(accept, GRAPH_TYPES).ok_or_else(|| not_acceptable("a graph", GRAPH_TYPES))?;
+            let media = negotiate(accept, GRAPH_TYPES)
+                .ok_or_else(|| not_acceptable("a graph", GRAPH_TYPES))?;
             let format = RdfFormat::from_media_type(media).unwrap_or(RdfFormat::Turtle);
             let mut w = RdfSerializer::from_format(format).for_writer(&mut out);
             for triple in triples {
@@ -339,11 +358,19 @@ async fn get_store(state: Shared, RawQuery(raw): RawQuery, headers: HeaderMap) -
             .ok_or_else(|| ApiError::bad_request("give ?graph=<session IRI>"))?;
         let graph = NamedNode::new(graph.clone())
             .map_err(|e| ApiError::bad_request(format!("invalid graph IRI <{graph}>: {e}")))?;
-        let offers = ["text/turtle", "application/trig", "application/n-triples", "application/n-quads"];
+        let offers = [
+            "text/turtle",
+            "application/trig",
+            "application/n-triples",
+            "application/n-quads",
+        ];
         let media = negotiate(&accept(&headers), &offers)
             .ok_or_else(|| not_acceptable("a graph", &offers))?;
         let format = RdfFormat::from_media_type(media).unwrap_or(RdfFormat::Turtle);
-        let body = blocking(&state, move |store| graph_body(store, graph.as_ref(), format)).await?;
+        let body = blocking(&state, move |store| {
+            graph_body(store, graph.as_ref(), format)
+        })
+        .await?;
         Ok::<_, ApiError>(([(header::CONTENT_TYPE, media.to_string())], body).into_response())
     }
     .await;
@@ -361,9 +388,10 @@ fn graph_body(store: &Store, graph: NamedNodeRef<'_>, format: RdfFormat) -> Resu
         });
     }
     let mut w = RdfSerializer::from_format(format).for_writer(Vec::new());
-    for quad in store
-        .inner
-        .quads_for_pattern(None, None, None, Some(GraphNameRef::NamedNode(graph)))
+    for quad in
+        store
+            .inner
+            .quads_for_pattern(None, None, None, Some(GraphNameRef::NamedNode(graph)))
     {
         let quad = quad?;
         if format.supports_datasets() {
