@@ -201,8 +201,8 @@ struct ServeArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     query_timeout: std::time::Duration,
     /// Queries running at once; more are answered 503 with Retry-After.
-    #[arg(long, default_value_t = 8)]
-    max_concurrent_queries: usize,
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    max_concurrent_queries: u16,
     /// The largest request body, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -545,7 +545,7 @@ fn serve(store: Store, args: ServeArgs) -> CliResult {
         bind: args.bind,
         token: args.token.filter(|t| !t.is_empty()),
         query_timeout: args.query_timeout,
-        max_concurrent_queries: args.max_concurrent_queries,
+        max_concurrent_queries: usize::from(args.max_concurrent_queries),
         max_body_bytes: args.max_body_bytes,
         max_content_bytes: args.max_content_bytes,
     };

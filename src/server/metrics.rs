@@ -79,7 +79,8 @@ pub(super) async fn handler(state: Shared) -> Response {
             "forktrail_request_duration_seconds_sum{{route=\"{route}\",status=\"{status}\"}} {seconds}"
         );
     }
-    let running = state.config.max_concurrent_queries - state.queries.available_permits();
+    let slots = state.config.max_concurrent_queries.max(1);
+    let running = slots.saturating_sub(state.queries.available_permits());
     out.push_str("# HELP forktrail_queries_running SPARQL queries and updates running now.\n");
     out.push_str("# TYPE forktrail_queries_running gauge\n");
     let _ = writeln!(out, "forktrail_queries_running {running}");
