@@ -705,3 +705,108 @@ fn a_third_party_sparql_client_selects_asks_and_constructs() {
     assert!(stdout.contains("ask: True"), "{stdout}");
     assert!(stdout.contains("construct: 3 forks"), "{stdout}");
 }
+
+#[test]
+fn a_dry_run_sent_as_a_form_still_forks_nothing_and_an_empty_token_protects_nothing() {
+    let s = start(with_token());
+    let root = s.tree.root.to_string();
+    let before = s.quads();
+    // A client that forgets the JSON content type still gets its options read.
+    let r = s
+        .http
+        .post(s.url(&format!("/sessions/{root}/fork")))
+        .bearer_auth(TOKEN)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(r#"{"dry_run": true}"#)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(before, s.quads(), "a dry run wrote nothing");
+    let r = s
+        .http
+        .post(s.url(&format!("/sessions/{root}/fork")))
+        .bearer_auth(TOKEN)
+        .body("dry_run=true")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(before, s.quads());
+    // An empty configured token means read-only, not "no header needed".
+    let open = start(ServerConfig {
+        token: Some(String::new()),
+        ..ServerConfig::default()
+    });
+    let r = open
+        .http
+        .post(open.url("/sessions"))
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = open
+        .http
+        .post(open.url("/sparql"))
+        .form(&[(
+            "update",
+            "INSERT DATA { GRAPH <urn:g> { <urn:a> <urn:b> <urn:c> } }",
+        )])
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
+
+#[test]
+fn accept_q0_refuses_a_type_and_requests_without_an_operation_are_told_so() {
+    let s = start(ServerConfig::default());
+    let q = "ASK { ?s ?p ?o }";
+    let r = s.sparql(
+        q,
+        "application/sparql-results+json;q=0, application/json;q=0, */*",
+    );
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(!content_type(&r).contains("json"), "{}", content_type(&r));
+    assert_eq!(s.sparql(q, "*/*;q=0").status(), StatusCode::NOT_ACCEPTABLE);
+    let r = s
+        .http
+        .post(s.url("/sparql"))
+        .form(&[("default-graph-uri", "urn:x")])
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let sd = s
+        .http
+        .get(s.url("/sparql"))
+        .header("Host", "evil> <x")
+        .send()
+        .unwrap();
+    let text = sd.text().unwrap();
+    assert!(!text.contains("evil"), "{text}");
+    assert!(
+        !text.contains("SPARQL11Update"),
+        "read-only servers do not advertise updates"
+    );
+}
+
+#[test]
+fn the_body_cap_applies_before_the_content_cap() {
+    let s = start(ServerConfig {
+        max_body_bytes: 16 * 1024,
+        max_content_bytes: 1024 * 1024,
+        ..with_token()
+    });
+    let root = s.tree.root.to_string();
+    let before = s.quads();
+    let r = s.post_json(
+        &format!("/sessions/{root}/turns"),
+        Some(TOKEN),
+        json!({"role": "user", "content": "x".repeat(32 * 1024)}),
+    );
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(before, s.quads());
+    let r = s.post_json(
+        &format!("/sessions/{root}/turns"),
+        Some(TOKEN),
+        json!({"role": "user", "content": "x".repeat(8 * 1024)}),
+    );
+    assert_eq!(r.status(), StatusCode::CREATED);
+}

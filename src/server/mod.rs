@@ -66,7 +66,9 @@ pub(crate) struct AppState {
 type Shared = State<Arc<AppState>>;
 
 /// The routes, for embedding in another axum application or serving with [`serve`].
-pub fn router(store: Arc<Store>, config: ServerConfig) -> Router {
+pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
+    // An empty token would let a request without any header through.
+    config.token = config.token.filter(|t| !t.is_empty());
     let state = Arc::new(AppState {
         queries: Arc::new(Semaphore::new(config.max_concurrent_queries.max(1))),
         metrics: Metrics::default(),
@@ -95,7 +97,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() && config.token.is_none() {
+    if !addr.ip().is_loopback() && config.token.as_deref().is_none_or(str::is_empty) {
         eprintln!(
             "warning: listening on {addr} without a token: the store is readable by anyone \
              who can reach this address (writes stay disabled)"
@@ -109,16 +111,23 @@ pub async fn serve(
         .await
 }
 
-/// Runs `f` on a blocking thread with the store.
+/// Runs `f` on a blocking thread with the store, holding one of the server's slots
+/// (503 with `Retry-After` when all are taken), so REST calls share the cap.
 pub(crate) async fn blocking<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&Store) -> Result<T, Error> + Send + 'static,
 ) -> Result<T, ApiError> {
+    let permit = Arc::clone(&state.queries)
+        .try_acquire_owned()
+        .map_err(|_| ApiError::busy())?;
     let store = Arc::clone(&state.store);
-    tokio::task::spawn_blocking(move || f(&store))
-        .await
-        .map_err(|e| ApiError::internal(format!("worker failed: {e}")))?
-        .map_err(ApiError::from)
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        f(&store)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("worker failed: {e}")))?
+    .map_err(ApiError::from)
 }
 
 /// A JSON error: `{"error": code, "message": text}` with a fitting status.
@@ -217,9 +226,8 @@ pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), Api
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given.is_some_and(|given| constant_time_eq(given.as_bytes(), expected.as_bytes())) {
         Ok(())
     } else {
         Err(ApiError::new(

@@ -193,18 +193,19 @@ async fn fork(
     state: Shared,
     headers: HeaderMap,
     Path(session): Path<String>,
-    payload: Result<Json<ForkBody>, axum::extract::rejection::JsonRejection>,
+    payload: axum::body::Bytes,
 ) -> Response {
     done(
         async {
             authorize(&state, &headers)?;
             let parent = id(&session)?;
-            // An empty body forks with every default.
-            let b = match payload {
-                Err(axum::extract::rejection::JsonRejection::MissingJsonContentType(_)) => {
-                    ForkBody::default()
-                }
-                other => body(other)?,
+            // An empty body forks with every default; anything else must be the JSON
+            // options, whatever its content type says (a dry run must never fork).
+            let b: ForkBody = if payload.iter().all(u8::is_ascii_whitespace) {
+                ForkBody::default()
+            } else {
+                serde_json::from_slice(&payload)
+                    .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?
             };
             let dry_run = b.dry_run;
             let plan = blocking(&state, move |s| {

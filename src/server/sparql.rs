@@ -32,6 +32,8 @@ struct Operation {
     update: Option<String>,
     default_graphs: Vec<String>,
     named_graphs: Vec<String>,
+    /// `using-graph-uri` / `using-named-graph-uri` (update datasets; not supported).
+    using: bool,
 }
 
 impl Operation {
@@ -40,8 +42,9 @@ impl Operation {
             match key.as_str() {
                 "query" => set_once(&mut self.query, value, "query")?,
                 "update" => set_once(&mut self.update, value, "update")?,
-                "default-graph-uri" | "using-graph-uri" => self.default_graphs.push(value),
-                "named-graph-uri" | "using-named-graph-uri" => self.named_graphs.push(value),
+                "default-graph-uri" => self.default_graphs.push(value),
+                "named-graph-uri" => self.named_graphs.push(value),
+                "using-graph-uri" | "using-named-graph-uri" => self.using = true,
                 _ => {}
             }
         }
@@ -144,13 +147,25 @@ async fn run(state: Shared, op: Operation, headers: HeaderMap, post: bool) -> Re
         (Some(_), Some(_)) => Err(ApiError::bad_request(
             "give either query or update, not both",
         )),
-        (None, None) => return service_description(&headers),
+        (None, None) if !post => return service_description(&state, &headers),
+        (None, None) => Err(ApiError::bad_request("give a query or an update")),
+        (None, Some(_))
+            if op.using || !op.default_graphs.is_empty() || !op.named_graphs.is_empty() =>
+        {
+            Err(ApiError::bad_request(
+                "dataset parameters are not supported with updates: name graphs with GRAPH \
+                 in the update itself",
+            ))
+        }
+        (Some(_), None) if op.using => Err(ApiError::bad_request(
+            "using-graph-uri and using-named-graph-uri apply to updates only",
+        )),
         (None, Some(update)) if post => {
             if let Err(e) = authorize(&state, &headers) {
                 return e.into_response();
             }
             let update = update.clone();
-            limited(&state, move |store, cancel| {
+            limited(&state, true, move |store, cancel| {
                 store.update(&update, Some(&cancel)).map_err(ApiError::from)
             })
             .await
@@ -162,7 +177,7 @@ async fn run(state: Shared, op: Operation, headers: HeaderMap, post: bool) -> Re
             let accept = accept(&headers);
             match op.options() {
                 Err(e) => Err(e),
-                Ok(mut options) => limited(&state, move |store, cancel| {
+                Ok(mut options) => limited(&state, false, move |store, cancel| {
                     options.cancellation = Some(cancel);
                     evaluate(store, &query, &options, &accept)
                 })
@@ -187,8 +202,13 @@ fn accept(headers: &HeaderMap) -> String {
 /// Runs `work` on a blocking thread under the concurrency cap and the time limit. Past
 /// the limit the token is cancelled and the caller gets 503 at once; nothing of the
 /// result has been sent (results are buffered).
+///
+/// An update is different: parts of it cannot be cancelled (waiting for the write lock,
+/// `INSERT DATA`), so after cancelling, `wait_for_outcome` waits and reports what really
+/// happened rather than a 503 for an update that then commits.
 async fn limited<T: Send + 'static>(
     state: &Arc<AppState>,
+    wait_for_outcome: bool,
     work: impl FnOnce(&Store, CancellationToken) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let permit = Arc::clone(&state.queries)
@@ -201,11 +221,19 @@ async fn limited<T: Send + 'static>(
         let _permit = permit; // held until the evaluation really stops
         work(&store, task_token)
     });
-    match tokio::time::timeout(state.config.query_timeout, task).await {
-        Ok(joined) => joined.map_err(|e| ApiError::internal(format!("worker failed: {e}")))?,
+    let joined = |r: Result<Result<T, ApiError>, tokio::task::JoinError>| {
+        r.map_err(|e| ApiError::internal(format!("worker failed: {e}")))?
+    };
+    let mut task = task;
+    match tokio::time::timeout(state.config.query_timeout, &mut task).await {
+        Ok(result) => joined(result),
         Err(_) => {
             token.cancel();
-            Err(ApiError::timeout(state.config.query_timeout))
+            if wait_for_outcome {
+                joined(task.await)
+            } else {
+                Err(ApiError::timeout(state.config.query_timeout))
+            }
         }
     }
 }
@@ -229,7 +257,14 @@ const GRAPH_TYPES: &[&str] = &[
 
 /// Picks the offer the Accept header prefers (q-values, then order); `None` is 406.
 pub(super) fn negotiate<'a>(accept: &str, offers: &[&'a str]) -> Option<&'a str> {
-    let mut ranges: Vec<(f32, usize, String)> = accept
+    let matches = |range: &str, offer: &str| {
+        range == "*/*"
+            || range == offer
+            || range
+                .strip_suffix("/*")
+                .is_some_and(|major| offer.split('/').next() == Some(major))
+    };
+    let all: Vec<(f32, usize, String)> = accept
         .split(',')
         .enumerate()
         .filter_map(|(i, part)| {
@@ -244,20 +279,23 @@ pub(super) fn negotiate<'a>(accept: &str, offers: &[&'a str]) -> Option<&'a str>
                 .unwrap_or(1.0);
             Some((q, i, range))
         })
-        .filter(|(q, _, _)| *q > 0.0)
         .collect();
-    if ranges.is_empty() {
+    if all.is_empty() {
         return offers.first().copied();
     }
+    // q=0 refuses a type: an exact refusal beats any wildcard that would allow it.
+    let refused = |offer: &str| {
+        all.iter().any(|(q, _, range)| {
+            *q <= 0.0 && (range == offer || (range != "*/*" && matches(range, offer)))
+        })
+    };
+    let mut ranges: Vec<&(f32, usize, String)> = all.iter().filter(|(q, _, _)| *q > 0.0).collect();
     ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     ranges.iter().find_map(|(_, _, range)| {
-        offers.iter().copied().find(|offer| {
-            range == "*/*"
-                || range == offer
-                || range
-                    .strip_suffix("/*")
-                    .is_some_and(|major| offer.split('/').next() == Some(major))
-        })
+        offers
+            .iter()
+            .copied()
+            .find(|offer| matches(range, offer) && !refused(offer))
     })
 }
 
@@ -328,18 +366,29 @@ fn evaluate(
     }
 }
 
-fn service_description(headers: &HeaderMap) -> Response {
+fn service_description(state: &AppState, headers: &HeaderMap) -> Response {
+    // The Host header ends up in IRIs: keep it only if it is a plain host[:port].
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
+        })
         .unwrap_or("localhost");
+    let languages = if state.config.token.is_some() {
+        "sd:SPARQL11Query, sd:SPARQL11Update"
+    } else {
+        "sd:SPARQL11Query"
+    };
     let base = format!("http://{host}");
     let body = format!(
         "@prefix sd: <http://www.w3.org/ns/sparql-service-description#> .\n\
          @prefix formats: <http://www.w3.org/ns/formats/> .\n\
          <{base}/sparql> a sd:Service ;\n\
          \tsd:endpoint <{base}/sparql> ;\n\
-         \tsd:supportedLanguage sd:SPARQL11Query, sd:SPARQL11Update ;\n\
+         \tsd:supportedLanguage {languages} ;\n\
          \tsd:feature sd:UnionDefaultGraph ;\n\
          \tsd:resultFormat formats:SPARQL_Results_JSON, formats:SPARQL_Results_XML, \
          formats:SPARQL_Results_CSV, formats:SPARQL_Results_TSV, formats:Turtle, \
