@@ -310,6 +310,16 @@ fn not_acceptable(what: &str, offers: &[&str]) -> ApiError {
     )
 }
 
+/// The results format the Accept header prefers, or 406.
+fn results_format(accept: &str, what: &str) -> Result<QueryResultsFormat, ApiError> {
+    let offers: Vec<&str> = SOLUTION_TYPES.iter().map(|(m, _)| *m).collect();
+    let media = negotiate(accept, &offers).ok_or_else(|| not_acceptable(what, &offers))?;
+    Ok(SOLUTION_TYPES
+        .iter()
+        .find(|(m, _)| *m == media)
+        .map_or(QueryResultsFormat::Json, |(_, f)| *f))
+}
+
 fn evaluate(
     store: &Store,
     query: &str,
@@ -321,14 +331,7 @@ fn evaluate(
     let mut out = Vec::new();
     match store.query_with(query, &[], options)? {
         QueryResults::Solutions(solutions) => {
-            let offers: Vec<&str> = SOLUTION_TYPES.iter().map(|(m, _)| *m).collect();
-            let media =
-                negotiate(accept, &offers).ok_or_else(|| not_acceptable("solutions", &offers))?;
-            let format = SOLUTION_TYPES
-                .iter()
-                .find(|(m, _)| *m == media)
-                .map(|(_, f)| *f)
-                .unwrap_or(QueryResultsFormat::Json);
+            let format = results_format(accept, "solutions")?;
             let mut w = QueryResultsSerializer::from_format(format)
                 .serialize_solutions_to_writer(&mut out, solutions.variables().to_vec())
                 .map_err(io)?;
@@ -339,14 +342,7 @@ fn evaluate(
             Ok((format.media_type().to_string(), out))
         }
         QueryResults::Boolean(value) => {
-            let offers: Vec<&str> = SOLUTION_TYPES.iter().map(|(m, _)| *m).collect();
-            let media =
-                negotiate(accept, &offers).ok_or_else(|| not_acceptable("a boolean", &offers))?;
-            let format = SOLUTION_TYPES
-                .iter()
-                .find(|(m, _)| *m == media)
-                .map(|(_, f)| *f)
-                .unwrap_or(QueryResultsFormat::Json);
+            let format = results_format(accept, "a boolean")?;
             QueryResultsSerializer::from_format(format)
                 .serialize_boolean_to_writer(&mut out, value)
                 .map_err(io)?;
