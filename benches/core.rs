@@ -7,6 +7,7 @@
 //! Contents are generated from a fixed seed, so runs are reproducible offline.
 
 use forktrail::{ForkOptions, NewSession, NewTurn, ReplayRecord, Role, SessionId, Store};
+use oxigraph::model::{NamedNode, Quad};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -80,6 +81,45 @@ fn chain(store: &Store, turns: usize, depth: usize) -> SessionId {
     leaf
 }
 
+/// The baseline forktrail avoids: a fork that copies its parent's turns into the child,
+/// the way log-backed tools fork. Written straight into the store, in one transaction.
+fn copy_fork(store: &Store, parent: &SessionId) -> usize {
+    let child = store.create_session(NewSession::default()).unwrap();
+    let (from, to) = (store.session_iri(parent), store.session_iri(&child));
+    let prefix = format!("{}/turn/", from.as_str());
+    let ox = store.oxigraph();
+    let mut tx = ox.start_transaction().unwrap();
+    let mut copied = 0;
+    for quad in ox.quads_for_pattern(None, None, None, Some(from.as_ref().into())) {
+        let quad = quad.unwrap();
+        let subject = quad.subject.to_string();
+        let Some(rest) = subject.trim_matches(['<', '>']).strip_prefix(&prefix) else {
+            continue;
+        };
+        let renamed = NamedNode::new(format!("{}/turn/{rest}", to.as_str())).unwrap();
+        tx.insert(&Quad::new(renamed, quad.predicate, quad.object, to.clone()));
+        copied += 1;
+    }
+    tx.commit().unwrap();
+    copied
+}
+
+#[cfg(feature = "rocksdb")]
+fn dir_size(path: &std::path::Path) -> u64 {
+    std::fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 fn jsonl_floor(records: &[ReplayRecord]) -> Duration {
     let mut buf = Vec::new();
     for r in records {
@@ -107,6 +147,14 @@ fn run(kind: &str, store: &Store, quick: bool, figures: &mut BTreeMap<String, f6
         let before = store.len().unwrap();
         let t = time(15, || store.fork(&parent, ForkOptions::default()).unwrap());
         let quads = (store.len().unwrap() - before) / 15;
+        if n == 5_000 {
+            let copy = time(3, || copy_fork(store, &parent));
+            figures.insert(format!("{kind}.copy_fork_5000_ms"), ms(copy));
+            figures.insert(
+                format!("{kind}.copy_over_share_5k"),
+                copy.as_secs_f64() / t.as_secs_f64(),
+            );
+        }
         figures.insert(format!("{kind}.fork_{n}_us"), t.as_secs_f64() * 1e6);
         figures.insert(format!("{kind}.fork_{n}_quads"), quads as f64);
         fork_times.push(t);
@@ -131,6 +179,13 @@ fn run(kind: &str, store: &Store, quick: bool, figures: &mut BTreeMap<String, f6
             hot.as_secs_f64() / floor.as_secs_f64(),
         );
     }
+    let forks = if quick { 1_000 } else { 10_000 };
+    let parent = session(store, 4, 5);
+    for _ in 0..forks {
+        store.fork(&parent, ForkOptions::default()).unwrap();
+    }
+    let listed = time(5, || store.branches(&parent).unwrap());
+    figures.insert(format!("{kind}.branches_{forks}_ms"), ms(listed));
     let n = if quick { 2_000 } else { 10_000 };
     let id = store.create_session(NewSession::default()).unwrap();
     let mut contents = Contents(3);
@@ -154,6 +209,19 @@ fn main() {
     #[cfg(feature = "rocksdb")]
     {
         let dir = tempfile::tempdir().unwrap();
+        // Bytes on disk per turn: a fresh store, N turns, flushed.
+        let disk = tempfile::tempdir().unwrap();
+        let path = disk.path().join("store");
+        let turns = if quick { 2_000 } else { 10_000 };
+        {
+            let store = Store::open(&path).unwrap();
+            session(&store, turns, 13);
+            store.flush().unwrap();
+        }
+        figures.insert(
+            "rocksdb.bytes_on_disk_per_turn".into(),
+            dir_size(&path) as f64 / turns as f64,
+        );
         run(
             "rocksdb",
             &Store::open(dir.path().join("store")).unwrap(),
