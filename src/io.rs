@@ -291,6 +291,10 @@ impl Store {
         let all: Vec<Quad> = graphs.into_values().flatten().collect();
         self.validate_import(&all, &ids, &parents)?;
         self.commit(&all, &[])?;
+        // Imported ids may be ones deleted earlier: drop whatever was known of them.
+        for id in &ids {
+            self.forget_length(&self.iris.session(id));
+        }
         Ok(ids.into_iter().collect())
     }
 }

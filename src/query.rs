@@ -171,10 +171,10 @@ impl Store {
             .parse_update(sparql)
             .map_err(|e| Error::Query(e.to_string()))?;
         let _guard = self.write_guard();
-        update
-            .on_store(&self.inner)
-            .execute()
-            .map_err(|e| Error::Query(e.to_string()))
+        // An update may add or remove turns anywhere: drop the derived lengths.
+        let result = update.on_store(&self.inner).execute();
+        self.forget_all_lengths();
+        result.map_err(|e| Error::Query(e.to_string()))
     }
 
     /// Runs one of the shipped [`queries`] with `bindings` (see [`Store::query`]).

@@ -126,7 +126,15 @@ impl Store {
                 detail: "a fork without ft:forkedAtIndex".into(),
             });
         }
-        f.length = self.own_end(&f)?;
+        f.length = match self.cached_length(&f.iri) {
+            Some(length) => length,
+            None => {
+                let epoch = self.length_epoch();
+                let length = self.own_end(&f)?;
+                self.cache_read_length(epoch, &f.iri, length);
+                length
+            }
+        };
         Ok(Some(f))
     }
 

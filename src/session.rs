@@ -43,6 +43,7 @@ impl Store {
             None,
         );
         self.commit(&quads, &[])?;
+        self.forget_length(&iri);
         Ok(id)
     }
 
@@ -89,6 +90,7 @@ impl Store {
             },
         );
         self.commit(&w.quads, &[])?;
+        self.cache_length(&facts.iri, index + 1);
         Ok(index)
     }
 
@@ -182,6 +184,7 @@ impl Store {
             }),
         );
         self.commit(&quads, &[])?;
+        self.forget_length(&self.session_iri(&child));
         Ok(plan)
     }
 
@@ -327,6 +330,9 @@ impl Store {
             tx.remove_named_graph(f.iri.as_ref())?;
         }
         tx.commit()?;
+        for f in &doomed {
+            self.forget_length(&f.iri);
+        }
         Ok(doomed.into_iter().map(|f| f.id).collect())
     }
 

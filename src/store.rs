@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::model::{Agent, SessionId};
 use oxigraph::model::{NamedNode, NamedNodeRef};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -27,6 +28,12 @@ pub struct Store {
     pub(crate) inner: oxigraph::store::Store,
     pub(crate) iris: Iris,
     write_lock: Mutex<()>,
+    /// Session length by session IRI: a derived, rebuildable read index. Turns are
+    /// append-only, so a length changes only through `append` (which updates it after
+    /// its commit) or disappears with `delete`; SPARQL updates clear it all. Readers
+    /// fill it only if no entry was dropped since they started reading (the epoch), so
+    /// a slow reader cannot bring back a length of a deleted and re-created session.
+    lengths: Mutex<Lengths>,
     path: Option<PathBuf>,
 }
 
@@ -109,8 +116,53 @@ impl Store {
                 base: DEFAULT_BASE_IRI.to_string(),
             },
             write_lock: Mutex::new(()),
+            lengths: Mutex::new(Lengths::default()),
             path,
         }
+    }
+
+    fn lengths(&self) -> MutexGuard<'_, Lengths> {
+        self.lengths.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn cached_length(&self, session: &NamedNode) -> Option<u64> {
+        self.lengths().map.get(session.as_str()).copied()
+    }
+
+    /// The epoch a reader notes before it computes a length from the store.
+    pub(crate) fn length_epoch(&self) -> u64 {
+        self.lengths().epoch
+    }
+
+    /// Records a length a reader computed, unless entries were dropped since `epoch`
+    /// or a writer recorded one meanwhile.
+    pub(crate) fn cache_read_length(&self, epoch: u64, session: &NamedNode, length: u64) {
+        let mut lengths = self.lengths();
+        if lengths.epoch == epoch {
+            lengths
+                .map
+                .entry(session.as_str().to_string())
+                .or_insert(length);
+        }
+    }
+
+    /// Records the length a writer just committed (under the write lock).
+    pub(crate) fn cache_length(&self, session: &NamedNode, length: u64) {
+        self.lengths()
+            .map
+            .insert(session.as_str().to_string(), length);
+    }
+
+    pub(crate) fn forget_length(&self, session: &NamedNode) {
+        let mut lengths = self.lengths();
+        lengths.map.remove(session.as_str());
+        lengths.epoch += 1;
+    }
+
+    pub(crate) fn forget_all_lengths(&self) {
+        let mut lengths = self.lengths();
+        lengths.map.clear();
+        lengths.epoch += 1;
     }
 
     /// Serialises writers: read-then-write sequences run under this guard.
@@ -121,6 +173,12 @@ impl Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+#[derive(Default)]
+struct Lengths {
+    epoch: u64,
+    map: HashMap<String, u64>,
 }
 
 /// Builds and parses instance IRIs under a base.

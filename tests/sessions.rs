@@ -280,3 +280,32 @@ fn list_returns_every_session_with_its_facts() {
         assert_eq!((list[1].length, list[1].own_turns), (1, 0));
     }
 }
+
+#[test]
+fn a_deleted_and_recreated_session_starts_again_at_index_0() {
+    for s in stores() {
+        let a = session_with(&s, "a", 3);
+        assert_eq!(s.info(&a).unwrap().length, 3);
+        s.delete(&a, false).unwrap();
+        let a = session_with(&s, "a", 0);
+        assert_eq!(s.append(&a, NewTurn::new(Role::User, "again")).unwrap(), 0);
+        assert_eq!(s.replay(&a, None).unwrap().len(), 1);
+    }
+}
+
+#[test]
+fn lengths_follow_a_sparql_update_that_removes_the_last_turn() {
+    for s in stores() {
+        let a = session_with(&s, "a", 3);
+        assert_eq!(s.info(&a).unwrap().length, 3);
+        let turn = format!("<{}/turn/2>", s.session_iri(&a).as_str());
+        s.update(
+            &format!("DELETE WHERE {{ GRAPH ?g {{ {turn} ?p ?o }} }}"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.info(&a).unwrap().length, 2);
+        assert_eq!(s.append(&a, NewTurn::new(Role::User, "new 2")).unwrap(), 2);
+        assert_eq!(s.replay(&a, None).unwrap()[2].content, "new 2");
+    }
+}
