@@ -104,22 +104,6 @@ fn copy_fork(store: &Store, parent: &SessionId) -> usize {
     copied
 }
 
-#[cfg(feature = "rocksdb")]
-fn dir_size(path: &std::path::Path) -> u64 {
-    std::fs::read_dir(path)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_size(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
 fn jsonl_floor(records: &[ReplayRecord]) -> Duration {
     let mut buf = Vec::new();
     for r in records {
@@ -213,15 +197,14 @@ fn main() {
         let disk = tempfile::tempdir().unwrap();
         let path = disk.path().join("store");
         let turns = if quick { 2_000 } else { 10_000 };
-        {
-            let store = Store::open(&path).unwrap();
-            session(&store, turns, 13);
-            store.flush().unwrap();
-        }
+        let store = Store::open(&path).unwrap();
+        session(&store, turns, 13);
+        store.flush().unwrap();
         figures.insert(
             "rocksdb.bytes_on_disk_per_turn".into(),
-            dir_size(&path) as f64 / turns as f64,
+            store.disk_bytes().unwrap_or(0) as f64 / turns as f64,
         );
+        drop(store);
         run(
             "rocksdb",
             &Store::open(dir.path().join("store")).unwrap(),

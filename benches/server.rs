@@ -66,8 +66,9 @@ fn main() {
     let rss_before = memory_kib("VmRSS:");
     let chain = format!(
         "PREFIX ft: <https://w3id.org/forktrail/ns#> SELECT ?levelId ?depth WHERE {{ \
-         ?s ft:sessionId \"{}\" ; ft:parentSession* ?l . ?l ft:sessionId ?levelId ; ft:forkDepth ?depth }}",
-        tree.booking
+         ?s ft:sessionId {} ; ft:parentSession* ?l . ?l ft:sessionId ?levelId ; ft:forkDepth ?depth }}",
+        // Over HTTP nothing binds values: the id goes in as an oxrdf term (escaped).
+        oxigraph::model::Literal::new_simple_literal(tree.booking.as_str())
     );
     let started = Instant::now();
     let workers: Vec<_> = (0..CLIENTS)

@@ -87,6 +87,25 @@ impl Store {
         &self.inner
     }
 
+    /// Bytes the on-disk store takes (RocksDB files and write-ahead log); `None` in memory.
+    pub fn disk_bytes(&self) -> Option<u64> {
+        fn dir_size(path: &Path) -> u64 {
+            std::fs::read_dir(path)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .map(|e| match e.metadata() {
+                            Ok(m) if m.is_dir() => dir_size(&e.path()),
+                            Ok(m) => m.len(),
+                            Err(_) => 0,
+                        })
+                        .sum()
+                })
+                .unwrap_or(0)
+        }
+        self.path.as_deref().map(dir_size)
+    }
+
     /// The number of quads in the store.
     pub fn len(&self) -> Result<usize> {
         Ok(self.inner.len()?)

@@ -298,7 +298,10 @@ fn lengths_follow_a_sparql_update_that_removes_the_last_turn() {
     for s in stores() {
         let a = session_with(&s, "a", 3);
         assert_eq!(s.info(&a).unwrap().length, 3);
-        let turn = format!("<{}/turn/2>", s.session_iri(&a).as_str());
+        // An update cannot bind values: the IRI is an oxrdf term rendered by Display.
+        let turn =
+            oxigraph::model::NamedNode::new(format!("{}/turn/2", s.session_iri(&a).as_str()))
+                .unwrap();
         s.update(
             &format!("DELETE WHERE {{ GRAPH ?g {{ {turn} ?p ?o }} }}"),
             None,

@@ -250,7 +250,7 @@ pub fn query_results(
                 write!(out, "{}", table(&headers, &rows))?;
                 writeln!(out, "({} rows)", rows.len())?;
             } else {
-                return Err(format!("a SELECT result cannot be printed as {format}").into());
+                return Err(format!("solutions cannot be printed as {format}").into());
             }
         }
         QueryResults::Boolean(value) => match results_format {

@@ -40,21 +40,6 @@ pub(super) async fn track(
     response
 }
 
-fn dir_size(path: &std::path::Path) -> u64 {
-    std::fs::read_dir(path)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_size(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
 pub(super) async fn handler(state: Shared) -> Response {
     let mut out = String::new();
     out.push_str("# HELP forktrail_requests_total HTTP requests by route and status.\n");
@@ -84,8 +69,7 @@ pub(super) async fn handler(state: Shared) -> Response {
     out.push_str("# HELP forktrail_queries_running SPARQL queries and updates running now.\n");
     out.push_str("# TYPE forktrail_queries_running gauge\n");
     let _ = writeln!(out, "forktrail_queries_running {running}");
-    if let Some(path) = state.store.path() {
-        let bytes = dir_size(path);
+    if let Some(bytes) = state.store.disk_bytes() {
         out.push_str("# HELP forktrail_store_bytes Size of the store directory on disk.\n");
         out.push_str("# TYPE forktrail_store_bytes gauge\n");
         let _ = writeln!(out, "forktrail_store_bytes {bytes}");
