@@ -1,23 +1,26 @@
 """Drives a forktrail endpoint with SPARQLWrapper (and rdflib for CONSTRUCT results),
 a SPARQL client forktrail did not write. Usage: sparql_client.py ENDPOINT LEAF ROOT"""
+import json
 import sys
 
 from SPARQLWrapper import JSON, TURTLE, SPARQLWrapper
 
 endpoint, leaf, root = sys.argv[1:4]
+# The protocol has no bindings: the id goes in as an escaped string literal.
+leaf_literal = json.dumps(leaf)
 FT = "PREFIX ft: <https://w3id.org/forktrail/ns#>\n"
 
 client = SPARQLWrapper(endpoint)
 client.setReturnFormat(JSON)
 client.setQuery(FT + """SELECT ?levelId ?depth WHERE {
-  ?s ft:sessionId "%s" ; ft:parentSession* ?level .
-  ?level ft:sessionId ?levelId ; ft:forkDepth ?depth } ORDER BY ?depth""" % leaf)
+  ?s ft:sessionId %s ; ft:parentSession* ?level .
+  ?level ft:sessionId ?levelId ; ft:forkDepth ?depth } ORDER BY ?depth""" % leaf_literal)
 rows = client.query().convert()["results"]["bindings"]
 assert rows[0]["levelId"]["value"] == root, rows
 assert rows[-1]["levelId"]["value"] == leaf, rows
 print("select: %d levels, root first" % len(rows))
 
-client.setQuery(FT + 'ASK { ?s ft:sessionId "%s" ; ft:parentSession ?p }' % leaf)
+client.setQuery(FT + "ASK { ?s ft:sessionId %s ; ft:parentSession ?p }" % leaf_literal)
 print("ask: %s" % client.query().convert()["boolean"])
 
 client.setReturnFormat(TURTLE)
