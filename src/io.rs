@@ -293,7 +293,7 @@ impl Store {
         self.commit(&all, &[])?;
         // Imported ids may be ones deleted earlier: drop whatever was known of them.
         for id in &ids {
-            self.forget_length(&self.iris.session(id));
+            self.cache().forget(self.iris.session(id).as_str());
         }
         Ok(ids.into_iter().collect())
     }

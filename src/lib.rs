@@ -23,6 +23,7 @@
 //! # Ok::<(), forktrail::Error>(())
 //! ```
 
+mod cache;
 pub mod demo;
 mod error;
 mod io;

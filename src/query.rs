@@ -37,6 +37,7 @@ pub mod queries {
     queries! {
         FORK_CHAIN = "fork-chain",
         SESSION_TURNS = "session-turns",
+        TURN_RECORDS = "turn-records",
         CHILDREN = "children",
         SUBTREE = "subtree",
         SESSIONS = "sessions",
@@ -171,9 +172,9 @@ impl Store {
             .parse_update(sparql)
             .map_err(|e| Error::Query(e.to_string()))?;
         let _guard = self.write_guard();
-        // An update may add or remove turns anywhere: drop the derived lengths.
+        // An update may change anything: drop the derived read cache.
         let result = update.on_store(&self.inner).execute();
-        self.forget_all_lengths();
+        self.clear_caches();
         result.map_err(|e| Error::Query(e.to_string()))
     }
 

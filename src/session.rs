@@ -3,7 +3,8 @@
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Agent, ForkOptions, ForkPlan, Label, NewSession, NewTurn, SessionId, MAX_FORK_DEPTH,
+    Agent, ForkOptions, ForkPlan, Label, NewSession, NewTurn, ReplayRecord, SessionId,
+    MAX_FORK_DEPTH,
 };
 use crate::prov::{self, ForkRecord, GraphWriter, SessionRecord, TurnRecord};
 use crate::replay::Facts;
@@ -43,7 +44,7 @@ impl Store {
             None,
         );
         self.commit(&quads, &[])?;
-        self.forget_length(&iri);
+        self.cache().forget(iri.as_str());
         Ok(id)
     }
 
@@ -67,7 +68,10 @@ impl Store {
         let _guard = self.write_guard();
         let facts = self.require(id)?;
         let index = facts.length;
-        let prev = self.digest_before(&facts, index)?;
+        let prev = match self.cache().head_digest(facts.iri.as_str(), index) {
+            Some(digest) => digest,
+            None => self.digest_before(&facts, index)?,
+        };
         let digest = prov::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
         let mut w = GraphWriter::new(facts.iri.clone());
         let agent = match &software {
@@ -90,7 +94,13 @@ impl Store {
             },
         );
         self.commit(&w.quads, &[])?;
-        self.cache_length(&facts.iri, index + 1);
+        let record = ReplayRecord {
+            index,
+            role: turn.role,
+            content: turn.content,
+            branch: facts.branch,
+        };
+        self.cache().appended(facts.iri.as_str(), record, digest);
         Ok(index)
     }
 
@@ -184,7 +194,7 @@ impl Store {
             }),
         );
         self.commit(&quads, &[])?;
-        self.forget_length(&self.session_iri(&child));
+        self.cache().forget(self.session_iri(&child).as_str());
         Ok(plan)
     }
 
@@ -299,7 +309,13 @@ impl Store {
             inserts.push(Quad::new(f.iri.clone(), ft::FORK_ROOT, new_root, g));
             queue.extend(self.children_of(&f.iri)?);
         }
-        self.commit(&inserts, &removes)
+        self.commit(&inserts, &removes)?;
+        // The subtree's depth and root changed, and the session now owns its prefix.
+        let mut cache = self.cache();
+        for iri in &seen {
+            cache.forget(iri.as_str());
+        }
+        Ok(())
     }
 
     /// Deletes session `id`. A session with children is refused unless `cascade`, which
@@ -330,8 +346,9 @@ impl Store {
             tx.remove_named_graph(f.iri.as_ref())?;
         }
         tx.commit()?;
+        let mut cache = self.cache();
         for f in &doomed {
-            self.forget_length(&f.iri);
+            cache.forget(f.iri.as_str());
         }
         Ok(doomed.into_iter().map(|f| f.id).collect())
     }

@@ -1,9 +1,9 @@
 //! The store handle: opening, instance IRIs, and the write lock.
 
+use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
 use crate::error::{Error, Result};
 use crate::model::{Agent, SessionId};
 use oxigraph::model::{NamedNode, NamedNodeRef};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -28,12 +28,8 @@ pub struct Store {
     pub(crate) inner: oxigraph::store::Store,
     pub(crate) iris: Iris,
     write_lock: Mutex<()>,
-    /// Session length by session IRI: a derived, rebuildable read index. Turns are
-    /// append-only, so a length changes only through `append` (which updates it after
-    /// its commit) or disappears with `delete`; SPARQL updates clear it all. Readers
-    /// fill it only if no entry was dropped since they started reading (the epoch), so
-    /// a slow reader cannot bring back a length of a deleted and re-created session.
-    lengths: Mutex<Lengths>,
+    /// Session facts, lengths and decoded turns: derived, see [`crate::cache`].
+    cache: Mutex<Cache>,
     path: Option<PathBuf>,
 }
 
@@ -82,7 +78,8 @@ impl Store {
 
     /// The underlying Oxigraph store, for reads the API does not cover.
     ///
-    /// Writing through it bypasses forktrail's invariants and write lock.
+    /// Writing through it bypasses forktrail's invariants, write lock and read cache:
+    /// call [`Store::clear_caches`] after such a write.
     pub fn oxigraph(&self) -> &oxigraph::store::Store {
         &self.inner
     }
@@ -135,53 +132,28 @@ impl Store {
                 base: DEFAULT_BASE_IRI.to_string(),
             },
             write_lock: Mutex::new(()),
-            lengths: Mutex::new(Lengths::default()),
+            cache: Mutex::new(Cache::new(DEFAULT_TURN_BUDGET)),
             path,
         }
     }
 
-    fn lengths(&self) -> MutexGuard<'_, Lengths> {
-        self.lengths.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn cached_length(&self, session: &NamedNode) -> Option<u64> {
-        self.lengths().map.get(session.as_str()).copied()
+    /// Drops the in-process read cache (session facts, lengths, replay records).
+    ///
+    /// forktrail keeps it current through its own writes, SPARQL updates and imports;
+    /// call this after writing through [`Store::oxigraph`], which bypasses it.
+    pub fn clear_caches(&self) {
+        self.cache().clear();
     }
 
-    /// The epoch a reader notes before it computes a length from the store.
-    pub(crate) fn length_epoch(&self) -> u64 {
-        self.lengths().epoch
-    }
-
-    /// Records a length a reader computed, unless entries were dropped since `epoch`
-    /// or a writer recorded one meanwhile.
-    pub(crate) fn cache_read_length(&self, epoch: u64, session: &NamedNode, length: u64) {
-        let mut lengths = self.lengths();
-        if lengths.epoch == epoch {
-            lengths
-                .map
-                .entry(session.as_str().to_string())
-                .or_insert(length);
-        }
-    }
-
-    /// Records the length a writer just committed (under the write lock).
-    pub(crate) fn cache_length(&self, session: &NamedNode, length: u64) {
-        self.lengths()
-            .map
-            .insert(session.as_str().to_string(), length);
-    }
-
-    pub(crate) fn forget_length(&self, session: &NamedNode) {
-        let mut lengths = self.lengths();
-        lengths.map.remove(session.as_str());
-        lengths.epoch += 1;
-    }
-
-    pub(crate) fn forget_all_lengths(&self) {
-        let mut lengths = self.lengths();
-        lengths.map.clear();
-        lengths.epoch += 1;
+    /// Caps the replay records the read cache keeps, in bytes of their text (default
+    /// 256 MiB; 0 turns record caching off). Sessions are evicted oldest-cached first.
+    pub fn with_replay_cache(self, bytes: usize) -> Self {
+        *self.cache() = Cache::new(bytes);
+        self
     }
 
     /// Serialises writers: read-then-write sequences run under this guard.
@@ -192,12 +164,6 @@ impl Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-}
-
-#[derive(Default)]
-struct Lengths {
-    epoch: u64,
-    map: HashMap<String, u64>,
 }
 
 /// Builds and parses instance IRIs under a base.
