@@ -3,7 +3,8 @@
 //! floor, and append throughput. Medians over repeats; ratios come from the same run.
 //!
 //! `cargo bench --bench core` prints a table; `FORKTRAIL_BENCH_JSON=1` prints one JSON
-//! object of named figures instead. `FORKTRAIL_BENCH_QUICK=1` uses smaller sizes.
+//! object of named figures instead. `FORKTRAIL_BENCH_QUICK=1` uses smaller sizes;
+//! `FORKTRAIL_BENCH_STORE=memory` (or `rocksdb`) runs one store only.
 //! Contents are generated from a fixed seed, so runs are reproducible offline.
 
 use forktrail::{ForkOptions, NewSession, NewTurn, ReplayRecord, Role, SessionId, Store};
@@ -118,69 +119,178 @@ fn jsonl_floor(records: &[ReplayRecord]) -> Duration {
     })
 }
 
-fn run(kind: &str, store: &Store, quick: bool, figures: &mut BTreeMap<String, f64>) {
+/// Appends `n` turns to a new session, one transaction each; turns per second.
+fn append_rate(store: &Store, n: usize, seed: u64) -> f64 {
+    let id = store.create_session(NewSession::default()).unwrap();
+    let mut contents = Contents(seed);
+    let turns: Vec<String> = (0..n).map(|_| contents.next()).collect();
+    let start = Instant::now();
+    for c in turns {
+        store.append(&id, NewTurn::new(Role::User, c)).unwrap();
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// What Oxigraph itself sustains for the same write: a turn's 7 quads, one
+/// transaction each, with nothing read first. The ceiling for `append_rate`.
+fn oxigraph_floor(store: &Store, n: usize) -> f64 {
+    use forktrail::vocab::{ft, prov, rdf};
+    use oxigraph::model::Literal;
+    let g = NamedNode::new("urn:forktrail:session:floor").unwrap();
+    let agent = NamedNode::new("urn:forktrail:agent:anonymous").unwrap();
+    let mut contents = Contents(5);
+    let turns: Vec<String> = (0..n).map(|_| contents.next()).collect();
+    let ox = store.oxigraph();
+    let start = Instant::now();
+    for (i, c) in turns.into_iter().enumerate() {
+        let t = NamedNode::new(format!("{}/turn/{i}", g.as_str())).unwrap();
+        let digest = format!("{:064x}", i);
+        let mut tx = ox.start_transaction().unwrap();
+        for (p, o) in [
+            (rdf::TYPE, ft::TURN.into()),
+            (ft::INDEX, Literal::from(i as u64).into()),
+            (ft::ROLE, Literal::new_simple_literal("user").into()),
+            (ft::CONTENT, Literal::new_simple_literal(c).into()),
+            (ft::DIGEST, Literal::new_simple_literal(digest).into()),
+            (prov::WAS_ATTRIBUTED_TO, agent.clone().into()),
+            (
+                prov::GENERATED_AT_TIME,
+                Literal::new_simple_literal("2026-01-01T00:00:00.000Z").into(),
+            ),
+        ] {
+            let o: oxigraph::model::Term = o;
+            tx.insert(&Quad::new(t.clone(), p, o, g.clone()));
+        }
+        tx.commit().unwrap();
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// A store of one kind, and the temp dir that holds it if it is on disk.
+type Fresh = fn() -> (Store, Option<tempfile::TempDir>);
+
+fn run(kind: &str, fresh: Fresh, quick: bool, figures: &mut BTreeMap<String, f64>) {
+    let (store, _dir) = fresh();
+    let store = &store;
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mut put = |name: String, value: f64| {
+        figures.insert(format!("{kind}.{name}"), value);
+    };
+
+    // 1. Fork cost against history: all parents exist before any fork is timed, and
+    // forks of the sizes alternate, so every size sees the same store.
     let sizes: &[usize] = if quick {
         &[500, 5_000]
     } else {
         &[500, 5_000, 50_000]
     };
-    let mut fork_times = Vec::new();
-    for &n in sizes {
-        let parent = session(store, n, n as u64);
-        let before = store.len().unwrap();
-        let t = time(15, || store.fork(&parent, ForkOptions::default()).unwrap());
-        let quads = (store.len().unwrap() - before) / 15;
-        if n == 5_000 {
-            let copy = time(3, || copy_fork(store, &parent));
-            figures.insert(format!("{kind}.copy_fork_5000_ms"), ms(copy));
-            figures.insert(
-                format!("{kind}.copy_over_share_5k"),
-                copy.as_secs_f64() / t.as_secs_f64(),
-            );
+    let parents: Vec<SessionId> = sizes.iter().map(|&n| session(store, n, n as u64)).collect();
+    // Quads written by one fork of each parent (counted apart: `len` scans the store).
+    let quads: Vec<usize> = parents
+        .iter()
+        .map(|parent| {
+            let before = store.len().unwrap();
+            store.fork(parent, ForkOptions::default()).unwrap();
+            store.len().unwrap() - before
+        })
+        .collect();
+    let rounds = 21;
+    let mut times = vec![Vec::new(); sizes.len()];
+    for _ in 0..rounds {
+        for (i, parent) in parents.iter().enumerate() {
+            let start = Instant::now();
+            std::hint::black_box(store.fork(parent, ForkOptions::default()).unwrap());
+            times[i].push(start.elapsed());
         }
-        figures.insert(format!("{kind}.fork_{n}_us"), t.as_secs_f64() * 1e6);
-        figures.insert(format!("{kind}.fork_{n}_quads"), quads as f64);
-        fork_times.push(t);
+    }
+    let medians: Vec<Duration> = times.into_iter().map(median).collect();
+    for (i, &n) in sizes.iter().enumerate() {
+        put(format!("fork_{n}_us"), medians[i].as_secs_f64() * 1e6);
+        put(format!("fork_{n}_quads"), quads[i] as f64);
     }
     let last = *sizes.last().unwrap();
-    figures.insert(
-        format!("{kind}.fork_ratio_{}k_over_500", last / 1000),
-        fork_times.last().unwrap().as_secs_f64() / fork_times[0].as_secs_f64(),
+    put(
+        format!("fork_ratio_{}k_over_500", last / 1000),
+        medians.last().unwrap().as_secs_f64() / medians[0].as_secs_f64(),
     );
+    let copy = time(3, || copy_fork(store, &parents[1]));
+    put("copy_fork_5000_ms".into(), ms(copy));
+    put(
+        "copy_over_share_5k".into(),
+        copy.as_secs_f64() / medians[1].as_secs_f64(),
+    );
+
+    // 2. Replay of fork chains: cold (the read cache dropped first, as in a freshly
+    // opened store) and warm, against reading the same records back from JSONL.
     let root_turns = if quick { 1_000 } else { 5_000 };
     for depth in [1, 8, 32] {
         let leaf = chain(store, root_turns, depth);
         let records = store.replay(&leaf, None).unwrap();
-        let hot = time(5, || store.replay(&leaf, None).unwrap());
+        let cold = time(5, || {
+            store.clear_caches();
+            store.replay(&leaf, None).unwrap()
+        });
+        store.replay(&leaf, None).unwrap();
+        let warm = time(7, || store.replay(&leaf, None).unwrap());
         let sparql = time(3, || store.replay_sparql(&leaf, None).unwrap());
         let floor = jsonl_floor(&records);
-        figures.insert(format!("{kind}.replay_depth{depth}_ms"), ms(hot));
-        figures.insert(format!("{kind}.replay_sparql_depth{depth}_ms"), ms(sparql));
-        figures.insert(format!("{kind}.jsonl_read_depth{depth}_ms"), ms(floor));
-        figures.insert(
-            format!("{kind}.replay_depth{depth}_over_jsonl"),
-            hot.as_secs_f64() / floor.as_secs_f64(),
+        put(format!("replay_depth{depth}_turns"), records.len() as f64);
+        put(format!("replay_depth{depth}_cold_ms"), ms(cold));
+        put(format!("replay_depth{depth}_warm_ms"), ms(warm));
+        put(format!("replay_sparql_depth{depth}_ms"), ms(sparql));
+        put(format!("jsonl_read_depth{depth}_ms"), ms(floor));
+        let over = |d: Duration| d.as_secs_f64() / floor.as_secs_f64();
+        put(format!("replay_depth{depth}_cold_over_jsonl"), over(cold));
+        put(format!("replay_depth{depth}_warm_over_jsonl"), over(warm));
+        put(
+            format!("replay_sparql_depth{depth}_over_jsonl"),
+            over(sparql),
         );
     }
+
+    // 4. Listing the branches of a session with many forks.
     let forks = if quick { 1_000 } else { 10_000 };
     let parent = session(store, 4, 5);
     for _ in 0..forks {
         store.fork(&parent, ForkOptions::default()).unwrap();
     }
     let listed = time(5, || store.branches(&parent).unwrap());
-    figures.insert(format!("{kind}.branches_{forks}_ms"), ms(listed));
-    let n = if quick { 2_000 } else { 10_000 };
-    let id = store.create_session(NewSession::default()).unwrap();
-    let mut contents = Contents(3);
-    let turns: Vec<String> = (0..n).map(|_| contents.next()).collect();
-    let start = Instant::now();
-    for c in turns {
-        store.append(&id, NewTurn::new(Role::User, c)).unwrap();
+    put(format!("branches_{forks}_ms"), ms(listed));
+
+    // 3. Append throughput, one transaction per turn, and Oxigraph's own ceiling.
+    let sizes: &[usize] = if quick { &[2_000] } else { &[10_000, 100_000] };
+    for &n in sizes {
+        put(
+            format!("append_{n}_turns_per_s"),
+            append_rate(store, n, n as u64),
+        );
     }
+    put(
+        "oxigraph_7_quad_tx_per_s".into(),
+        oxigraph_floor(store, sizes[0]),
+    );
+}
+
+/// Bytes a RocksDB store takes per turn: N turns appended, flushed, and the store
+/// reopened (RocksDB deletes the write-ahead log of flushed data on open).
+#[cfg(feature = "rocksdb")]
+fn disk_per_turn(turns: usize, figures: &mut BTreeMap<String, f64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let store = Store::open(&path).unwrap();
+    session(&store, turns, 13);
+    store.flush().unwrap();
+    let with_log = store.disk_bytes().unwrap_or(0);
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    let settled = store.disk_bytes().unwrap_or(0);
     figures.insert(
-        format!("{kind}.append_turns_per_s"),
-        n as f64 / start.elapsed().as_secs_f64(),
+        "rocksdb.bytes_on_disk_per_turn".into(),
+        settled as f64 / turns as f64,
+    );
+    figures.insert(
+        "rocksdb.bytes_on_disk_per_turn_with_log".into(),
+        with_log as f64 / turns as f64,
     );
 }
 
@@ -188,35 +298,31 @@ fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` does not: then run quick.
     let quick = std::env::var_os("FORKTRAIL_BENCH_QUICK").is_some()
         || !std::env::args().any(|a| a == "--bench");
+    let only = std::env::var("FORKTRAIL_BENCH_STORE").ok();
+    let wanted = |kind: &str| only.as_deref().is_none_or(|o| o == kind);
     let mut figures = BTreeMap::new();
-    run("memory", &Store::in_memory().unwrap(), quick, &mut figures);
-    #[cfg(feature = "rocksdb")]
-    {
-        let dir = tempfile::tempdir().unwrap();
-        // Bytes on disk per turn: a fresh store, N turns, flushed.
-        let disk = tempfile::tempdir().unwrap();
-        let path = disk.path().join("store");
-        let turns = if quick { 2_000 } else { 10_000 };
-        let store = Store::open(&path).unwrap();
-        session(&store, turns, 13);
-        store.flush().unwrap();
-        figures.insert(
-            "rocksdb.bytes_on_disk_per_turn".into(),
-            store.disk_bytes().unwrap_or(0) as f64 / turns as f64,
-        );
-        drop(store);
+    if wanted("memory") {
         run(
-            "rocksdb",
-            &Store::open(dir.path().join("store")).unwrap(),
+            "memory",
+            || (Store::in_memory().unwrap(), None),
             quick,
             &mut figures,
         );
+    }
+    #[cfg(feature = "rocksdb")]
+    if wanted("rocksdb") {
+        disk_per_turn(if quick { 2_000 } else { 10_000 }, &mut figures);
+        let on_disk = || {
+            let dir = tempfile::tempdir().unwrap();
+            (Store::open(dir.path().join("store")).unwrap(), Some(dir))
+        };
+        run("rocksdb", on_disk, quick, &mut figures);
     }
     if std::env::var_os("FORKTRAIL_BENCH_JSON").is_some() {
         println!("{}", serde_json::to_string_pretty(&figures).unwrap());
     } else {
         for (name, value) in &figures {
-            println!("{name:<40} {value:>14.3}");
+            println!("{name:<44} {value:>14.3}");
         }
     }
 }
