@@ -89,6 +89,10 @@ pub enum Error {
         existing: String,
     },
 
+    /// Another writer handle holds the session (see `Store::writer`).
+    #[error("session {session} is busy: another writer holds it until that writer is dropped")]
+    Busy { session: String },
+
     /// The operation would overwrite existing data (a session id already taken, …).
     #[error("{0}")]
     Conflict(String),

@@ -23,10 +23,13 @@
 //! # Ok::<(), forktrail::Error>(())
 //! ```
 
+mod anchor;
 mod cache;
 pub mod demo;
+mod diff;
 mod error;
 mod io;
+mod merge;
 mod model;
 mod prov;
 mod query;
@@ -35,13 +38,16 @@ mod replay;
 pub mod server;
 mod session;
 mod store;
+mod summary;
 pub mod vocab;
 
 pub use error::{Error, Result};
 pub use io::{ExportFormat, ImportFormat};
+pub use merge::SessionWriter;
 pub use model::{
-    Agent, BranchInfo, ForkOptions, ForkPlan, Kind, Label, NewSession, NewTurn, ReplayRecord, Role,
-    SessionId, SessionInfo, TreeNode, Turn, MAX_FORK_DEPTH,
+    Agent, AnchorInfo, BranchInfo, ForkOptions, ForkPlan, Kind, Label, MergeOptions, MergePlan,
+    NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId, SessionInfo, TreeNode, Turn,
+    MAX_FORK_DEPTH,
 };
 pub use prov::turn_digest;
 pub use query::{queries, NamedQuery, QueryOptions};

@@ -381,11 +381,16 @@ pub struct NewSession {
     pub principal: Option<String>,
 }
 
-/// Options of a fork.
-#[derive(Clone, Debug, Default)]
+/// Options of a fork. Deserializes from the JSON body of `POST /sessions/{id}/fork`
+/// (every field optional).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ForkOptions {
     /// The fork point `k`: the child inherits turns `0..k`. Default: the parent's length.
     pub at: Option<i64>,
+    /// Fork at this anchor of the parent (its own or an ancestor's within the inherited
+    /// prefix) instead of at an index.
+    pub anchor: Option<String>,
     /// The branch label; `fork-<8 hex>` when absent.
     pub label: Option<String>,
     /// Why the fork was made (recorded on the fork activity).
@@ -394,8 +399,80 @@ pub struct ForkOptions {
     pub principal: Option<String>,
     /// The child's id; a UUID v7 when absent.
     pub id: Option<String>,
+    /// Store a short deterministic summary of the inherited prefix on the fork.
+    pub summarize: bool,
+    /// A caller's key that makes the fork idempotent: a retry with the same key and the
+    /// same options returns the fork made the first time.
+    pub request_id: Option<String>,
     /// Validate and return the plan, write nothing.
     pub dry_run: bool,
+}
+
+/// Validates a name used as an anchor name or request id (the branch-label rules).
+pub(crate) fn check_key(what: &'static str, value: &str) -> Result<()> {
+    check_name(value, LABEL_MAX).map_err(|reason| Error::InvalidName {
+        what,
+        value: value.to_string(),
+        reason,
+    })
+}
+
+/// A named point in a session: its length when the anchor was set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnchorInfo {
+    pub name: String,
+    /// The session that set the anchor (an ancestor, for inherited anchors).
+    pub session: String,
+    /// The session's length when the anchor was set: a fork point.
+    pub at_index: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<serde_json::Value>,
+    pub created_at: Option<String>,
+}
+
+/// Options of a merge-back.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MergeOptions {
+    /// The session that gains the result turn; the child's parent when absent.
+    pub into: Option<String>,
+    /// The summary; the child's last assistant turn when absent.
+    pub summary: Option<String>,
+    /// Validate and return the plan, write nothing.
+    pub dry_run: bool,
+}
+
+/// What a merge did (or, for a dry run, would do).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MergePlan {
+    pub child: String,
+    pub into: String,
+    /// The index of the `fork_result` turn in `into` (its length before the merge).
+    pub index: u64,
+    /// The child's own turns the merge covers, inclusive.
+    pub first: u64,
+    pub last: u64,
+    /// `CHILD@k:turns:a-b`.
+    pub reference: String,
+    /// The content of the `fork_result` turn.
+    pub content: String,
+}
+
+/// How two sessions relate and where they part.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SessionDiff {
+    pub a: String,
+    pub b: String,
+    /// The deepest session both chains share, if their lineage meets.
+    pub common_ancestor: Option<String>,
+    /// The number of leading turns both histories share (equal digests).
+    pub common_prefix: u64,
+    /// `lineage` when the chains meet, `digest` when only digests show the shared
+    /// prefix (e.g. after a detach), `none` when nothing is shared.
+    pub found_by: &'static str,
+    /// The turns of `a` from `common_prefix` on.
+    pub a_tail: Vec<ReplayRecord>,
+    pub b_tail: Vec<ReplayRecord>,
 }
 
 /// What a fork did (or, for a dry run, would do).
@@ -407,6 +484,11 @@ pub struct ForkPlan {
     pub branch: String,
     pub fork_root: String,
     pub depth: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// True when a `request_id` retry returned the fork made the first time.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// Facts about one session, without its turns.
@@ -427,6 +509,17 @@ pub struct SessionInfo {
     pub created_at: Option<String>,
     /// The digest of the last turn (inherited or own): equal heads, equal histories.
     pub head_digest: Option<String>,
+    /// The operational summary of the inherited prefix stored by `fork --summarize`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Turns inherited from ancestors (`length - own_turns`).
+    pub inherited_turns: u64,
+    /// Bytes of content of own and inherited turns (`Store::info` only; `list` leaves
+    /// them out, since they need every turn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_content_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inherited_content_bytes: Option<u64>,
 }
 
 /// A direct child of a session.
@@ -437,6 +530,8 @@ pub struct BranchInfo {
     pub forked_at_index: u64,
     pub created_at: Option<String>,
     pub own_turns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// A session and its descendants.
@@ -446,5 +541,7 @@ pub struct TreeNode {
     pub branch: String,
     pub forked_at_index: Option<u64>,
     pub length: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
     pub children: Vec<TreeNode>,
 }

@@ -22,10 +22,19 @@ use sha2::{Digest, Sha256};
 /// assert_ne!(first, second);
 /// ```
 pub fn turn_digest(prev: &str, index: u64, role: Role, kind: Kind, content: &str) -> String {
+    sha256_hex(&[
+        prev.as_bytes(),
+        format!("\n{index}\n{role}\n{kind}\n").as_bytes(),
+        content.as_bytes(),
+    ])
+}
+
+/// SHA-256 over the concatenated `parts`, in lowercase hex.
+pub(crate) fn sha256_hex(parts: &[&[u8]]) -> String {
     let mut hasher = Sha256::new();
-    hasher.update(prev.as_bytes());
-    hasher.update(format!("\n{index}\n{role}\n{kind}\n").as_bytes());
-    hasher.update(content.as_bytes());
+    for part in parts {
+        hasher.update(part);
+    }
     hasher
         .finalize()
         .iter()

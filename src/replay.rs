@@ -27,6 +27,8 @@ pub(crate) struct Facts {
     pub(crate) principal: Option<NamedNode>,
     pub(crate) title: Option<String>,
     pub(crate) created: Option<String>,
+    pub(crate) summary: Option<String>,
+    pub(crate) request_digest: Option<String>,
 }
 
 impl Facts {
@@ -102,6 +104,8 @@ impl Store {
             principal: None,
             title: None,
             created: None,
+            summary: None,
+            request_digest: None,
         };
         let mut have = (false, false); // id, branch
         for quad in self
@@ -126,6 +130,10 @@ impl Store {
                 f.depth = int(&o).unwrap_or(0);
             } else if p == ft::BASE_DIGEST {
                 f.base_digest = literal_text(&o).map(str::to_string);
+            } else if p == ft::SUMMARY {
+                f.summary = literal_text(&o).map(str::to_string);
+            } else if p == ft::REQUEST_DIGEST {
+                f.request_digest = literal_text(&o).map(str::to_string);
             } else if p == dcterms::TITLE {
                 f.title = literal_text(&o).map(str::to_string);
             } else if p == dcterms::CREATED {
@@ -485,7 +493,18 @@ impl Store {
     /// Lineage facts and counts of one session.
     pub fn info(&self, id: &SessionId) -> Result<SessionInfo> {
         let facts = self.require(id)?;
-        self.info_of(&facts)
+        let mut info = self.info_of(&facts)?;
+        let (mut own, mut inherited) = (0, 0);
+        for r in self.replay(id, None)? {
+            if r.index < facts.own_start() {
+                inherited += r.content.len() as u64;
+            } else {
+                own += r.content.len() as u64;
+            }
+        }
+        info.own_content_bytes = Some(own);
+        info.inherited_content_bytes = Some(inherited);
+        Ok(info)
     }
 
     pub(crate) fn info_of(&self, f: &Facts) -> Result<SessionInfo> {
@@ -519,6 +538,10 @@ impl Store {
             own_turns: f.length.saturating_sub(f.own_start()),
             created_at: f.created.clone(),
             head_digest,
+            summary: f.summary.clone(),
+            inherited_turns: f.length.min(f.own_start()),
+            own_content_bytes: None,
+            inherited_content_bytes: None,
         })
     }
 
@@ -573,6 +596,7 @@ impl Store {
             .map(|c| BranchInfo {
                 own_turns: c.length.saturating_sub(c.own_start()),
                 forked_at_index: c.own_start(),
+                summary: c.summary,
                 session: c.id,
                 branch: c.branch,
                 created_at: c.created,
@@ -600,6 +624,7 @@ impl Store {
             session: f.id,
             branch: f.branch,
             length: f.length,
+            summary: f.summary,
             children,
         })
     }

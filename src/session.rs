@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Agent, ForkOptions, ForkPlan, Label, NewSession, NewTurn, ReplayRecord, SessionId,
+    check_key, Agent, ForkOptions, ForkPlan, Label, NewSession, NewTurn, ReplayRecord, SessionId,
     MAX_FORK_DEPTH,
 };
 use crate::prov::{self, ForkRecord, GraphWriter, SessionRecord, TurnRecord};
@@ -16,6 +16,22 @@ use oxigraph::model::{
 use std::collections::HashSet;
 
 const ANONYMOUS: &str = "anonymous";
+
+/// SHA-256 over what a fork request asked for, as given (not as resolved), so a retry
+/// matches even after the parent has grown.
+fn request_digest(parent: &SessionId, o: &ForkOptions) -> String {
+    let fields = serde_json::json!([
+        parent.as_str(),
+        o.at,
+        o.anchor,
+        o.label,
+        o.reason,
+        o.principal,
+        o.id,
+        o.summarize
+    ]);
+    prov::sha256_hex(&[fields.to_string().as_bytes()])
+}
 
 impl Store {
     /// Creates a root session and returns its id.
@@ -51,6 +67,21 @@ impl Store {
     /// Appends a turn to `id` and returns the index it was given (the session's length
     /// before the append).
     pub fn append(&self, id: &SessionId, turn: NewTurn) -> Result<u64> {
+        let _guard = self.write_guard();
+        let facts = self.require(id)?;
+        self.append_locked(&facts, turn, |_, _, _| {})
+    }
+
+    /// Appends under the write lock the caller holds; `extra` may add quads (to the
+    /// session's graph) about the new turn `(writer, turn IRI, index)`, committed in the
+    /// same transaction.
+    pub(crate) fn append_locked(
+        &self,
+        facts: &Facts,
+        turn: NewTurn,
+        extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
+    ) -> Result<u64> {
+        let id = &facts.id;
         // A turn is attributed to its model, else (a tool result) to its tool, else to
         // the session's principal.
         let software = match (&turn.model, turn.role, &turn.name) {
@@ -65,12 +96,10 @@ impl Store {
                 ))
             })?;
         }
-        let _guard = self.write_guard();
-        let facts = self.require(id)?;
         let index = facts.length;
         let prev = match self.cache().head_digest(facts.iri.as_str(), index) {
             Some(digest) => digest,
-            None => self.digest_before(&facts, index)?,
+            None => self.digest_before(facts, index)?,
         };
         let digest = prov::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
         let mut w = GraphWriter::new(facts.iri.clone());
@@ -85,7 +114,7 @@ impl Store {
             &self.iris,
             &mut w,
             &TurnRecord {
-                session: id.as_str(),
+                session: id,
                 index,
                 turn: &turn,
                 by: &agent,
@@ -93,22 +122,37 @@ impl Store {
                 created: &prov::now(),
             },
         );
+        extra(&mut w, &self.iris.turn(id, index), index);
         self.commit(&w.quads, &[])?;
         let record = ReplayRecord {
             index,
             role: turn.role,
             content: turn.content,
-            branch: facts.branch,
+            branch: facts.branch.clone(),
         };
         self.cache().appended(facts.iri.as_str(), record, digest);
         Ok(index)
     }
 
-    /// Forks `parent` at `options.at` (default: its length). The child shares the
-    /// parent's turns `0..k` and writes a constant number of quads. With
-    /// `options.dry_run` nothing is written and the plan is returned.
+    /// Forks `parent` at `options.at` (default: its length) or at `options.anchor`. The
+    /// child shares the parent's turns `0..k` and writes a constant number of quads
+    /// (plus a summary with `options.summarize`). With `options.dry_run` nothing is
+    /// written and the plan is returned. With `options.request_id`, a retry returns the
+    /// fork the first request made, and the same id with other options is a conflict.
     pub fn fork(&self, parent: &SessionId, options: ForkOptions) -> Result<ForkPlan> {
+        if let Some(key) = &options.request_id {
+            check_key("request id", key)?;
+        }
+        let request = options
+            .request_id
+            .as_ref()
+            .map(|key| (key.clone(), request_digest(parent, &options)));
         let _guard = self.write_guard();
+        if let Some((key, digest)) = &request {
+            if let Some(plan) = self.fork_of_request(parent, key, digest)? {
+                return Ok(plan);
+            }
+        }
         let chain = self.chain(parent)?;
         let parent_facts = chain.last().expect("a chain has a leaf");
         let depth = chain.len();
@@ -120,10 +164,16 @@ impl Store {
             });
         }
         let len = parent_facts.length;
-        let at = match options.at {
-            None => len,
-            Some(k) if (0..=len as i64).contains(&k) => k as u64,
-            Some(k) => {
+        let at = match (options.at, &options.anchor) {
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidInput(
+                    "give a fork point or an anchor, not both".into(),
+                ))
+            }
+            (None, Some(name)) => self.anchor_index(parent, &chain, name)?,
+            (None, None) => len,
+            (Some(k), None) if (0..=len as i64).contains(&k) => k as u64,
+            (Some(k), None) => {
                 return Err(Error::IndexOutOfRange {
                     session: parent.to_string(),
                     index: k,
@@ -164,6 +214,11 @@ impl Store {
             0 => None,
             k => Some(self.digest_in_chain(&chain, k - 1)?),
         };
+        let summary = match (options.summarize, at) {
+            (false, _) => None,
+            (true, 0) => Some(crate::summary::summarize(&[])),
+            (true, k) => Some(crate::summary::summarize(&self.load(parent, Some(k - 1))?)),
+        };
         let plan = ForkPlan {
             session: child.to_string(),
             parent: parent.to_string(),
@@ -171,11 +226,13 @@ impl Store {
             branch: label.to_string(),
             fork_root: chain[0].id.clone(),
             depth,
+            summary,
+            reused: false,
         };
         if options.dry_run {
             return Ok(plan);
         }
-        let quads = prov::session_quads(
+        let mut quads = prov::session_quads(
             &self.iris,
             &SessionRecord {
                 id: child.as_str(),
@@ -193,9 +250,77 @@ impl Store {
                 reason: options.reason.as_deref(),
             }),
         );
+        let child_iri = self.session_iri(&child);
+        let mut w = GraphWriter::new(child_iri.clone());
+        if let Some(summary) = &plan.summary {
+            w.add(
+                &child_iri,
+                ft::SUMMARY,
+                Literal::new_simple_literal(summary),
+            );
+        }
+        if let Some((key, digest)) = &request {
+            w.add(&child_iri, ft::REQUEST_ID, Literal::new_simple_literal(key));
+            w.add(
+                &child_iri,
+                ft::REQUEST_DIGEST,
+                Literal::new_simple_literal(digest),
+            );
+        }
+        quads.extend(w.quads);
         self.commit(&quads, &[])?;
-        self.cache().forget(self.session_iri(&child).as_str());
+        self.cache().forget(child_iri.as_str());
         Ok(plan)
+    }
+
+    /// The fork an earlier request with this key made, if any: its plan when the
+    /// options match, a conflict when they do not.
+    fn fork_of_request(
+        &self,
+        parent: &SessionId,
+        key: &str,
+        digest: &str,
+    ) -> Result<Option<ForkPlan>> {
+        let literal = Literal::new_simple_literal(key);
+        for quad in self.inner.quads_for_pattern(
+            None,
+            Some(ft::REQUEST_ID),
+            Some(literal.as_ref().into()),
+            None,
+        ) {
+            let quad = quad?;
+            let NamedOrBlankNode::NamedNode(s) = &quad.subject else {
+                continue;
+            };
+            if quad.graph_name.as_ref() != GraphNameRef::NamedNode(s.as_ref()) {
+                continue;
+            }
+            let Some(f) = self.facts_of(s.as_ref())? else {
+                continue;
+            };
+            if f.request_digest.as_deref() != Some(digest) {
+                return Err(Error::Conflict(format!(
+                    "request id {key:?} already made fork {} with other options; use a new \
+                     request id for a different fork",
+                    f.id
+                )));
+            }
+            let root = f
+                .fork_root
+                .as_ref()
+                .and_then(|r| self.iris.session_id(r.as_ref()));
+            return Ok(Some(ForkPlan {
+                session: f.id.clone(),
+                parent: parent.to_string(),
+                forked_at_index: f.own_start(),
+                branch: f.branch.clone(),
+                fork_root: root.unwrap_or_else(|| f.id.clone()),
+                depth: f.depth as usize,
+                summary: f.summary.clone(),
+                reused: true,
+            }));
+        }
+        Ok(None)
     }
 
     /// Materialises the inherited prefix of fork `id` into it (same indices, roles,

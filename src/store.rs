@@ -4,6 +4,7 @@ use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
 use crate::error::{Error, Result};
 use crate::model::{Agent, SessionId};
 use oxigraph::model::{NamedNode, NamedNodeRef};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -30,6 +31,8 @@ pub struct Store {
     write_lock: Mutex<()>,
     /// Session facts, lengths and decoded turns: derived, see [`crate::cache`].
     cache: Mutex<Cache>,
+    /// Sessions held by a `SessionWriter`.
+    writers: Mutex<HashSet<String>>,
     path: Option<PathBuf>,
 }
 
@@ -133,8 +136,13 @@ impl Store {
             },
             write_lock: Mutex::new(()),
             cache: Mutex::new(Cache::new(DEFAULT_TURN_BUDGET)),
+            writers: Mutex::new(HashSet::new()),
             path,
         }
+    }
+
+    pub(crate) fn writers(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.writers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn cache(&self) -> MutexGuard<'_, Cache> {

@@ -19,12 +19,15 @@ pub mod ft {
     pub const NS: &str = "https://w3id.org/forktrail/ns#";
     terms! { "https://w3id.org/forktrail/ns#";
         SESSION = "Session", TURN = "Turn", FORK = "Fork", DETACH = "Detach",
-        MODEL = "Model", TOOL = "Tool",
+        MODEL = "Model", TOOL = "Tool", ANCHOR = "Anchor", MERGE = "Merge", ABANDON = "Abandon",
         SESSION_ID = "sessionId", BRANCH = "branch", PARENT_SESSION = "parentSession",
         FORKED_AT_INDEX = "forkedAtIndex", FORK_ROOT = "forkRoot", FORK_DEPTH = "forkDepth",
         BASE_DIGEST = "baseDigest", REASON = "reason",
         INDEX = "index", ROLE = "role", KIND = "kind", CONTENT = "content", DIGEST = "digest",
         NAME = "name", TOOL_CALL_ID = "toolCallId", TOOL_CALLS = "toolCalls",
+        SUMMARY = "summary", REQUEST_ID = "requestId", REQUEST_DIGEST = "requestDigest",
+        ANCHOR_NAME = "anchorName", ANCHOR_OF = "anchorOf", AT_INDEX = "atIndex", STATE = "state",
+        RANGE_START = "rangeStart", RANGE_END = "rangeEnd", MERGED_AT_INDEX = "mergedAtIndex",
     }
 }
 
@@ -36,7 +39,7 @@ pub mod prov {
         SOFTWARE_AGENT = "SoftwareAgent", PERSON = "Person",
         WAS_DERIVED_FROM = "wasDerivedFrom", WAS_GENERATED_BY = "wasGeneratedBy",
         WAS_ATTRIBUTED_TO = "wasAttributedTo", WAS_ASSOCIATED_WITH = "wasAssociatedWith",
-        USED = "used", WAS_INFLUENCED_BY = "wasInfluencedBy", STARTED_AT_TIME = "startedAtTime", GENERATED_AT_TIME = "generatedAtTime",
+        USED = "used", WAS_INFLUENCED_BY = "wasInfluencedBy", STARTED_AT_TIME = "startedAtTime", ENDED_AT_TIME = "endedAtTime", GENERATED_AT_TIME = "generatedAtTime",
     }
 }
 

@@ -68,6 +68,28 @@ fn rich_store() -> Store {
     )
     .unwrap();
     s.detach(&x).unwrap();
+    // Anchors, a summarized idempotent fork from an anchor, a merge, an abandoned fork.
+    s.anchor(&tree.root, "checkpoint", Some(r#"{"step": 1}"#))
+        .unwrap();
+    let plan = s
+        .fork(
+            &tree.root,
+            forktrail::ForkOptions {
+                anchor: Some("checkpoint".into()),
+                summarize: true,
+                request_id: Some("req-1".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let y: forktrail::SessionId = plan.session.parse().unwrap();
+    s.append(&y, NewTurn::new(Role::Assistant, "done")).unwrap();
+    s.merge(&y, forktrail::MergeOptions::default()).unwrap();
+    let failed: Result<forktrail::MergePlan, forktrail::Error> =
+        s.with_fork(&tree.root, None, |_| {
+            Err(forktrail::Error::InvalidInput("no luck".into()))
+        });
+    assert!(failed.is_err());
     s
 }
 
@@ -181,8 +203,8 @@ fn every_turn_is_attributed_and_timed_and_every_fork_is_a_prov_activity_that_use
     ));
     assert_eq!(
         (forks, proper),
-        (4, 4),
-        "three demo forks and the detached one"
+        (6, 6),
+        "three demo forks, the detached one, one from an anchor, one abandoned"
     );
 }
 
