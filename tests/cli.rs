@@ -488,3 +488,75 @@ fn import_of_a_fork_without_its_parent_is_refused_naming_the_parent() {
     assert!(turtle.contains("ft:parentSession"), "{turtle}");
     let _ = Path::new("unused");
 }
+
+#[test]
+fn anchor_fork_merge_diff_and_request_ids_from_the_command_line() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "root"]);
+    for (role, text) in [("user", "Train or plane?"), ("assistant", "Train.")] {
+        cli.ok(&["append", "root", "--role", role, "--content", text]);
+    }
+    let anchor = cli.json(&["anchor", "root", "asked", "--state", r#"{"k":1}"#, "--json"]);
+    assert_eq!(anchor["at_index"], 2);
+    let anchors = cli.json(&["anchors", "root", "--json"]);
+    assert_eq!(anchors[0]["name"], "asked");
+    let err = cli.fails(&["anchor", "root", "bad", "--state", "{oops"]);
+    assert!(err.contains("--state is not valid JSON"), "{err}");
+
+    let fork = [
+        "fork",
+        "root",
+        "--anchor",
+        "asked",
+        "--id",
+        "kid",
+        "--summarize",
+        "--request-id",
+        "r1",
+        "--json",
+    ];
+    let plan = cli.json(&fork);
+    assert_eq!(plan["forked_at_index"], 2);
+    assert!(plan["summary"].as_str().unwrap().starts_with("2 turns"));
+    let retry = cli.json(&fork);
+    assert_eq!(
+        (retry["session"].clone(), retry["reused"].clone()),
+        (Value::from("kid"), Value::from(true))
+    );
+    let err = cli.fails(&["fork", "root", "--at", "1", "--request-id", "r1"]);
+    assert!(err.contains("request id \"r1\""), "{err}");
+
+    cli.ok(&[
+        "append",
+        "kid",
+        "--role",
+        "assistant",
+        "--content",
+        "Booked the 07:25.",
+    ]);
+    let dry = cli.json(&["merge", "kid", "--dry-run", "--json"]);
+    assert_eq!(dry["reference"], "kid@2:turns:2-2");
+    let merged = cli.json(&["merge", "kid", "--json"]);
+    assert_eq!(merged["index"], 2);
+    let err = cli.fails(&["merge", "kid"]);
+    assert!(err.contains("already merged"), "{err}");
+
+    let diff = cli.json(&["diff", "kid", "root", "--json"]);
+    assert_eq!(diff["common_prefix"], 2);
+    assert_eq!(
+        diff["b_tail"][0]["content"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .next(),
+        Some("[fork_result kid@2:turns:2-2]")
+    );
+    let show = cli.json(&["show", "kid", "--json"]);
+    assert_eq!(show["inherited_turns"], 2);
+    assert_eq!(show["own_content_bytes"], 17);
+    let text = cli.ok(&["diff", "kid", "root"]);
+    assert!(
+        text.contains("common prefix  2 turns (common ancestor root)"),
+        "{text}"
+    );
+}

@@ -799,3 +799,78 @@ fn the_body_cap_applies_before_the_content_cap() {
     );
     assert_eq!(r.status(), StatusCode::CREATED);
 }
+
+#[test]
+fn anchors_merge_diff_and_idempotent_forks_over_rest() {
+    let server = start(with_token());
+    let root = server.tree.root.to_string();
+    let made = server.post_json(
+        &format!("/sessions/{root}/anchors"),
+        Some(TOKEN),
+        json!({"name": "start", "state": {"step": 1}}),
+    );
+    assert_eq!(made.status(), 201);
+    let at = made.json::<Value>().unwrap()["at_index"].as_u64().unwrap();
+    let listed: Value = server
+        .get(&format!("/sessions/{root}/anchors"), "application/json")
+        .json()
+        .unwrap();
+    assert_eq!(listed[0]["name"], "start");
+    assert_eq!(listed[0]["state"]["step"], 1);
+    let duplicate = server.post_json(
+        &format!("/sessions/{root}/anchors"),
+        Some(TOKEN),
+        json!({"name": "start"}),
+    );
+    assert_eq!(duplicate.status(), 409);
+
+    let ask = json!({"anchor": "start", "request_id": "r-1", "summarize": true});
+    let first = server.post_json(&format!("/sessions/{root}/fork"), Some(TOKEN), ask.clone());
+    assert_eq!(first.status(), 201);
+    let first: Value = first.json().unwrap();
+    assert_eq!(first["forked_at_index"].as_u64(), Some(at));
+    assert!(first["summary"].as_str().unwrap().contains("turns"));
+    let retry = server.post_json(&format!("/sessions/{root}/fork"), Some(TOKEN), ask);
+    assert_eq!(retry.status(), 200);
+    let retry: Value = retry.json().unwrap();
+    assert_eq!(
+        (retry["session"].clone(), retry["reused"].clone()),
+        (first["session"].clone(), json!(true))
+    );
+    let other = server.post_json(
+        &format!("/sessions/{root}/fork"),
+        Some(TOKEN),
+        json!({"at": 1, "request_id": "r-1"}),
+    );
+    assert_eq!(other.status(), 409);
+
+    let child = first["session"].as_str().unwrap().to_string();
+    server.post_json(
+        &format!("/sessions/{child}/turns"),
+        Some(TOKEN),
+        json!({"role": "assistant", "content": "done"}),
+    );
+    let before = server.quads();
+    let unauthorized = server.post_json(&format!("/sessions/{child}/merge"), None, json!({}));
+    assert_eq!(unauthorized.status(), 401);
+    assert_eq!(server.quads(), before);
+    let merged = server.post_json(&format!("/sessions/{child}/merge"), Some(TOKEN), json!({}));
+    assert_eq!(merged.status(), 201);
+    let merged: Value = merged.json().unwrap();
+    assert_eq!(merged["reference"], format!("{child}@{at}:turns:{at}-{at}"));
+    let again = server.post_json(&format!("/sessions/{child}/merge"), Some(TOKEN), json!({}));
+    assert_eq!(again.status(), 409);
+
+    let diff: Value = server
+        .get(
+            &format!("/sessions/{child}/diff/{root}"),
+            "application/json",
+        )
+        .json()
+        .unwrap();
+    assert_eq!(diff["common_prefix"].as_u64(), Some(at));
+    assert_eq!(diff["common_ancestor"], root.as_str());
+    assert_eq!(diff["a_tail"][0]["content"], "done");
+    let missing = server.get(&format!("/sessions/{child}/diff/nope"), "application/json");
+    assert_eq!(missing.status(), 404);
+}

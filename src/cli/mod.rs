@@ -105,6 +105,45 @@ enum Command {
     },
     /// Copy a fork's inherited turns into it and drop its parent link.
     Detach { session: String },
+    /// Name the session's current length as an anchor, with optional JSON state.
+    Anchor {
+        session: String,
+        name: String,
+        /// JSON saved with the anchor.
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the anchors a session sees: its own and its ancestors' within its prefix.
+    Anchors {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fold a fork's new turns back: append one fork_result turn to its parent (or
+    /// --into) referring to CHILD@k:turns:a-b, with a summary.
+    Merge {
+        child: String,
+        /// The session to append the result to (default: the child's parent).
+        #[arg(long)]
+        into: Option<String>,
+        /// The summary (default: the child's last assistant turn).
+        #[arg(long)]
+        summary: Option<String>,
+        /// Print the plan and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two sessions: common ancestor, shared prefix, and both tails.
+    Diff {
+        a: String,
+        b: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a read-only SPARQL query over the union of all session graphs.
     Query(QueryArgs),
     /// Import sessions from forktrail's own TriG or N-Quads export.
@@ -167,8 +206,19 @@ struct AppendArgs {
 struct ForkArgs {
     session: String,
     /// The fork point K: the fork inherits turns 0..K-1 (default: the parent's length).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, conflicts_with = "anchor")]
     at: Option<i64>,
+    /// Fork at this anchor (the parent's own, or an ancestor's within what it inherits).
+    #[arg(long)]
+    anchor: Option<String>,
+    /// Store a short summary of the inherited prefix on the fork (turns per role, tool
+    /// calls, models, the last user request).
+    #[arg(long)]
+    summarize: bool,
+    /// Make the fork idempotent: a retry with the same id and options returns the same
+    /// fork; the same id with other options is an error.
+    #[arg(long)]
+    request_id: Option<String>,
     /// The branch label (default: fork-<8 hex>); unique among the parent's children.
     #[arg(long)]
     label: Option<String>,
@@ -309,7 +359,20 @@ fn precheck(command: &Command) -> CliResult {
         | Command::Branches { session, .. }
         | Command::Tree { session, .. }
         | Command::Delete { session, .. }
-        | Command::Detach { session } => vec![session],
+        | Command::Detach { session }
+        | Command::Anchors { session, .. } => vec![session],
+        Command::Anchor { session, state, .. } => {
+            if let Some(state) = state {
+                serde_json::from_str::<serde_json::Value>(state)
+                    .map_err(|e| format!("--state is not valid JSON: {e}"))?;
+            }
+            vec![session]
+        }
+        Command::Merge { child, into, .. } => std::iter::once(child)
+            .chain(into)
+            .map(String::as_str)
+            .collect(),
+        Command::Diff { a, b, .. } => vec![a, b],
         Command::Export {
             session, format, ..
         } => {
@@ -392,17 +455,24 @@ fn run(cli: Cli) -> CliResult {
                 &parent,
                 ForkOptions {
                     at: args.at,
+                    anchor: args.anchor,
                     label: args.label,
                     reason: args.reason,
                     principal: args.principal,
                     id: args.id,
+                    summarize: args.summarize,
+                    request_id: args.request_id,
                     dry_run: args.dry_run,
                 },
             )?;
             if args.json {
                 print_json(&plan)?;
             } else {
-                let verb = if args.dry_run { "would fork" } else { "forked" };
+                let verb = match (args.dry_run, plan.reused) {
+                    (true, _) => "would fork",
+                    (false, true) => "already forked (same request id)",
+                    (false, false) => "forked",
+                };
                 println!(
                     "{}\n{verb} {} at index {} as branch {} (depth {}, root {})",
                     plan.session,
@@ -412,6 +482,9 @@ fn run(cli: Cli) -> CliResult {
                     plan.depth,
                     plan.fork_root
                 );
+                if let Some(summary) = &plan.summary {
+                    println!("summary: {summary}");
+                }
             }
         }
         Command::Replay {
@@ -483,6 +556,63 @@ fn run(cli: Cli) -> CliResult {
             let session = id(&session)?;
             store.detach(&session)?;
             println!("detached {session}");
+        }
+        Command::Anchor {
+            session,
+            name,
+            state,
+            json,
+        } => {
+            let made = store.anchor(&id(&session)?, &name, state.as_deref())?;
+            if json {
+                print_json(&made)?;
+            } else {
+                println!(
+                    "anchor {} on {} at index {}",
+                    made.name, made.session, made.at_index
+                );
+            }
+        }
+        Command::Anchors { session, json } => {
+            let anchors = store.anchors(&id(&session)?)?;
+            if json {
+                print_json(&anchors)?;
+            } else {
+                render::anchors(&anchors);
+            }
+        }
+        Command::Merge {
+            child,
+            into,
+            summary,
+            dry_run,
+            json,
+        } => {
+            let plan = store.merge(
+                &id(&child)?,
+                forktrail::MergeOptions {
+                    into,
+                    summary,
+                    dry_run,
+                },
+            )?;
+            if json {
+                print_json(&plan)?;
+            } else {
+                let verb = if dry_run { "would merge" } else { "merged" };
+                println!(
+                    "{verb} {} into {} as turn {}",
+                    plan.reference, plan.into, plan.index
+                );
+            }
+        }
+        Command::Diff { a, b, json } => {
+            let diff = store.diff(&id(&a)?, &id(&b)?)?;
+            if json {
+                print_json(&diff)?;
+            } else {
+                render::diff(&diff);
+            }
         }
         Command::Query(args) => query(&store, args)?,
         #[cfg(feature = "server")]

@@ -1,7 +1,9 @@
 //! Human-readable output: tables, trees (text, DOT, Mermaid), query results.
 
 use forktrail::demo::{DemoTree, MODEL_A};
-use forktrail::{queries, BranchInfo, ReplayRecord, SessionInfo, Store, TreeNode};
+use forktrail::{
+    queries, AnchorInfo, BranchInfo, ReplayRecord, SessionDiff, SessionInfo, Store, TreeNode,
+};
 use oxigraph::io::{RdfFormat, RdfSerializer};
 use oxigraph::model::Term;
 use oxigraph::sparql::results::{QueryResultsFormat, QueryResultsSerializer};
@@ -40,10 +42,14 @@ pub fn show(i: &SessionInfo) {
     println!("depth        {}", i.depth);
     println!(
         "turns        {} ({} own, {} inherited)",
-        i.length,
-        i.own_turns,
-        i.length - i.own_turns
+        i.length, i.own_turns, i.inherited_turns
     );
+    if let (Some(own), Some(inherited)) = (i.own_content_bytes, i.inherited_content_bytes) {
+        println!("content      {own} bytes own, {inherited} bytes inherited");
+    }
+    if let Some(summary) = &i.summary {
+        println!("summary      {summary}");
+    }
     println!("created      {}", opt(&i.created_at));
     println!("head digest  {}", opt(&i.head_digest));
 }
@@ -84,16 +90,59 @@ pub fn branches(branches: &[BranchInfo]) {
                 b.forked_at_index.to_string(),
                 b.own_turns.to_string(),
                 b.created_at.clone().unwrap_or_default(),
+                b.summary.clone().unwrap_or_default(),
             ]
         })
         .collect();
     print!(
         "{}",
         table(
-            &["BRANCH", "SESSION", "FORKED AT", "OWN TURNS", "CREATED"],
+            &[
+                "BRANCH",
+                "SESSION",
+                "FORKED AT",
+                "OWN TURNS",
+                "CREATED",
+                "SUMMARY"
+            ],
             &rows
         )
     );
+}
+
+pub fn anchors(anchors: &[AnchorInfo]) {
+    if anchors.is_empty() {
+        println!("no anchors");
+        return;
+    }
+    let rows: Vec<Vec<String>> = anchors
+        .iter()
+        .map(|a| {
+            vec![
+                a.name.clone(),
+                a.at_index.to_string(),
+                a.session.clone(),
+                a.state.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    print!("{}", table(&["ANCHOR", "AT", "SESSION", "STATE"], &rows));
+}
+
+pub fn diff(d: &SessionDiff) {
+    println!(
+        "common prefix  {} turns ({})",
+        d.common_prefix,
+        match (&d.common_ancestor, d.found_by) {
+            (Some(a), _) => format!("common ancestor {a}"),
+            (None, "digest") => "equal digests; no common ancestor by lineage".into(),
+            _ => "unrelated".into(),
+        }
+    );
+    for (name, tail) in [(&d.a, &d.a_tail), (&d.b, &d.b_tail)] {
+        println!("\n--- {name}: {} turns after the common prefix", tail.len());
+        replay(tail);
+    }
 }
 
 pub fn list(sessions: &[SessionInfo]) {
@@ -120,12 +169,16 @@ pub fn list(sessions: &[SessionInfo]) {
 }
 
 fn node_line(n: &TreeNode) -> String {
-    match n.forked_at_index {
+    let line = match n.forked_at_index {
         Some(k) => format!(
             "{} {} (forked at {k}, {} turns)",
             n.branch, n.session, n.length
         ),
         None => format!("{} {} ({} turns)", n.branch, n.session, n.length),
+    };
+    match &n.summary {
+        Some(summary) => format!("{line} — {summary}"),
+        None => line,
     }
 }
 

@@ -188,6 +188,7 @@ impl From<Error> for ApiError {
             Error::InvalidKind { .. } => (StatusCode::BAD_REQUEST, "invalid_kind"),
             Error::DuplicateLabel { .. } => (StatusCode::CONFLICT, "duplicate_label"),
             Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Error::Busy { .. } => (StatusCode::CONFLICT, "busy"),
             Error::InvalidInput(_) | Error::Parse { .. } => {
                 (StatusCode::BAD_REQUEST, "invalid_input")
             }

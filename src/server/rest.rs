@@ -2,7 +2,7 @@
 //! semantics and errors. Reads are open; writes need the token.
 
 use super::{authorize, blocking, ApiError, AppState, Shared};
-use crate::model::{ForkOptions, Kind, NewSession, NewTurn, Role, SessionId};
+use crate::model::{ForkOptions, Kind, MergeOptions, NewSession, NewTurn, Role, SessionId};
 use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -22,6 +22,93 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/sessions/{id}/branches", get(branches))
         .route("/sessions/{id}/tree", get(tree))
         .route("/sessions/{id}/detach", post(detach))
+        .route("/sessions/{id}/anchors", get(anchors).post(anchor))
+        .route("/sessions/{id}/merge", post(merge))
+        .route("/sessions/{id}/diff/{other}", get(diff))
+}
+
+/// An options body: empty means every default; anything else must be the JSON options,
+/// whatever its content type says (a dry run must never write).
+fn options_body<T: serde::de::DeserializeOwned + Default>(payload: &[u8]) -> Result<T, ApiError> {
+    if payload.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        serde_json::from_slice(payload)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+    }
+}
+
+async fn anchors(state: Shared, Path(session): Path<String>) -> Response {
+    done(
+        async {
+            let session = id(&session)?;
+            Ok(Json(blocking(&state, move |s| s.anchors(&session)).await?).into_response())
+        }
+        .await,
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnchorBody {
+    name: String,
+    state: Option<serde_json::Value>,
+}
+
+async fn anchor(
+    state: Shared,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    payload: Result<Json<AnchorBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    done(
+        async {
+            authorize(&state, &headers)?;
+            let session = id(&session)?;
+            let b = body(payload)?;
+            let state_text = b.state.map(|v| v.to_string());
+            let made = blocking(&state, move |s| {
+                s.anchor(&session, &b.name, state_text.as_deref())
+            })
+            .await?;
+            Ok((StatusCode::CREATED, Json(made)).into_response())
+        }
+        .await,
+    )
+}
+
+async fn merge(
+    state: Shared,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    payload: axum::body::Bytes,
+) -> Response {
+    done(
+        async {
+            authorize(&state, &headers)?;
+            let child = id(&session)?;
+            let options: MergeOptions = options_body(&payload)?;
+            let dry_run = options.dry_run;
+            let plan = blocking(&state, move |s| s.merge(&child, options)).await?;
+            let status = if dry_run {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            Ok((status, Json(plan)).into_response())
+        }
+        .await,
+    )
+}
+
+async fn diff(state: Shared, Path((a, b)): Path<(String, String)>) -> Response {
+    done(
+        async {
+            let (a, b) = (id(&a)?, id(&b)?);
+            Ok(Json(blocking(&state, move |s| s.diff(&a, &b)).await?).into_response())
+        }
+        .await,
+    )
 }
 
 fn id(text: &str) -> Result<SessionId, ApiError> {
@@ -177,18 +264,6 @@ async fn replay(
     )
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ForkBody {
-    at: Option<i64>,
-    label: Option<String>,
-    reason: Option<String>,
-    principal: Option<String>,
-    id: Option<String>,
-    #[serde(default)]
-    dry_run: bool,
-}
-
 async fn fork(
     state: Shared,
     headers: HeaderMap,
@@ -201,28 +276,10 @@ async fn fork(
             let parent = id(&session)?;
             // An empty body forks with every default; anything else must be the JSON
             // options, whatever its content type says (a dry run must never fork).
-            let b: ForkBody = if payload.iter().all(u8::is_ascii_whitespace) {
-                ForkBody::default()
-            } else {
-                serde_json::from_slice(&payload)
-                    .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?
-            };
-            let dry_run = b.dry_run;
-            let plan = blocking(&state, move |s| {
-                s.fork(
-                    &parent,
-                    ForkOptions {
-                        at: b.at,
-                        label: b.label,
-                        reason: b.reason,
-                        principal: b.principal,
-                        id: b.id,
-                        dry_run: b.dry_run,
-                    },
-                )
-            })
-            .await?;
-            let status = if dry_run {
+            let options: ForkOptions = options_body(&payload)?;
+            let dry_run = options.dry_run;
+            let plan = blocking(&state, move |s| s.fork(&parent, options)).await?;
+            let status = if dry_run || plan.reused {
                 StatusCode::OK
             } else {
                 StatusCode::CREATED
