@@ -22,6 +22,8 @@ pub enum ExportFormat {
     Turtle,
     /// One replay record per line, for one session.
     Jsonl,
+    /// The assembled replay of one session as an OpenAI chat messages JSON array.
+    OpenAi,
 }
 
 impl FromStr for ExportFormat {
@@ -32,9 +34,10 @@ impl FromStr for ExportFormat {
             "nquads" => Self::NQuads,
             "turtle" => Self::Turtle,
             "jsonl" => Self::Jsonl,
+            "openai" => Self::OpenAi,
             _ => {
                 return Err(Error::InvalidInput(format!(
-                    "unknown export format {s:?} (expected trig, nquads, turtle or jsonl)"
+                    "unknown export format {s:?} (expected trig, nquads, turtle, jsonl or openai)"
                 )))
             }
         })
@@ -195,6 +198,17 @@ impl Store {
                     out.write_all(b"\n").map_err(write_err)?;
                 }
                 return Ok(());
+            }
+            ExportFormat::OpenAi => {
+                let Some(id) = session else {
+                    return Err(Error::InvalidInput(
+                        "openai export needs a SESSION (its messages in order)".into(),
+                    ));
+                };
+                let messages = self.export_openai(id)?;
+                serde_json::to_writer_pretty(&mut out, &messages)
+                    .map_err(|e| write_err(e.into()))?;
+                out.write_all(b"\n").map_err(write_err)?;
             }
             ExportFormat::Turtle => {
                 let (Some(_), [graph]) = (session, graphs.as_slice()) else {

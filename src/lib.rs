@@ -39,6 +39,7 @@ pub mod server;
 mod session;
 mod store;
 mod summary;
+mod transcript;
 pub mod vocab;
 
 pub use error::{Error, Result};
@@ -52,6 +53,7 @@ pub use model::{
 pub use prov::turn_digest;
 pub use query::{queries, NamedQuery, QueryOptions};
 pub use store::{Store, DEFAULT_BASE_IRI};
+pub use transcript::{TranscriptOptions, TranscriptReport};
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -560,3 +560,44 @@ fn anchor_fork_merge_diff_and_request_ids_from_the_command_line() {
         "{text}"
     );
 }
+
+#[test]
+fn transcripts_import_and_export_from_the_command_line() {
+    let cli = Cli::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let openai = fixtures.join("openai-tools.json");
+    let report = cli.json(&["import", openai.to_str().unwrap(), "--json"]);
+    assert_eq!(report["turns"], 9);
+    let session = report["imported"][0].as_str().unwrap().to_string();
+    let exported: Value =
+        serde_json::from_str(&cli.ok(&["export", &session, "--format", "openai"])).unwrap();
+    let original: Value = serde_json::from_str(&std::fs::read_to_string(&openai).unwrap()).unwrap();
+    assert_eq!(exported, original);
+
+    let log = fixtures.join("claude-code-branches.jsonl");
+    let text = cli.ok(&["import", log.to_str().unwrap(), "--format", "claude-code"]);
+    assert!(
+        text.contains("imported 7f3c2a10-5b1e-4c8e-9a61-2d4f0e8b9c01"),
+        "{text}"
+    );
+    assert!(text.contains("skipped 1 line(s) of type summary"), "{text}");
+    assert!(
+        !text.contains('\r'),
+        "no progress bar when not on a terminal"
+    );
+    let branches = cli.json(&["branches", "7f3c2a10-5b1e-4c8e-9a61-2d4f0e8b9c01", "--json"]);
+    assert_eq!(branches.as_array().unwrap().len(), 2);
+
+    let bad = cli._dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"type\":\"user\"}\n").unwrap();
+    let err = cli.fails(&["import", bad.to_str().unwrap(), "--format", "claude-code"]);
+    assert!(
+        err.contains("line 1: a message line needs a \"uuid\""),
+        "{err}"
+    );
+    let err = cli.fails(&["import", bad.to_str().unwrap(), "--format", "csv"]);
+    assert!(
+        err.contains("expected trig, nquads, openai or claude-code"),
+        "{err}"
+    );
+}

@@ -146,12 +146,20 @@ enum Command {
     },
     /// Run a read-only SPARQL query over the union of all session graphs.
     Query(QueryArgs),
-    /// Import sessions from forktrail's own TriG or N-Quads export.
+    /// Import sessions: forktrail's own TriG or N-Quads export, an OpenAI chat
+    /// transcript (JSON array or JSONL of messages), or a Claude Code session log
+    /// (JSONL). All or nothing.
     Import {
         file: PathBuf,
-        /// trig or nquads (default: from the file extension, else trig).
+        /// trig, nquads, openai or claude-code (default: from the file extension: .nq
+        /// nquads, .json openai, else trig).
         #[arg(long)]
         format: Option<String>,
+        /// Transcripts: skip malformed lines (they are reported) instead of importing
+        /// nothing.
+        #[arg(long)]
+        skip_invalid: bool,
+        /// Print a JSON report; also keeps the progress bar off.
         #[arg(long)]
         json: bool,
     },
@@ -159,8 +167,8 @@ enum Command {
     /// /store) and a REST API (/sessions). Read-only unless started with a token.
     #[cfg(feature = "server")]
     Serve(ServeArgs),
-    /// Export one session, or all, as TriG, N-Quads, Turtle (one session) or JSONL
-    /// replay records (one session).
+    /// Export one session, or all, as TriG, N-Quads, Turtle (one session), JSONL
+    /// replay records (one session) or OpenAI chat messages (one session).
     Export {
         session: Option<String>,
         #[arg(long, default_value = "trig")]
@@ -381,7 +389,7 @@ fn precheck(command: &Command) -> CliResult {
         }
         Command::Import { format, file, .. } => {
             if let Some(f) = format {
-                f.parse::<ImportFormat>()?;
+                Source::parse(f)?;
             }
             std::fs::metadata(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             vec![]
@@ -617,25 +625,12 @@ fn run(cli: Cli) -> CliResult {
         Command::Query(args) => query(&store, args)?,
         #[cfg(feature = "server")]
         Command::Serve(args) => serve(store, args)?,
-        Command::Import { file, format, json } => {
-            let format: ImportFormat = match format {
-                Some(f) => f.parse()?,
-                None if file.extension().is_some_and(|e| e == "nq" || e == "nquads") => {
-                    ImportFormat::NQuads
-                }
-                None => ImportFormat::TriG,
-            };
-            let reader = std::fs::File::open(&file)
-                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-            let ids = store.import(std::io::BufReader::new(reader), format)?;
-            if json {
-                print_json(&json!({ "imported": ids }))?;
-            } else {
-                for id in ids {
-                    println!("imported {id}");
-                }
-            }
-        }
+        Command::Import {
+            file,
+            format,
+            skip_invalid,
+            json,
+        } => import(&store, &file, format.as_deref(), skip_invalid, json)?,
         Command::Export {
             session,
             format,
@@ -660,6 +655,96 @@ fn run(cli: Cli) -> CliResult {
                 }
                 None => store.export(session.as_ref(), format, std::io::stdout().lock())?,
             }
+        }
+    }
+    Ok(())
+}
+
+/// What `import` reads.
+enum Source {
+    Rdf(ImportFormat),
+    OpenAi,
+    ClaudeCode,
+}
+
+impl Source {
+    fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "openai" => Ok(Self::OpenAi),
+            "claude-code" => Ok(Self::ClaudeCode),
+            other => other.parse().map(Self::Rdf).map_err(|_| {
+                format!(
+                    "unknown import format {other:?} (expected trig, nquads, openai or claude-code)"
+                )
+            }),
+        }
+    }
+}
+
+fn import(
+    store: &Store,
+    file: &Path,
+    format: Option<&str>,
+    skip_invalid: bool,
+    json: bool,
+) -> CliResult {
+    let extension = file.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let source = match (format, extension) {
+        (Some(f), _) => Source::parse(f)?,
+        (None, "nq" | "nquads") => Source::Rdf(ImportFormat::NQuads),
+        (None, "json") => Source::OpenAi,
+        (None, _) => Source::Rdf(ImportFormat::TriG),
+    };
+    let read_err = |e: std::io::Error| format!("cannot read {}: {e}", file.display());
+    let report = match source {
+        Source::Rdf(format) => {
+            let reader = std::fs::File::open(file).map_err(read_err)?;
+            let ids = store.import(std::io::BufReader::new(reader), format)?;
+            forktrail::TranscriptReport {
+                sessions: ids,
+                ..Default::default()
+            }
+        }
+        transcript => {
+            let text = std::fs::read_to_string(file).map_err(read_err)?;
+            // A progress bar on a terminal only, and never with --json.
+            let bar = (!json && std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .then(|| indicatif::ProgressBar::new(0));
+            let progress = |done: u64, total: u64| {
+                if let Some(bar) = &bar {
+                    bar.set_length(total);
+                    bar.set_position(done);
+                }
+            };
+            let options = forktrail::TranscriptOptions {
+                skip_invalid,
+                progress: Some(&progress),
+            };
+            let report = match transcript {
+                Source::OpenAi => store.import_openai(&text, NewSession::default(), &options),
+                _ => store.import_claude_code(&text, &options),
+            };
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            report?
+        }
+    };
+    if json {
+        print_json(&report)?;
+    } else {
+        for id in &report.sessions {
+            println!("imported {id}");
+        }
+        if report.turns > 0 {
+            println!("{} turns", report.turns);
+        }
+        for (kind, n) in &report.skipped_types {
+            println!("skipped {n} line(s) of type {kind}");
+        }
+        if !report.skipped_invalid.is_empty() {
+            let lines: Vec<String> = report.skipped_invalid.iter().map(u64::to_string).collect();
+            println!("skipped malformed lines: {}", lines.join(", "));
         }
     }
     Ok(())
