@@ -874,3 +874,49 @@ fn anchors_merge_diff_and_idempotent_forks_over_rest() {
     let missing = server.get(&format!("/sessions/{child}/diff/nope"), "application/json");
     assert_eq!(missing.status(), 404);
 }
+
+#[test]
+fn transcripts_import_and_export_over_rest() {
+    let server = start(with_token());
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/openai-tools.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let post = |format: &str, token: Option<&str>, body: &str| {
+        let mut r = server
+            .http
+            .post(server.url(&format!("/import?format={format}")))
+            .body(body.to_string());
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send().unwrap()
+    };
+    let before = server.quads();
+    assert_eq!(post("openai", None, &text).status(), 401);
+    let bad = post("openai", Some(TOKEN), "{\"role\":\"user\"}\n{oops\n");
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().unwrap().contains("line 2"));
+    assert_eq!(server.quads(), before, "refused imports write nothing");
+    let made = post("openai", Some(TOKEN), &text);
+    assert_eq!(made.status(), 201);
+    let report: Value = made.json().unwrap();
+    assert_eq!(report["turns"], 9);
+    let session = report["imported"][0].as_str().unwrap();
+    let exported = server.get(
+        &format!("/sessions/{session}/export?format=openai"),
+        "application/json",
+    );
+    assert_eq!(content_type(&exported), "application/json");
+    let original: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(exported.json::<Value>().unwrap(), original);
+    let jsonl = server.get(&format!("/sessions/{session}/export?format=jsonl"), "*/*");
+    assert_eq!(jsonl.text().unwrap().lines().count(), 9);
+    assert_eq!(
+        server
+            .get(&format!("/sessions/{session}/export?format=xml"), "*/*")
+            .status(),
+        400
+    );
+}

@@ -2,6 +2,7 @@
 //! semantics and errors. Reads are open; writes need the token.
 
 use super::{authorize, blocking, ApiError, AppState, Shared};
+use crate::error::Error;
 use crate::model::{ForkOptions, Kind, MergeOptions, NewSession, NewTurn, Role, SessionId};
 use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, StatusCode};
@@ -25,6 +26,89 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/sessions/{id}/anchors", get(anchors).post(anchor))
         .route("/sessions/{id}/merge", post(merge))
         .route("/sessions/{id}/diff/{other}", get(diff))
+        .route("/sessions/{id}/export", get(export))
+        .route("/import", post(import))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportParams {
+    format: String,
+}
+
+async fn export(
+    state: Shared,
+    Path(session): Path<String>,
+    params: Result<Query<ExportParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    done(
+        async {
+            let session = id(&session)?;
+            let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+            let format: crate::ExportFormat = p.format.parse()?;
+            let content_type = match format {
+                crate::ExportFormat::TriG => "application/trig",
+                crate::ExportFormat::NQuads => "application/n-quads",
+                crate::ExportFormat::Turtle => "text/turtle",
+                crate::ExportFormat::Jsonl => "application/jsonl",
+                crate::ExportFormat::OpenAi => "application/json",
+            };
+            let body = blocking(&state, move |s| {
+                let mut out = Vec::new();
+                s.export(Some(&session), format, &mut out).map(|()| out)
+            })
+            .await?;
+            Ok(([(axum::http::header::CONTENT_TYPE, content_type)], body).into_response())
+        }
+        .await,
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportParams {
+    format: String,
+    #[serde(default)]
+    skip_invalid: bool,
+}
+
+/// `POST /import?format=trig|nquads|openai|claude-code`: the file as the body.
+async fn import(
+    state: Shared,
+    headers: HeaderMap,
+    params: Result<Query<ImportParams>, axum::extract::rejection::QueryRejection>,
+    payload: axum::body::Bytes,
+) -> Response {
+    done(
+        async {
+            authorize(&state, &headers)?;
+            let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+            let report = blocking(&state, move |s| {
+                let options = crate::TranscriptOptions {
+                    skip_invalid: p.skip_invalid,
+                    progress: None,
+                };
+                let text = || {
+                    std::str::from_utf8(&payload)
+                        .map_err(|e| Error::InvalidInput(format!("the body is not UTF-8: {e}")))
+                };
+                match p.format.as_str() {
+                    "openai" => s.import_openai(text()?, NewSession::default(), &options),
+                    "claude-code" => s.import_claude_code(text()?, &options),
+                    other => {
+                        let format: crate::ImportFormat = other.parse()?;
+                        Ok(crate::TranscriptReport {
+                            sessions: s.import(&payload[..], format)?,
+                            ..Default::default()
+                        })
+                    }
+                }
+            })
+            .await?;
+            Ok((StatusCode::CREATED, Json(report)).into_response())
+        }
+        .await,
+    )
 }
 
 /// An options body: empty means every default; anything else must be the JSON options,
