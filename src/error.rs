@@ -89,6 +89,10 @@ pub enum Error {
         existing: String,
     },
 
+    /// No regeneration job has this id.
+    #[error("no regeneration job {job} in this store (see `forktrail jobs`)")]
+    JobNotFound { job: String },
+
     /// Another writer handle holds the session (see `Store::writer`).
     #[error("session {session} is busy: another writer holds it until that writer is dropped")]
     Busy { session: String },

@@ -33,6 +33,7 @@ mod merge;
 mod model;
 mod prov;
 mod query;
+mod regenerate;
 mod replay;
 #[cfg(feature = "server")]
 pub mod server;
@@ -47,11 +48,15 @@ pub use io::{ExportFormat, ImportFormat};
 pub use merge::SessionWriter;
 pub use model::{
     Agent, AnchorInfo, BranchInfo, ForkOptions, ForkPlan, Kind, Label, MergeOptions, MergePlan,
-    NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId, SessionInfo, TreeNode, Turn,
-    MAX_FORK_DEPTH,
+    NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId, SessionInfo, TokenTotals,
+    TreeNode, Turn, MAX_FORK_DEPTH,
 };
 pub use prov::turn_digest;
 pub use query::{queries, NamedQuery, QueryOptions};
+pub use regenerate::{
+    Job, RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
+    ESTIMATE_METHOD,
+};
 pub use store::{Store, DEFAULT_BASE_IRI};
 pub use transcript::{TranscriptOptions, TranscriptReport};
 

@@ -520,6 +520,19 @@ pub struct SessionInfo {
     pub own_content_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inherited_content_bytes: Option<u64>,
+    /// The models the session's own turns are attributed to (`Store::info` only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// Token totals of the regenerations that produced this session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenTotals>,
+}
+
+/// Input and output tokens, as the model endpoints reported them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TokenTotals {
+    pub input: u64,
+    pub output: u64,
 }
 
 /// A direct child of a session.
@@ -543,5 +556,9 @@ pub struct TreeNode {
     pub length: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenTotals>,
     pub children: Vec<TreeNode>,
 }

@@ -504,6 +504,8 @@ impl Store {
         }
         info.own_content_bytes = Some(own);
         info.inherited_content_bytes = Some(inherited);
+        info.models = self.models_of(&facts.iri)?;
+        info.tokens = self.tokens_of(&facts.iri)?;
         Ok(info)
     }
 
@@ -542,6 +544,8 @@ impl Store {
             inherited_turns: f.length.min(f.own_start()),
             own_content_bytes: None,
             inherited_content_bytes: None,
+            models: Vec::new(),
+            tokens: None,
         })
     }
 
@@ -587,6 +591,12 @@ impl Store {
         Ok(out)
     }
 
+    fn tokens_of(&self, iri: &NamedNode) -> Result<Option<crate::model::TokenTotals>> {
+        Ok(self
+            .regeneration_usage(iri)?
+            .map(|(input, output)| crate::model::TokenTotals { input, output }))
+    }
+
     /// The direct children (branches) of `id`.
     pub fn branches(&self, id: &SessionId) -> Result<Vec<BranchInfo>> {
         let facts = self.require(id)?;
@@ -619,7 +629,10 @@ impl Store {
                 children.push(self.subtree(child, seen)?);
             }
         }
+        let (models, tokens) = (self.models_of(&f.iri)?, self.tokens_of(&f.iri)?);
         Ok(TreeNode {
+            models,
+            tokens,
             forked_at_index: f.parent.as_ref().and(f.forked_at),
             session: f.id,
             branch: f.branch,

@@ -81,6 +81,21 @@ impl Store {
         turn: NewTurn,
         extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
     ) -> Result<u64> {
+        let (quads, record, digest) = self.turn_quads_locked(facts, turn, extra)?;
+        self.commit(&quads, &[])?;
+        let index = record.index;
+        self.cache().appended(facts.iri.as_str(), record, digest);
+        Ok(index)
+    }
+
+    /// The quads of turn `facts.length` of session `facts`, without committing them:
+    /// the quads, the turn's replay record and its digest.
+    pub(crate) fn turn_quads_locked(
+        &self,
+        facts: &Facts,
+        turn: NewTurn,
+        extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
+    ) -> Result<(Vec<Quad>, ReplayRecord, String)> {
         let id = &facts.id;
         // A turn is attributed to its model, else (a tool result) to its tool, else to
         // the session's principal.
@@ -123,15 +138,13 @@ impl Store {
             },
         );
         extra(&mut w, &self.iris.turn(id, index), index);
-        self.commit(&w.quads, &[])?;
         let record = ReplayRecord {
             index,
             role: turn.role,
             content: turn.content,
             branch: facts.branch.clone(),
         };
-        self.cache().appended(facts.iri.as_str(), record, digest);
-        Ok(index)
+        Ok((w.quads, record, digest))
     }
 
     /// Forks `parent` at `options.at` (default: its length) or at `options.anchor`. The
@@ -140,6 +153,24 @@ impl Store {
     /// written and the plan is returned. With `options.request_id`, a retry returns the
     /// fork the first request made, and the same id with other options is a conflict.
     pub fn fork(&self, parent: &SessionId, options: ForkOptions) -> Result<ForkPlan> {
+        let _guard = self.write_guard();
+        let (plan, quads, _) = self.fork_locked(parent, options)?;
+        if !quads.is_empty() {
+            self.commit(&quads, &[])?;
+            self.cache()
+                .forget(self.iris.session(&plan.session).as_str());
+        }
+        Ok(plan)
+    }
+
+    /// Plans a fork under the write lock the caller holds: the plan, the quads to
+    /// commit (none for a dry run or a reused request) and the child's facts as they
+    /// will be once committed.
+    pub(crate) fn fork_locked(
+        &self,
+        parent: &SessionId,
+        options: ForkOptions,
+    ) -> Result<(ForkPlan, Vec<Quad>, Option<Facts>)> {
         if let Some(key) = &options.request_id {
             check_key("request id", key)?;
         }
@@ -147,10 +178,9 @@ impl Store {
             .request_id
             .as_ref()
             .map(|key| (key.clone(), request_digest(parent, &options)));
-        let _guard = self.write_guard();
         if let Some((key, digest)) = &request {
             if let Some(plan) = self.fork_of_request(parent, key, digest)? {
-                return Ok(plan);
+                return Ok((plan, Vec::new(), None));
             }
         }
         let chain = self.chain(parent)?;
@@ -230,8 +260,9 @@ impl Store {
             reused: false,
         };
         if options.dry_run {
-            return Ok(plan);
+            return Ok((plan, Vec::new(), None));
         }
+        let created = prov::now();
         let mut quads = prov::session_quads(
             &self.iris,
             &SessionRecord {
@@ -241,7 +272,7 @@ impl Store {
                 title: None,
                 depth,
                 fork_root: &chain[0].iri,
-                created: &prov::now(),
+                created: &created,
             },
             Some(&ForkRecord {
                 parent: &parent_facts.iri,
@@ -268,9 +299,23 @@ impl Store {
             );
         }
         quads.extend(w.quads);
-        self.commit(&quads, &[])?;
-        self.cache().forget(child_iri.as_str());
-        Ok(plan)
+        let facts = Facts {
+            id: child.to_string(),
+            iri: child_iri,
+            branch: label.to_string(),
+            parent: Some(parent_facts.iri.clone()),
+            forked_at: Some(at),
+            depth: depth as u64,
+            fork_root: Some(chain[0].iri.clone()),
+            length: at,
+            base_digest,
+            principal: Some(self.iris.agent(&principal)),
+            title: None,
+            created: Some(created.value().to_string()),
+            summary: plan.summary.clone(),
+            request_digest: request.map(|(_, digest)| digest),
+        };
+        Ok((plan, quads, Some(facts)))
     }
 
     /// The fork an earlier request with this key made, if any: its plan when the

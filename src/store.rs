@@ -33,6 +33,9 @@ pub struct Store {
     cache: Mutex<Cache>,
     /// Sessions held by a `SessionWriter`.
     writers: Mutex<HashSet<String>>,
+    /// Cancellation flags of the regeneration jobs this process runs.
+    pub(crate) jobs_running:
+        Mutex<std::collections::HashMap<String, std::sync::Arc<std::sync::atomic::AtomicBool>>>,
     path: Option<PathBuf>,
 }
 
@@ -137,6 +140,7 @@ impl Store {
             write_lock: Mutex::new(()),
             cache: Mutex::new(Cache::new(DEFAULT_TURN_BUDGET)),
             writers: Mutex::new(HashSet::new()),
+            jobs_running: Mutex::new(std::collections::HashMap::new()),
             path,
         }
     }

@@ -363,36 +363,41 @@ impl Store {
     /// The assembled replay of `session` as OpenAI chat messages (`role`, `content`,
     /// and `name`, `tool_calls`, `tool_call_id` where the turn has them).
     pub fn export_openai(&self, session: &SessionId) -> Result<Vec<Value>> {
-        let mut out = Vec::new();
-        for turn in self.load(session, None)? {
-            let mut m = Map::new();
-            m.insert("role".into(), json!(turn.role.as_str()));
-            let null_content = turn.kind == Kind::ToolCall && turn.content.is_empty();
-            m.insert(
-                "content".into(),
-                if null_content {
-                    Value::Null
-                } else {
-                    json!(turn.content)
-                },
-            );
-            if let Some(name) = turn.name {
-                m.insert("name".into(), json!(name));
-            }
-            if let Some(calls) = turn.tool_calls {
-                let calls: Value = serde_json::from_str(&calls).map_err(|e| Error::Corrupt {
-                    session: turn.session.clone(),
-                    detail: format!("turn {} has tool_calls that are not JSON: {e}", turn.index),
-                })?;
-                m.insert("tool_calls".into(), calls);
-            }
-            if let Some(id) = turn.tool_call_id {
-                m.insert("tool_call_id".into(), json!(id));
-            }
-            out.push(Value::Object(m));
-        }
-        Ok(out)
+        openai_messages(&self.load(session, None)?)
     }
+}
+
+/// Turns as OpenAI chat messages.
+pub(crate) fn openai_messages(turns: &[crate::Turn]) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for turn in turns {
+        let mut m = Map::new();
+        m.insert("role".into(), json!(turn.role.as_str()));
+        let null_content = turn.kind == Kind::ToolCall && turn.content.is_empty();
+        m.insert(
+            "content".into(),
+            if null_content {
+                Value::Null
+            } else {
+                json!(turn.content)
+            },
+        );
+        if let Some(name) = &turn.name {
+            m.insert("name".into(), json!(name));
+        }
+        if let Some(calls) = &turn.tool_calls {
+            let calls: Value = serde_json::from_str(calls).map_err(|e| Error::Corrupt {
+                session: turn.session.clone(),
+                detail: format!("turn {} has tool_calls that are not JSON: {e}", turn.index),
+            })?;
+            m.insert("tool_calls".into(), calls);
+        }
+        if let Some(id) = &turn.tool_call_id {
+            m.insert("tool_call_id".into(), json!(id));
+        }
+        out.push(Value::Object(m));
+    }
+    Ok(out)
 }
 
 /// A message line of a Claude Code log and the turns it becomes.

@@ -20,6 +20,7 @@ pub mod ft {
     terms! { "https://w3id.org/forktrail/ns#";
         SESSION = "Session", TURN = "Turn", FORK = "Fork", DETACH = "Detach",
         MODEL = "Model", TOOL = "Tool", ANCHOR = "Anchor", MERGE = "Merge", ABANDON = "Abandon",
+        REGENERATION = "Regeneration",
         SESSION_ID = "sessionId", BRANCH = "branch", PARENT_SESSION = "parentSession",
         FORKED_AT_INDEX = "forkedAtIndex", FORK_ROOT = "forkRoot", FORK_DEPTH = "forkDepth",
         BASE_DIGEST = "baseDigest", REASON = "reason",
@@ -28,6 +29,10 @@ pub mod ft {
         SUMMARY = "summary", REQUEST_ID = "requestId", REQUEST_DIGEST = "requestDigest",
         ANCHOR_NAME = "anchorName", ANCHOR_OF = "anchorOf", AT_INDEX = "atIndex", STATE = "state",
         RANGE_START = "rangeStart", RANGE_END = "rangeEnd", MERGED_AT_INDEX = "mergedAtIndex",
+        JOB_ID = "jobId", STATUS = "status", ENDPOINT = "endpoint", REQUEST_BODY = "requestBody",
+        REQUEST_KEY = "requestKey", TIMEOUT_SECS = "timeoutSeconds", ERROR_MESSAGE = "errorMessage",
+        INPUT_TOKENS = "inputTokens", OUTPUT_TOKENS = "outputTokens", LATENCY_MS = "latencyMs",
+        RESULT_SESSION = "resultSession",
     }
 }
 

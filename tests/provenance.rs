@@ -90,6 +90,27 @@ fn rich_store() -> Store {
             Err(forktrail::Error::InvalidInput("no luck".into()))
         });
     assert!(failed.is_err());
+    // A regeneration that completes and one that fails.
+    let ok = stub::start(stub::Mode::Echo);
+    let options = forktrail::RegenerateOptions {
+        at: 2,
+        model: Some("model-z".into()),
+        endpoint: Some(ok.url.clone()),
+        request_id: Some("what-if-1".into()),
+        timeout_secs: Some(30),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.regenerate(&tree.root, &options).unwrap().status,
+        "complete"
+    );
+    let failing = stub::start(stub::Mode::Status(503));
+    let options = forktrail::RegenerateOptions {
+        endpoint: Some(failing.url.clone()),
+        request_id: None,
+        ..options
+    };
+    assert_eq!(s.regenerate(&tree.root, &options).unwrap().status, "failed");
     s
 }
 
@@ -203,8 +224,8 @@ fn every_turn_is_attributed_and_timed_and_every_fork_is_a_prov_activity_that_use
     ));
     assert_eq!(
         (forks, proper),
-        (6, 6),
-        "three demo forks, the detached one, one from an anchor, one abandoned"
+        (7, 7),
+        "three demo forks, the detached one, one from an anchor, one abandoned, one regenerated"
     );
 }
 

@@ -1,6 +1,8 @@
 //! Shared setup: stores of every kind, small builders, and the "changes nothing" check.
 #![allow(dead_code)]
 
+pub mod stub;
+
 use forktrail::{Error, ForkOptions, NewSession, NewTurn, Role, SessionId, Store};
 
 /// A store under test, with the temp dir that keeps an on-disk one alive.
