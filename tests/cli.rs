@@ -2,6 +2,8 @@
 //! change, the demo, audits from the shipped query files, export/import round trips.
 #![cfg(feature = "rocksdb")]
 
+mod common;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -599,5 +601,111 @@ fn transcripts_import_and_export_from_the_command_line() {
     assert!(
         err.contains("expected trig, nquads, openai or claude-code"),
         "{err}"
+    );
+}
+
+#[test]
+fn regenerate_dry_run_foreground_background_and_cancel() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "root"]);
+    cli.ok(&[
+        "append",
+        "root",
+        "--role",
+        "user",
+        "--content",
+        "Train or plane?",
+    ]);
+    cli.ok(&[
+        "append",
+        "root",
+        "--role",
+        "assistant",
+        "--content",
+        "Train.",
+        "--model",
+        "model-a",
+    ]);
+    let stub = common::stub::start(common::stub::Mode::Echo);
+    let plan = cli.ok(&[
+        "regenerate",
+        "root",
+        "--at",
+        "1",
+        "--model",
+        "model-b",
+        "--endpoint",
+        &stub.url,
+        "--dry-run",
+    ]);
+    assert!(plan.contains("would fork root at index 1"), "{plan}");
+    assert!(plan.contains("estimated tokens"), "{plan}");
+    let err = cli.fails(&[
+        "regenerate",
+        "root",
+        "--at",
+        "1",
+        "--model",
+        "m",
+        "--endpoint",
+        "http://192.0.2.1/v1",
+    ]);
+    assert!(err.contains("--allow-remote"), "{err}");
+
+    let job = cli.json(&[
+        "regenerate",
+        "root",
+        "--at",
+        "1",
+        "--model",
+        "model-b",
+        "--endpoint",
+        &stub.url,
+        "--json",
+    ]);
+    assert_eq!(job["status"], "complete");
+    let fork = job["fork"].as_str().unwrap().to_string();
+    let replay = cli.json(&["replay", &fork, "--json"]);
+    assert_eq!(replay[1]["content"], "model-b answers: Train or plane?");
+    let tree = cli.ok(&["tree", "root"]);
+    assert!(
+        tree.contains("[model-b]") && tree.contains("out tokens"),
+        "{tree}"
+    );
+
+    // In the background, cancelled while the model is slow: no turn is left.
+    let slow = common::stub::start(common::stub::Mode::Slow(std::time::Duration::from_secs(5)));
+    let job = cli.json(&[
+        "regenerate",
+        "root",
+        "--at",
+        "1",
+        "--model",
+        "model-c",
+        "--endpoint",
+        &slow.url,
+        "--background",
+        "--json",
+    ]);
+    assert_eq!(job["status"], "running");
+    let id = job["job"].as_str().unwrap().to_string();
+    while slow.requests().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let cancelled = cli.ok(&["jobs", "cancel", &id]);
+    assert!(cancelled.contains("(cancelled)"), "{cancelled}");
+    let jobs = cli.json(&["jobs", "--json"]);
+    assert_eq!(jobs.as_array().unwrap().len(), 2);
+    assert_eq!(
+        cli.json(&["branches", "root", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let shown = cli.json(&["jobs", "show", &id, "--json"]);
+    assert_eq!(
+        (shown["status"].as_str(), shown["fork"].as_str()),
+        (Some("cancelled"), None)
     );
 }

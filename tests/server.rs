@@ -920,3 +920,57 @@ fn transcripts_import_and_export_over_rest() {
         400
     );
 }
+
+#[test]
+fn regenerate_over_rest_answers_202_with_a_job_that_completes() {
+    let server = start(with_token());
+    let stub = common::stub::start(common::stub::Mode::Echo);
+    let root = server.tree.root.to_string();
+    let body = json!({"at": 2, "model": "model-b", "endpoint": stub.url});
+    let plan = server.post_json(
+        &format!("/sessions/{root}/regenerate"),
+        Some(TOKEN),
+        json!({"at": 2, "model": "model-b", "endpoint": stub.url, "dry_run": true}),
+    );
+    assert_eq!(plan.status(), 200);
+    assert_eq!(plan.json::<Value>().unwrap()["messages"], 2);
+    assert!(stub.requests().is_empty());
+    let remote = server.post_json(
+        &format!("/sessions/{root}/regenerate"),
+        Some(TOKEN),
+        json!({"at": 2, "model": "m", "endpoint": "http://192.0.2.1/v1", "allow_remote": true}),
+    );
+    assert_eq!(remote.status(), 403);
+    let accepted = server.post_json(&format!("/sessions/{root}/regenerate"), Some(TOKEN), body);
+    assert_eq!(accepted.status(), 202);
+    let job: Value = accepted.json().unwrap();
+    assert_eq!(job["status"], "running");
+    let id = job["job"].as_str().unwrap().to_string();
+    let mut done = Value::Null;
+    for _ in 0..200 {
+        done = server
+            .get(&format!("/jobs/{id}"), "application/json")
+            .json()
+            .unwrap();
+        if done["status"] != "running" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(done["status"], "complete", "{done}");
+    let fork = done["fork"].as_str().unwrap();
+    let replay: Value = server
+        .get(&format!("/sessions/{fork}/replay"), "application/json")
+        .json()
+        .unwrap();
+    assert_eq!(replay.as_array().unwrap().len(), 3);
+    let listed: Value = server.get("/jobs", "application/json").json().unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let cancel = server.post_json(&format!("/jobs/{id}/cancel"), Some(TOKEN), json!({}));
+    assert_eq!(
+        cancel.json::<Value>().unwrap()["status"],
+        "complete",
+        "a finished job stays"
+    );
+    assert_eq!(server.get("/jobs/nope", "application/json").status(), 404);
+}

@@ -137,6 +137,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What-if: fork at turn K and let a model (swapped, or with another system prompt
+    /// or tools) answer from there, through an OpenAI-compatible endpoint. Tool calls in
+    /// the answer are recorded as a tool_call turn and NEVER executed: regeneration
+    /// stops there.
+    Regenerate(RegenerateArgs),
+    /// List regeneration jobs, or show, cancel or run one.
+    Jobs {
+        #[command(subcommand)]
+        action: Option<JobsAction>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Compare two sessions: common ancestor, shared prefix, and both tails.
     Diff {
         a: String,
@@ -246,6 +258,72 @@ struct ForkArgs {
     json: bool,
 }
 
+#[derive(Args)]
+struct RegenerateArgs {
+    session: String,
+    /// The fork point K: the model sees turns 0..K-1 and answers turn K.
+    #[arg(long)]
+    at: u64,
+    /// The model (default: the model of the last assistant turn before K).
+    #[arg(long)]
+    model: Option<String>,
+    /// A file whose text replaces the system message.
+    #[arg(long, value_name = "FILE")]
+    system_prompt: Option<PathBuf>,
+    /// A JSON file with the tool list (OpenAI tool definitions) to offer instead.
+    #[arg(long, value_name = "FILE")]
+    tools: Option<PathBuf>,
+    /// The OpenAI-compatible base URL (default: $OPENAI_BASE_URL, else
+    /// http://127.0.0.1:11434/v1). An API key is read from $OPENAI_API_KEY only, and
+    /// never stored.
+    #[arg(long)]
+    endpoint: Option<String>,
+    #[arg(long)]
+    max_tokens: Option<u32>,
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// what-if (default), benchmark or manual.
+    #[arg(long)]
+    reason: Option<String>,
+    /// A retry with the same request id, model, prompt and tools returns the first job.
+    #[arg(long)]
+    request_id: Option<String>,
+    /// Refuse contexts estimated above this many tokens (characters / 4).
+    #[arg(long, default_value_t = forktrail::DEFAULT_MAX_CONTEXT_TOKENS)]
+    max_context_tokens: u64,
+    /// The longest wait for the answer, in seconds.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// Allow an endpoint that is not on this machine.
+    #[arg(long)]
+    allow_remote: bool,
+    /// Print the plan (fork point, messages, estimated tokens, endpoint, model) and
+    /// write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Return the job id at once; a worker process runs the job (the store is in use
+    /// until it ends). Cancel it with `forktrail jobs cancel ID`.
+    #[arg(long, conflicts_with = "dry_run")]
+    background: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum JobsAction {
+    /// Print one job.
+    Show {
+        job: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a running job: it ends cancelled and leaves no turn.
+    Cancel { job: String },
+    /// Run a job recorded as running (what `regenerate --background` starts).
+    #[command(hide = true)]
+    Run { job: String },
+}
+
 #[cfg(feature = "server")]
 #[derive(Args)]
 struct ServeArgs {
@@ -270,6 +348,9 @@ struct ServeArgs {
     /// Load the demo tree first if the store has no session.
     #[arg(long)]
     demo: bool,
+    /// Let REST regenerations send context to model endpoints off this machine.
+    #[arg(long)]
+    allow_remote_models: bool,
 }
 
 /// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
@@ -381,6 +462,8 @@ fn precheck(command: &Command) -> CliResult {
             .map(String::as_str)
             .collect(),
         Command::Diff { a, b, .. } => vec![a, b],
+        Command::Regenerate(a) => vec![&a.session],
+        Command::Jobs { .. } => vec![],
         Command::Export {
             session, format, ..
         } => {
@@ -436,7 +519,25 @@ fn run(cli: Cli) -> CliResult {
         )
         .into());
     }
-    let store = open(&cli.store)?;
+    if let Command::Jobs {
+        action: Some(JobsAction::Cancel { job }),
+        ..
+    } = &cli.command
+    {
+        return cancel_job(&cli.store, job);
+    }
+    let store = match (&cli.command, open(&cli.store)) {
+        // A background worker may find the store still held by the command that
+        // started it, for a moment.
+        (
+            Command::Jobs {
+                action: Some(JobsAction::Run { .. }),
+                ..
+            },
+            Err(forktrail::Error::StoreLocked { .. }),
+        ) => open_when_free(&cli.store)?,
+        (_, store) => store?,
+    };
     match cli.command {
         Command::Demo => render::demo(&store, &demo::build(&store)?, &cli.store)?,
         Command::New {
@@ -614,6 +715,8 @@ fn run(cli: Cli) -> CliResult {
                 );
             }
         }
+        Command::Regenerate(args) => regenerate(store, &cli.store, args)?,
+        Command::Jobs { action, json } => jobs(&store, action, json)?,
         Command::Diff { a, b, json } => {
             let diff = store.diff(&id(&a)?, &id(&b)?)?;
             if json {
@@ -657,6 +760,135 @@ fn run(cli: Cli) -> CliResult {
             }
         }
     }
+    Ok(())
+}
+
+fn open_when_free(path: &Path) -> Result<Store, forktrail::Error> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match open(path) {
+            Err(forktrail::Error::StoreLocked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
+            other => return other,
+        }
+    }
+}
+
+fn regenerate(store: Store, path: &Path, args: RegenerateArgs) -> CliResult {
+    let session = id(&args.session)?;
+    let read = |file: &Path| {
+        std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+    };
+    let tools = match &args.tools {
+        Some(file) => Some(
+            serde_json::from_str::<serde_json::Value>(&read(file)?)
+                .map_err(|e| format!("{} is not JSON: {e}", file.display()))?,
+        ),
+        None => None,
+    };
+    let options = forktrail::RegenerateOptions {
+        at: args.at,
+        model: args.model,
+        system_prompt: args.system_prompt.as_deref().map(read).transpose()?,
+        tools,
+        endpoint: args.endpoint,
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+        reason: args.reason,
+        request_id: args.request_id,
+        max_context_tokens: Some(args.max_context_tokens),
+        allow_remote: args.allow_remote,
+        timeout_secs: Some(args.timeout),
+        dry_run: false,
+    };
+    if args.dry_run {
+        let plan = store.plan_regeneration(&session, &options)?;
+        if args.json {
+            return print_json(&plan);
+        }
+        println!("would fork {} at index {}", plan.session, plan.at);
+        println!("messages          {}", plan.messages);
+        println!(
+            "estimated tokens  {} ({})",
+            plan.estimated_tokens, plan.estimate_method
+        );
+        println!("endpoint          {}", plan.endpoint);
+        println!("model             {}", plan.model);
+        if !plan.swapped.is_empty() {
+            println!("swapped           {}", plan.swapped.join(", "));
+        }
+        return Ok(());
+    }
+    let job = store.begin_regeneration(&session, &options)?;
+    let job = if args.background && job.status == "running" {
+        drop(store);
+        std::process::Command::new(std::env::current_exe()?)
+            .arg("--store")
+            .arg(path)
+            .args(["jobs", "run", &job.job])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start the background worker: {e}"))?;
+        job
+    } else {
+        store.run_job(&job.job)?
+    };
+    if args.json {
+        print_json(&job)
+    } else {
+        render::job(&job);
+        Ok(())
+    }
+}
+
+fn jobs(store: &Store, action: Option<JobsAction>, json: bool) -> CliResult {
+    match action {
+        None if json => print_json(&store.jobs()?),
+        None => {
+            render::jobs(&store.jobs()?);
+            Ok(())
+        }
+        Some(JobsAction::Show { job, json }) => {
+            let job = store.job(&job)?;
+            if json {
+                print_json(&job)
+            } else {
+                render::job(&job);
+                Ok(())
+            }
+        }
+        Some(JobsAction::Run { job }) => {
+            store.run_job(&job)?;
+            Ok(())
+        }
+        Some(JobsAction::Cancel { .. }) => unreachable!("handled before the store opens"),
+    }
+}
+
+/// Cancels a job. If a background worker holds the store, a cancel file asks it to
+/// stop, and this waits for the store to report the outcome.
+fn cancel_job(path: &Path, job: &str) -> CliResult {
+    if !path.exists() {
+        return Err(format!("no store at {}", path.display()).into());
+    }
+    let store = match open(path) {
+        Ok(store) => store,
+        Err(forktrail::Error::StoreLocked { .. }) => {
+            let file = Store::cancel_file(path, job);
+            if let Some(dir) = file.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(&file, b"")?;
+            open_when_free(path)?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let done = store.cancel_job(job)?;
+    let _ = std::fs::remove_file(Store::cancel_file(path, job));
+    render::job(&done);
     Ok(())
 }
 
@@ -763,6 +995,7 @@ fn serve(store: Store, args: ServeArgs) -> CliResult {
         max_concurrent_queries: usize::from(args.max_concurrent_queries),
         max_body_bytes: args.max_body_bytes,
         max_content_bytes: args.max_content_bytes,
+        allow_remote_models: args.allow_remote_models,
     };
     let writable = config.token.is_some();
     let runtime = tokio::runtime::Builder::new_multi_thread()

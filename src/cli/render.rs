@@ -2,7 +2,7 @@
 
 use forktrail::demo::{DemoTree, MODEL_A};
 use forktrail::{
-    queries, AnchorInfo, BranchInfo, ReplayRecord, SessionDiff, SessionInfo, Store, TreeNode,
+    queries, AnchorInfo, BranchInfo, Job, ReplayRecord, SessionDiff, SessionInfo, Store, TreeNode,
 };
 use oxigraph::io::{RdfFormat, RdfSerializer};
 use oxigraph::model::Term;
@@ -49,6 +49,15 @@ pub fn show(i: &SessionInfo) {
     }
     if let Some(summary) = &i.summary {
         println!("summary      {summary}");
+    }
+    if !i.models.is_empty() {
+        println!("models       {}", i.models.join(", "));
+    }
+    if let Some(t) = &i.tokens {
+        println!(
+            "tokens       {} in, {} out (regeneration)",
+            t.input, t.output
+        );
     }
     println!("created      {}", opt(&i.created_at));
     println!("head digest  {}", opt(&i.head_digest));
@@ -129,6 +138,51 @@ pub fn anchors(anchors: &[AnchorInfo]) {
     print!("{}", table(&["ANCHOR", "AT", "SESSION", "STATE"], &rows));
 }
 
+pub fn job(j: &Job) {
+    println!("job        {} ({})", j.job, j.status);
+    println!("session    {} at index {}", j.session, j.at);
+    println!("model      {} via {}", j.model, j.endpoint);
+    if let Some(fork) = &j.fork {
+        println!("fork       {fork}");
+    }
+    if let (Some(i), Some(o)) = (j.input_tokens, j.output_tokens) {
+        println!("tokens     {i} in, {o} out");
+    }
+    if let Some(ms) = j.latency_ms {
+        println!("latency    {ms} ms");
+    }
+    if let Some(error) = &j.error {
+        println!("error      {error}");
+    }
+}
+
+pub fn jobs(jobs: &[Job]) {
+    if jobs.is_empty() {
+        println!("no jobs");
+        return;
+    }
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|j| {
+            vec![
+                j.job.clone(),
+                j.status.clone(),
+                format!("{}@{}", j.session, j.at),
+                j.model.clone(),
+                j.fork.clone().unwrap_or_default(),
+                j.created_at.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &["JOB", "STATUS", "FROM", "MODEL", "FORK", "CREATED"],
+            &rows
+        )
+    );
+}
+
 pub fn diff(d: &SessionDiff) {
     println!(
         "common prefix  {} turns ({})",
@@ -176,6 +230,13 @@ fn node_line(n: &TreeNode) -> String {
         ),
         None => format!("{} {} ({} turns)", n.branch, n.session, n.length),
     };
+    let mut line = line;
+    if !n.models.is_empty() {
+        line += &format!(" [{}]", n.models.join(", "));
+    }
+    if let Some(t) = &n.tokens {
+        line += &format!(" {{{} in, {} out tokens}}", t.input, t.output);
+    }
     match &n.summary {
         Some(summary) => format!("{line} — {summary}"),
         None => line,

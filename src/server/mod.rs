@@ -40,6 +40,9 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// The largest turn content accepted through REST (413 beyond).
     pub max_content_bytes: usize,
+    /// Let `POST /sessions/{id}/regenerate` send context to endpoints off this machine
+    /// (`allow_remote`); refused (403) otherwise.
+    pub allow_remote_models: bool,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +54,7 @@ impl Default for ServerConfig {
             max_concurrent_queries: 8,
             max_body_bytes: 64 * 1024 * 1024,
             max_content_bytes: 32 * 1024 * 1024,
+            allow_remote_models: false,
         }
     }
 }
@@ -195,6 +199,7 @@ impl From<Error> for ApiError {
             Error::Query(_) => (StatusCode::BAD_REQUEST, "query"),
             Error::Cancelled(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
             Error::StoreLocked { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_locked"),
+            Error::JobNotFound { .. } => (StatusCode::NOT_FOUND, "job_not_found"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         Self::new(status, code, e.to_string())

@@ -28,6 +28,68 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/sessions/{id}/diff/{other}", get(diff))
         .route("/sessions/{id}/export", get(export))
         .route("/import", post(import))
+        .route("/sessions/{id}/regenerate", post(regenerate))
+        .route("/jobs", get(jobs))
+        .route("/jobs/{job}", get(job))
+        .route("/jobs/{job}/cancel", post(cancel_job))
+}
+
+/// `POST /sessions/{id}/regenerate`: 202 with the job, run in the background; 200 with
+/// the plan for a dry run, or with the earlier job for a retried request id.
+async fn regenerate(
+    state: Shared,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    payload: axum::body::Bytes,
+) -> Response {
+    done(
+        async {
+            authorize(&state, &headers)?;
+            let session = id(&session)?;
+            let options: crate::RegenerateOptions = options_body(&payload)?;
+            if options.allow_remote && !state.config.allow_remote_models {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "remote_models_disabled",
+                    "this server does not send sessions to endpoints off its machine \
+                     (start it with --allow-remote-models)",
+                ));
+            }
+            if options.dry_run {
+                let plan =
+                    blocking(&state, move |s| s.plan_regeneration(&session, &options)).await?;
+                return Ok(Json(plan).into_response());
+            }
+            let job = blocking(&state, move |s| s.begin_regeneration(&session, &options)).await?;
+            if job.status != "running" {
+                return Ok(Json(job).into_response());
+            }
+            let store = Arc::clone(&state.store);
+            let id = job.job.clone();
+            // The model call runs outside the query slots: it may take minutes.
+            tokio::task::spawn_blocking(move || store.run_job(&id));
+            Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+        }
+        .await,
+    )
+}
+
+async fn jobs(state: Shared) -> Response {
+    done(async { Ok(Json(blocking(&state, |s| s.jobs()).await?).into_response()) }.await)
+}
+
+async fn job(state: Shared, Path(job): Path<String>) -> Response {
+    done(async { Ok(Json(blocking(&state, move |s| s.job(&job)).await?).into_response()) }.await)
+}
+
+async fn cancel_job(state: Shared, headers: HeaderMap, Path(job): Path<String>) -> Response {
+    done(
+        async {
+            authorize(&state, &headers)?;
+            Ok(Json(blocking(&state, move |s| s.cancel_job(&job)).await?).into_response())
+        }
+        .await,
+    )
 }
 
 #[derive(Deserialize)]
