@@ -102,24 +102,25 @@ pub struct Job {
     pub request_digest: String,
 }
 
-fn is_loopback(url: &str) -> Result<bool> {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))
-        .ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "endpoint {url:?} must be an http:// or https:// URL"
-            ))
-        })?;
-    let authority = rest.split('/').next().unwrap_or("");
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => authority.split(':').next().unwrap_or(""),
-    };
-    Ok(host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback()))
+/// Whether `endpoint` connects to this machine. Parsed as ureq parses it, and refused
+/// with credentials in it (`http://localhost@elsewhere/` connects elsewhere).
+fn is_loopback(endpoint: &str) -> Result<bool> {
+    let bad = |why: &str| Error::InvalidInput(format!("endpoint {endpoint:?} {why}"));
+    let parsed = url::Url::parse(endpoint).map_err(|e| bad(&format!("is not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad("must be an http:// or https:// URL"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad(
+            "must not carry credentials; the API key comes from $OPENAI_API_KEY",
+        ));
+    }
+    Ok(match parsed.host() {
+        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    })
 }
 
 fn text(s: &str) -> Literal {
@@ -334,15 +335,17 @@ impl Store {
             .job_literal(&iri, &graph, ft::TIMEOUT_SECS)?
             .and_then(|t| t.parse().ok())
             .unwrap_or(300);
+        // One runner per job in this process: a second caller gets the job as it is.
         let flag = Arc::new(AtomicBool::new(false));
-        self.running_jobs()
-            .insert(id.to_string(), Arc::clone(&flag));
-        let outcome = self.call_model(&job.endpoint, body, timeout, id, &flag);
-        self.running_jobs().remove(id);
-        if let Some(path) = self.path() {
-            let _ = std::fs::remove_file(Store::cancel_file(path, id));
+        {
+            let mut running = self.running_jobs();
+            if running.contains_key(id) {
+                return Ok(job);
+            }
+            running.insert(id.to_string(), Arc::clone(&flag));
         }
-        match outcome {
+        let outcome = self.call_model(&job.endpoint, body, timeout, id, &flag);
+        let result = match outcome {
             Call::Cancelled => self.finish(id, "cancelled", None, None),
             Call::Failed(message) => self.finish(id, "failed", Some(message), None),
             Call::Answered(answer, latency) => {
@@ -351,7 +354,20 @@ impl Store {
                     Err(e) => self.finish(id, "failed", Some(e.to_string()), None),
                 }
             }
+        };
+        self.running_jobs().remove(id);
+        if let Some(path) = self.path() {
+            let _ = std::fs::remove_file(Store::cancel_file(path, id));
         }
+        result
+    }
+
+    /// Whether job `id` was asked to stop, in this process or through its cancel file.
+    fn cancel_requested(&self, id: &str, flag: &AtomicBool) -> bool {
+        flag.load(Ordering::SeqCst)
+            || self
+                .path()
+                .is_some_and(|path| Store::cancel_file(path, id).exists())
     }
 
     /// Asks a running job to stop. A job this process runs stops within 50 ms; a job
@@ -363,21 +379,12 @@ impl Store {
             return Ok(job);
         }
         let flag = self.running_jobs().get(id).cloned();
-        match flag {
-            Some(flag) => {
-                flag.store(true, Ordering::SeqCst);
-                // The runner records `cancelled` itself.
-                for _ in 0..200 {
-                    let now = self.job(id)?;
-                    if now.status != "running" {
-                        return Ok(now);
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                self.job(id)
-            }
-            None => self.finish(id, "cancelled", None, None),
+        if let Some(flag) = flag {
+            flag.store(true, Ordering::SeqCst);
         }
+        // Recorded here, under the write lock: a runner that gets its answer later finds
+        // the job no longer running and writes nothing.
+        self.finish(id, "cancelled", None, None)
     }
 
     /// Every regeneration job in the store, oldest first.
@@ -621,9 +628,8 @@ impl Store {
             };
             let _ = tx.send(outcome);
         });
-        let cancel_file = self.path().map(|path| Store::cancel_file(path, id));
         loop {
-            if flag.load(Ordering::SeqCst) || cancel_file.as_ref().is_some_and(|f| f.exists()) {
+            if self.cancel_requested(id, flag) {
                 return Call::Cancelled;
             }
             match rx.recv_timeout(Duration::from_millis(50)) {
@@ -686,7 +692,7 @@ impl Store {
         };
         let parent: SessionId = job.session.parse()?;
         let _guard = self.write_guard();
-        if flag.load(Ordering::SeqCst) {
+        if self.cancel_requested(&job.job, flag) {
             return self.finish_locked(&job.job, "cancelled", None, Vec::new());
         }
         let (plan, mut quads, facts) = self.fork_locked(
@@ -733,11 +739,6 @@ impl Store {
                 g.clone(),
             ));
         }
-        let model_agent = Agent::model(model)?;
-        let mut w = GraphWriter::new(graph.clone());
-        let model_iri = w.agent(&self.iris, &model_agent);
-        w.add(iri, p::WAS_ASSOCIATED_WITH, model_iri);
-        quads.extend(w.quads);
         let done = self.finish_locked(&job.job, "complete", None, quads)?;
         self.cache().forget(child.as_str());
         Ok(done)

@@ -299,6 +299,25 @@ fn bad_requests_are_refused_before_anything_is_called_or_written() {
         ..options(&stub, 2)
     });
     assert!(err.to_string().contains("--allow-remote"), "{err}");
+    // Credentials in the URL would make ureq connect to the host after the `@`.
+    let err = refuse(RegenerateOptions {
+        endpoint: Some("http://localhost:1@192.0.2.7/v1".into()),
+        ..options(&stub, 2)
+    });
+    assert!(
+        err.to_string().contains("must not carry credentials"),
+        "{err}"
+    );
+    let ipv6 = s
+        .plan_regeneration(
+            &root,
+            &RegenerateOptions {
+                endpoint: Some("http://[::1]:8080/v1".into()),
+                ..options(&stub, 2)
+            },
+        )
+        .unwrap();
+    assert_eq!(ipv6.endpoint, "http://[::1]:8080/v1");
     let err = refuse(RegenerateOptions {
         max_context_tokens: Some(10),
         ..options(&stub, 4)
@@ -332,4 +351,26 @@ fn bad_requests_are_refused_before_anything_is_called_or_written() {
     assert!(err.to_string().contains("tools"), "{err}");
     assert!(stub.requests().is_empty());
     assert!(matches!(s.job("nope"), Err(Error::JobNotFound { .. })));
+}
+
+#[test]
+fn a_second_runner_of_the_same_job_returns_at_once_and_the_model_is_called_once() {
+    let s = Store::in_memory().unwrap();
+    let root = conversation(&s);
+    let stub = stub::start(Mode::Slow(Duration::from_millis(300)));
+    let job = s.begin_regeneration(&root, &options(&stub, 4)).unwrap();
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| s.run_job(&job.job).unwrap());
+        while stub.requests().is_empty() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let second = s.run_job(&job.job).unwrap();
+        assert_eq!(
+            second.status, "running",
+            "the second caller does not run it again"
+        );
+        assert_eq!(first.join().unwrap().status, "complete");
+    });
+    assert_eq!(stub.requests().len(), 1);
+    assert_eq!(s.branches(&root).unwrap().len(), 1);
 }
