@@ -93,8 +93,8 @@ pub enum Error {
     #[error("no regeneration job {job} in this store (see `forktrail jobs`)")]
     JobNotFound { job: String },
 
-    /// Another writer handle holds the session (see `Store::writer`).
-    #[error("session {session} is busy: another writer holds it until that writer is dropped")]
+    /// A writer handle holds the session (see `Store::writer`).
+    #[error("session {session} is busy: a SessionWriter holds it until it is dropped")]
     Busy { session: String },
 
     /// The operation would overwrite existing data (a session id already taken, …).

@@ -34,6 +34,7 @@ impl Store {
                 "session {child} cannot be merged into itself"
             )));
         }
+        self.not_held(&into)?;
         let target = self.require(&into)?;
         let k = facts.own_start();
         let merged_to = self.merged_up_to(&facts.iri)?;
@@ -98,6 +99,16 @@ impl Store {
         Ok(plan)
     }
 
+    /// [`Error::Busy`] if a [`SessionWriter`] holds `session`.
+    pub(crate) fn not_held(&self, session: &SessionId) -> Result<()> {
+        if self.writers().contains(session.as_str()) {
+            return Err(Error::Busy {
+                session: session.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// The last child index any merge of `child` covered, if it was merged.
     fn merged_up_to(&self, child: &oxigraph::model::NamedNode) -> Result<Option<u64>> {
         let mut end = None;
@@ -131,8 +142,9 @@ impl Store {
         Ok(end)
     }
 
-    /// An exclusive writer for `session`: a second one in this process gets
-    /// [`Error::Busy`] until the first is dropped.
+    /// An exclusive writer for `session`: until it is dropped, a second writer, and
+    /// `append`, `merge` into it or `delete` of it through the store, get
+    /// [`Error::Busy`] in this process.
     pub fn writer(&self, session: &SessionId) -> Result<SessionWriter<'_>> {
         self.require(session)?;
         if !self.writers().insert(session.to_string()) {
@@ -169,20 +181,26 @@ impl Store {
             let writer = self.writer(&child)?;
             work(&writer)
         };
-        match outcome {
-            Ok(summary) => Ok(self.merge(
+        let merged = match outcome {
+            Ok(summary) => self.merge(
                 &child,
                 MergeOptions {
                     into: Some(parent.to_string()),
                     summary,
                     dry_run: false,
                 },
-            )?),
+            ),
             Err(e) => {
-                self.abandon(&child, "the scoped work returned an error")?;
-                Err(e)
+                // The work's own error is what the caller needs, even if recording the
+                // abandon fails too.
+                let _ = self.abandon(&child, "the scoped work returned an error");
+                return Err(e);
             }
-        }
+        };
+        merged.map_err(|e| {
+            let _ = self.abandon(&child, &format!("the merge failed: {e}"));
+            E::from(e)
+        })
     }
 
     /// Records that the work in fork `child` ended without a merge.
@@ -224,7 +242,9 @@ impl SessionWriter<'_> {
 
     /// Appends a turn to the held session and returns its index.
     pub fn append(&self, turn: NewTurn) -> Result<u64> {
-        self.store.append(&self.session, turn)
+        let _guard = self.store.write_guard();
+        let facts = self.store.require(&self.session)?;
+        self.store.append_locked(&facts, turn, |_, _, _| {})
     }
 }
 

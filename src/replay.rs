@@ -188,11 +188,15 @@ impl Store {
             return Ok(start);
         }
         let (mut found, mut step) = (start, 1u64);
+        let overflow = || Error::Corrupt {
+            session: f.id.clone(),
+            detail: "turn indices run past the largest index".into(),
+        };
         let mut missing = loop {
-            let probe = start + step;
+            let probe = start.checked_add(step).ok_or_else(overflow)?;
             if exists(probe)? {
                 found = probe;
-                step *= 2;
+                step = step.checked_mul(2).ok_or_else(overflow)?;
             } else {
                 break probe;
             }
@@ -351,11 +355,14 @@ impl Store {
     /// The plain `index/role/content/branch` records of `id`, in order; `up_to` is an
     /// inclusive last index. Never writes to the store.
     pub fn replay(&self, id: &SessionId, up_to: Option<u64>) -> Result<Vec<ReplayRecord>> {
+        // Noted before the chain is read: records filled later must not outlive a drop
+        // (a delete, an update) that happened after these facts were read.
+        let epoch = self.cache().epoch();
         let chain = self.chain(id)?;
         let spans = Self::spans(id, &chain, up_to)?;
         let mut out = Vec::with_capacity(spans.last().map_or(0, |s| s.2 as usize));
         for (owner, from, to) in spans {
-            self.replay_span(owner, from, to, &mut out)?;
+            self.replay_span(epoch, owner, from, to, &mut out)?;
         }
         Ok(out)
     }
@@ -416,16 +423,17 @@ impl Store {
     /// cache where it has them; the rest read from the store, then cached.
     fn replay_span(
         &self,
+        epoch: u64,
         owner: &Facts,
         from: u64,
         to: u64,
         out: &mut Vec<ReplayRecord>,
     ) -> Result<()> {
-        let (epoch, rest) = {
+        let rest = {
             let cache = self.cache();
             let cached = cache.turns(owner.iri.as_str(), from, to);
             out.extend(cached.iter().map(|r| ReplayRecord::clone(r)));
-            (cache.epoch(), from + cached.len() as u64)
+            from + cached.len() as u64
         };
         if rest == to {
             return Ok(());

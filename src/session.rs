@@ -67,6 +67,7 @@ impl Store {
     /// Appends a turn to `id` and returns the index it was given (the session's length
     /// before the append).
     pub fn append(&self, id: &SessionId, turn: NewTurn) -> Result<u64> {
+        self.not_held(id)?;
         let _guard = self.write_guard();
         let facts = self.require(id)?;
         self.append_locked(&facts, turn, |_, _, _| {})
@@ -112,7 +113,9 @@ impl Store {
             })?;
         }
         let index = facts.length;
-        let prev = match self.cache().head_digest(facts.iri.as_str(), index) {
+        // Its own statement, so the cache lock is released before the store is read.
+        let cached = self.cache().head_digest(facts.iri.as_str(), index);
+        let prev = match cached {
             Some(digest) => digest,
             None => self.digest_before(facts, index)?,
         };
@@ -491,6 +494,7 @@ impl Store {
     /// Deletes session `id`. A session with children is refused unless `cascade`, which
     /// deletes the whole subtree in one transaction. Returns the deleted ids.
     pub fn delete(&self, id: &SessionId, cascade: bool) -> Result<Vec<String>> {
+        self.not_held(id)?;
         let _guard = self.write_guard();
         let facts = self.require(id)?;
         let children = self.children_of(&facts.iri)?;

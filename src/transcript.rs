@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::ImportFormat;
-use crate::model::{ForkOptions, Kind, NewSession, NewTurn, Role, SessionId};
+use crate::model::{Agent, ForkOptions, Kind, NewSession, NewTurn, Role, SessionId};
 use crate::store::Store;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -62,6 +62,9 @@ fn openai_turn(message: &Value) -> std::result::Result<NewTurn, String> {
         turn = turn.kind(Kind::ToolCall);
     }
     if let Some(name) = object.get("name").and_then(Value::as_str) {
+        if role == Role::Tool {
+            Agent::tool(name).map_err(|e| e.to_string())?;
+        }
         turn = turn.name(name);
     }
     if let Some(id) = object.get("tool_call_id").and_then(Value::as_str) {
@@ -148,7 +151,9 @@ impl Store {
             let turn = message.and_then(|m| openai_turn(&m));
             match turn {
                 Ok(turn) => {
-                    scratch.append(&id, turn)?;
+                    scratch.append(&id, turn).map_err(|e| {
+                        Error::InvalidInput(format!("{where_} {n}: {e}; nothing was imported"))
+                    })?;
                     report.turns += 1;
                 }
                 Err(_) if options.skip_invalid => report.skipped_invalid.push(n),
@@ -192,6 +197,17 @@ impl Store {
                 .and_then(|v| claude_line(&v));
             match parsed {
                 Ok(Line::Message(node)) => {
+                    if let Some(&first) = by_uuid.get(&node.uuid) {
+                        let why = format!(
+                            "uuid {} was already used on line {}",
+                            node.uuid, nodes[first].line
+                        );
+                        if options.skip_invalid {
+                            report.skipped_invalid.push(n);
+                            continue;
+                        }
+                        return Err(invalid(n, why));
+                    }
                     log_id = log_id.or(node.log_session.clone());
                     by_uuid.insert(node.uuid.clone(), nodes.len());
                     nodes.push(Node { line: n, ..node });
@@ -242,6 +258,7 @@ impl Store {
         // Roots first (the first root is the main session), then what they branch into.
         work.sort_by_key(|(i, origin)| (matches!(origin, Origin::Sidechain), *i));
         work.reverse();
+        let mut visited = vec![false; nodes.len()];
         let mut alternatives = 0;
         let mut sidechains = 0;
         while let Some((start, origin)) = work.pop() {
@@ -301,8 +318,11 @@ impl Store {
             sessions.push(session.clone());
             let mut at = start;
             loop {
+                visited[at] = true;
                 for turn in nodes[at].turns.clone() {
-                    scratch.append(&session, turn)?;
+                    scratch
+                        .append(&session, turn)
+                        .map_err(|e| invalid(nodes[at].line, e))?;
                     report.turns += 1;
                     length += 1;
                 }
@@ -335,6 +355,23 @@ impl Store {
                 }
             }
         }
+        // Messages whose parentUuid chain loops never hang from a root.
+        for (i, node) in nodes.iter().enumerate() {
+            if !visited[i] {
+                if options.skip_invalid {
+                    report.skipped_invalid.push(node.line);
+                } else {
+                    return Err(invalid(
+                        node.line,
+                        format!(
+                            "the parentUuid chain of message {} loops back on itself",
+                            node.uuid
+                        ),
+                    ));
+                }
+            }
+        }
+        report.skipped_invalid.sort_unstable();
         if sessions.is_empty() {
             return Err(Error::InvalidInput(
                 "the file holds no user or assistant message; nothing was imported".into(),
@@ -451,6 +488,9 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
         Role::Assistant
     };
     let model = message.get("model").and_then(Value::as_str);
+    if let Some(model) = model {
+        Agent::model(model).map_err(|e| e.to_string())?;
+    }
     let mut turns = Vec::new();
     match message.get("content") {
         Some(Value::String(s)) => turns.push(NewTurn::new(role, s.clone())),

@@ -342,6 +342,17 @@ fn a_second_writer_is_busy_until_the_first_is_dropped() {
     drop(w);
     let again = s.writer(&root).unwrap();
     assert_eq!(again.session().as_str(), "root");
+    // While held, the store's own writes to the session are refused too.
+    let err = fails_unchanged(&s, || s.append(&root, NewTurn::new(Role::User, "not mine")));
+    assert!(matches!(err, Error::Busy { .. }), "{err}");
+    assert!(matches!(
+        fails_unchanged(&s, || s.delete(&root, true)),
+        Error::Busy { .. }
+    ));
+    assert_eq!(again.append(NewTurn::new(Role::User, "mine")).unwrap(), 2);
+    drop(again);
+    s.append(&root, NewTurn::new(Role::User, "free again"))
+        .unwrap();
     assert!(matches!(
         s.writer(&sid("missing")).err(),
         Some(Error::SessionNotFound { .. })
@@ -378,4 +389,14 @@ fn with_fork_merges_on_success_and_records_an_abandon_on_failure() {
     );
     assert_eq!(abandoned, 1);
     assert_eq!(s.branches(&root).unwrap().len(), 2, "the failed fork stays");
+    // Work that succeeds but leaves nothing to merge: the merge error, and an abandon.
+    let err = s
+        .with_fork(&root, None, |_| Ok::<_, Error>(None))
+        .unwrap_err();
+    assert!(err.to_string().contains("no own turns"), "{err}");
+    let abandoned = rows(
+        &s,
+        "PREFIX ft: <https://w3id.org/forktrail/ns#> SELECT ?a WHERE { ?a a ft:Abandon }",
+    );
+    assert_eq!(abandoned, 2);
 }

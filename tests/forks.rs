@@ -493,3 +493,25 @@ fn branches_and_tree_show_children_with_fork_points_and_counts() {
         assert_eq!(tree.children[0].children[0].forked_at_index, Some(5));
     }
 }
+
+#[test]
+fn turn_indices_that_run_past_the_largest_index_are_reported_not_looped_over() {
+    for s in stores() {
+        let a = session_with(&s, "a", 1);
+        let g = GraphName::NamedNode(s.session_iri(&a));
+        let index = NamedNode::new("https://w3id.org/forktrail/ns#index").unwrap();
+        for shift in 0..64 {
+            let i = 1u64 << shift;
+            let turn = NamedNode::new(format!("{}/turn/{i}", s.session_iri(&a).as_str())).unwrap();
+            s.oxigraph()
+                .insert(&Quad::new(turn, index.clone(), Literal::from(i), g.clone()))
+                .unwrap();
+        }
+        s.clear_caches();
+        let err = s.replay(&a, None).unwrap_err();
+        assert!(
+            matches!(&err, Error::Corrupt { session, .. } if session == "a"),
+            "{err}"
+        );
+    }
+}

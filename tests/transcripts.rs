@@ -200,3 +200,54 @@ fn a_malformed_claude_code_line_is_named_and_nothing_is_written_unless_skipped()
         "Done: the test now passes a fixed date to parse_date_at."
     );
 }
+
+#[test]
+fn duplicate_uuids_and_parent_loops_are_named_by_line() {
+    let s = Store::in_memory().unwrap();
+    let line = |uuid: &str, parent: &str, text: &str| {
+        format!(
+            "{{\"type\":\"user\",\"uuid\":\"{uuid}\",\"parentUuid\":{parent},\"message\":{{\"role\":\"user\",\"content\":\"{text}\"}}}}\n"
+        )
+    };
+    let duplicate = line("a", "null", "one") + &line("a", "null", "two");
+    let err = fails_unchanged(&s, || {
+        s.import_claude_code(&duplicate, &TranscriptOptions::default())
+    });
+    assert!(
+        err.to_string()
+            .starts_with("line 2: uuid a was already used on line 1"),
+        "{err}"
+    );
+    let looped = line("r", "null", "root") + &line("x", "\"y\"", "x") + &line("y", "\"x\"", "y");
+    let err = fails_unchanged(&s, || {
+        s.import_claude_code(&looped, &TranscriptOptions::default())
+    });
+    assert!(
+        err.to_string().starts_with("line 2:") && err.to_string().contains("loops"),
+        "{err}"
+    );
+    let report = s
+        .import_claude_code(
+            &looped,
+            &TranscriptOptions {
+                skip_invalid: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        (report.turns, report.skipped_invalid.clone()),
+        (1, vec![2, 3])
+    );
+    // A tool name that cannot be an agent name is a bad line, not a failed import.
+    let bad_tool =
+        "{\"role\":\"tool\",\"name\":\"has space\",\"tool_call_id\":\"c\",\"content\":\"x\"}\n";
+    let err = fails_unchanged(&s, || {
+        s.import_openai(
+            bad_tool,
+            NewSession::default(),
+            &TranscriptOptions::default(),
+        )
+    });
+    assert!(err.to_string().starts_with("line 1:"), "{err}");
+}
