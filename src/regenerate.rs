@@ -262,10 +262,22 @@ impl Store {
         });
         let _guard = self.write_guard();
         if let Some(key) = &key {
-            for job in self.jobs()? {
-                let live = job.status == "running" || job.status == "complete";
-                if live && self.job_key(&job.job)?.as_deref() == Some(key.as_str()) {
-                    return Ok(job);
+            // The jobs made under this key, found by the key itself.
+            let literal = text(key);
+            for quad in self.inner.quads_for_pattern(
+                None,
+                Some(ft::REQUEST_KEY),
+                Some(literal.as_ref().into()),
+                None,
+            ) {
+                let quad = quad?;
+                if let (NamedOrBlankNode::NamedNode(iri), GraphName::NamedNode(graph)) =
+                    (&quad.subject, &quad.graph_name)
+                {
+                    let job = self.read_job(iri, graph)?;
+                    if job.status == "running" || job.status == "complete" {
+                        return Ok(job);
+                    }
                 }
             }
         }
@@ -437,13 +449,6 @@ impl Store {
             }
         }
         Ok(None)
-    }
-
-    fn job_key(&self, id: &str) -> Result<Option<String>> {
-        match self.job_node(id)? {
-            Some((iri, graph)) => self.job_literal(&iri, &graph, ft::REQUEST_KEY),
-            None => Ok(None),
-        }
     }
 
     fn job_literal(

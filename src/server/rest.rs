@@ -44,9 +44,8 @@ async fn regenerate(
 ) -> Response {
     done(
         async {
-            authorize(&state, &headers)?;
-            let session = id(&session)?;
-            let options: crate::RegenerateOptions = options_body(&payload)?;
+            let (session, options): (_, crate::RegenerateOptions) =
+                write_request(&state, &headers, &session, &payload)?;
             if options.allow_remote && !state.config.allow_remote_models {
                 return Err(ApiError::new(
                     StatusCode::FORBIDDEN,
@@ -173,14 +172,31 @@ async fn import(
     )
 }
 
-/// An options body: empty means every default; anything else must be the JSON options,
-/// whatever its content type says (a dry run must never write).
-fn options_body<T: serde::de::DeserializeOwned + Default>(payload: &[u8]) -> Result<T, ApiError> {
+/// A write on one session with JSON options: the token is checked, then the session id
+/// and the options. An empty body means every default; anything else must be the JSON
+/// options, whatever its content type says (a dry run must never write).
+fn write_request<T: serde::de::DeserializeOwned + Default>(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    session: &str,
+    payload: &[u8],
+) -> Result<(SessionId, T), ApiError> {
+    authorize(state, headers)?;
+    let session = id(session)?;
     if payload.iter().all(u8::is_ascii_whitespace) {
-        Ok(T::default())
+        return Ok((session, T::default()));
+    }
+    let options = serde_json::from_slice(payload)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+    Ok((session, options))
+}
+
+/// 201 for a write that made something; 200 for a dry run or a replayed request.
+fn created_unless(nothing_new: bool) -> StatusCode {
+    if nothing_new {
+        StatusCode::OK
     } else {
-        serde_json::from_slice(payload)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+        StatusCode::CREATED
     }
 }
 
@@ -231,17 +247,11 @@ async fn merge(
 ) -> Response {
     done(
         async {
-            authorize(&state, &headers)?;
-            let child = id(&session)?;
-            let options: MergeOptions = options_body(&payload)?;
+            let (child, options): (_, MergeOptions) =
+                write_request(&state, &headers, &session, &payload)?;
             let dry_run = options.dry_run;
             let plan = blocking(&state, move |s| s.merge(&child, options)).await?;
-            let status = if dry_run {
-                StatusCode::OK
-            } else {
-                StatusCode::CREATED
-            };
-            Ok((status, Json(plan)).into_response())
+            Ok((created_unless(dry_run), Json(plan)).into_response())
         }
         .await,
     )
@@ -418,19 +428,11 @@ async fn fork(
 ) -> Response {
     done(
         async {
-            authorize(&state, &headers)?;
-            let parent = id(&session)?;
-            // An empty body forks with every default; anything else must be the JSON
-            // options, whatever its content type says (a dry run must never fork).
-            let options: ForkOptions = options_body(&payload)?;
+            let (parent, options): (_, ForkOptions) =
+                write_request(&state, &headers, &session, &payload)?;
             let dry_run = options.dry_run;
             let plan = blocking(&state, move |s| s.fork(&parent, options)).await?;
-            let status = if dry_run || plan.reused {
-                StatusCode::OK
-            } else {
-                StatusCode::CREATED
-            };
-            Ok((status, Json(plan)).into_response())
+            Ok((created_unless(dry_run || plan.reused), Json(plan)).into_response())
         }
         .await,
     )
