@@ -10,13 +10,98 @@ use oxigraph::sparql::{
 };
 use std::sync::OnceLock;
 
-/// One shipped query: a file of `queries/`, one question each.
+/// One shipped query: a file of `queries/`, one question each, built into the binary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NamedQuery {
     /// The file name without `.rq`.
     pub name: &'static str,
     /// The SPARQL text (its header comment says what it answers and what it expects).
     pub source: &'static str,
+}
+
+impl NamedQuery {
+    /// The shipped query called `name` (its file name without `.rq`).
+    ///
+    /// ```
+    /// let q = forktrail::NamedQuery::find("fork-chain").unwrap();
+    /// assert!(q.help().starts_with("Fork chain of a session"));
+    /// assert_eq!(q.inputs(), ["id"]);
+    /// ```
+    pub fn find(name: &str) -> Option<NamedQuery> {
+        queries::ALL.iter().find(|q| q.name == name).copied()
+    }
+
+    /// The header comment, without its `#` marks: what the query answers, its inputs
+    /// and outputs.
+    pub fn help(&self) -> String {
+        let lines: Vec<&str> = self
+            .source
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| {
+                let l = l.trim_start_matches('#');
+                l.strip_prefix(' ').unwrap_or(l)
+            })
+            .collect();
+        lines.join("\n")
+    }
+
+    /// The variables the header comment names as inputs (`?name` between `Inputs` and
+    /// `Outputs`), in order: what a caller may bind.
+    pub fn inputs(&self) -> Vec<String> {
+        let help = self.help();
+        let section = help
+            .split_once("Inputs")
+            .map_or("", |(_, rest)| rest.split("Outputs").next().unwrap_or(""));
+        let mut out: Vec<String> = Vec::new();
+        for word in section.split(|c: char| !(c.is_alphanumeric() || c == '?' || c == '_')) {
+            if let Some(name) = word.strip_prefix('?').filter(|n| !n.is_empty()) {
+                if !out.iter().any(|o| o == name) {
+                    out.push(name.to_string());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The RDF term a text stands for when bound to a query variable (the CLI's `--bind
+/// NAME=VALUE` and the server's `/queries/NAME?NAME=VALUE`): `<…>` is an IRI, `"…"` a
+/// string whatever it holds, all digits an integer, anything else a string.
+///
+/// ```
+/// use forktrail::binding_value;
+/// use oxigraph::model::{Literal, NamedNode, Term};
+/// assert_eq!(binding_value("42")?, Term::from(Literal::from(42)));
+/// assert_eq!(binding_value("\"42\"")?, Term::from(Literal::from("42")));
+/// assert_eq!(binding_value("<urn:x>")?, Term::from(NamedNode::new("urn:x").unwrap()));
+/// assert_eq!(binding_value("x> } DROP ALL")?, Term::from(Literal::from("x> } DROP ALL")));
+/// # Ok::<(), forktrail::Error>(())
+/// ```
+pub fn binding_value(value: &str) -> Result<Term> {
+    let quoted = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .filter(|_| value.len() >= 2);
+    Ok(if let Some(text) = quoted {
+        Literal::new_simple_literal(text).into()
+    } else if let Some(iri) = value.strip_prefix('<').and_then(|v| v.strip_suffix('>')) {
+        NamedNode::new(iri)
+            .map_err(|e| Error::InvalidInput(format!("invalid IRI <{iri}>: {e}")))?
+            .into()
+    } else if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        match value.parse::<i64>() {
+            Ok(n) => Literal::from(n).into(),
+            Err(_) => {
+                return Err(Error::InvalidInput(format!(
+                    "{value} is too large for an integer here (at most {})",
+                    i64::MAX
+                )))
+            }
+        }
+    } else {
+        Literal::new_simple_literal(value).into()
+    })
 }
 
 macro_rules! queries {
@@ -44,20 +129,23 @@ pub mod queries {
         AUDIT_TURNS_BY_MODEL = "audit-turns-by-model",
         AUDIT_DESCENDANTS = "audit-descendants",
         AUDIT_TURN_ORIGIN = "audit-turn-origin",
+        TURNS_PER_MODEL = "turns-per-model",
     }
 }
 
-fn parsed(query: &NamedQuery) -> Result<PreparedSparqlQuery> {
-    static PARSED: OnceLock<Vec<(&'static str, PreparedSparqlQuery)>> = OnceLock::new();
+/// A query ready to run, with the variables a binding may give a value.
+#[derive(Clone)]
+struct Prepared {
+    query: PreparedSparqlQuery,
+    projection: Vec<Variable>,
+}
+
+fn parsed(query: &NamedQuery) -> Result<Prepared> {
+    static PARSED: OnceLock<Vec<(&'static str, Prepared)>> = OnceLock::new();
     let all = PARSED.get_or_init(|| {
         queries::ALL
             .iter()
-            .filter_map(|q| {
-                SparqlEvaluator::new()
-                    .parse_query(q.source)
-                    .ok()
-                    .map(|p| (q.name, p))
-            })
+            .filter_map(|q| prepare(q.source).ok().map(|p| (q.name, p)))
             .collect()
     });
     match all.iter().find(|(name, _)| *name == query.name) {
@@ -66,18 +154,21 @@ fn parsed(query: &NamedQuery) -> Result<PreparedSparqlQuery> {
     }
 }
 
-fn prepare(sparql: &str) -> Result<PreparedSparqlQuery> {
+fn prepare(sparql: &str) -> Result<Prepared> {
     prepare_with(sparql, None)
 }
 
-fn prepare_with(sparql: &str, cancel: Option<&CancellationToken>) -> Result<PreparedSparqlQuery> {
+fn prepare_with(sparql: &str, cancel: Option<&CancellationToken>) -> Result<Prepared> {
+    let query = crate::query_check::parse_query(sparql)?;
+    let projection = crate::query_check::projection(&query);
     let mut evaluator = SparqlEvaluator::new();
     if let Some(token) = cancel {
         evaluator = evaluator.with_cancellation_token(token.clone());
     }
-    evaluator
-        .parse_query(sparql)
-        .map_err(|e| Error::Query(e.to_string()))
+    Ok(Prepared {
+        query: evaluator.for_query(query),
+        projection,
+    })
 }
 
 /// Where and how a query runs (see [`Store::query_with`]).
@@ -141,9 +232,34 @@ impl Store {
         options: &QueryOptions,
     ) -> Result<QueryResults<'static>> {
         let mut prepared = prepare_with(sparql, options.cancellation.as_ref())?;
+        self.with_dataset(&mut prepared, options);
+        self.run(prepared, bindings)
+    }
+
+    /// [`Store::query_named`] with a dataset and a cancellation token, as
+    /// [`Store::query_with`].
+    pub fn query_named_with(
+        &self,
+        query: &NamedQuery,
+        bindings: &[(&str, Term)],
+        options: &QueryOptions,
+    ) -> Result<QueryResults<'static>> {
+        let mut prepared = parsed(query)?;
+        if let Some(token) = &options.cancellation {
+            // The cached parse has no token: prepare this one afresh.
+            prepared = prepare_with(query.source, Some(token))?;
+        }
+        self.with_dataset(&mut prepared, options);
+        self.run(prepared, bindings)
+    }
+
+    fn with_dataset(&self, prepared: &mut Prepared, options: &QueryOptions) {
         if !options.default_graphs.is_empty() {
             let graphs = options.default_graphs.iter().cloned().map(GraphName::from);
-            prepared.dataset_mut().set_default_graph(graphs.collect());
+            prepared
+                .query
+                .dataset_mut()
+                .set_default_graph(graphs.collect());
         }
         if !options.named_graphs.is_empty() {
             let graphs = options
@@ -152,25 +268,24 @@ impl Store {
                 .cloned()
                 .map(NamedOrBlankNode::from);
             prepared
+                .query
                 .dataset_mut()
                 .set_available_named_graphs(graphs.collect());
         }
-        self.run(prepared, bindings)
     }
 
     /// Runs a SPARQL 1.1 Update under the store's write lock, in one transaction.
     ///
     /// Updates bypass forktrail's checks: an update that breaks the model (turn
     /// indices, lineage) is the caller's risk. `GRAPH` is needed to reach session data:
-    /// the store's own default graph is empty.
+    /// the store's own default graph is empty. `LOAD` and `SERVICE` are refused:
+    /// forktrail never fetches anything.
     pub fn update(&self, sparql: &str, cancel: Option<&CancellationToken>) -> Result<()> {
         let mut evaluator = SparqlEvaluator::new();
         if let Some(token) = cancel {
             evaluator = evaluator.with_cancellation_token(token.clone());
         }
-        let update = evaluator
-            .parse_update(sparql)
-            .map_err(|e| Error::Query(e.to_string()))?;
+        let update = evaluator.for_update(crate::query_check::parse_update(sparql)?);
         let _guard = self.write_guard();
         // An update may change anything: drop the derived read cache.
         let result = update.on_store(&self.inner).execute();
@@ -204,17 +319,34 @@ impl Store {
         }
     }
 
-    fn run(
-        &self,
-        mut prepared: PreparedSparqlQuery,
-        bindings: &[(&str, Term)],
-    ) -> Result<QueryResults<'static>> {
+    fn run(&self, prepared: Prepared, bindings: &[(&str, Term)]) -> Result<QueryResults<'static>> {
+        let Prepared {
+            query: mut prepared,
+            projection,
+        } = prepared;
         if prepared.dataset().is_default_dataset() {
             prepared.dataset_mut().set_default_graph_as_union();
         }
         for (name, value) in bindings {
             let variable = Variable::new(*name)
                 .map_err(|e| Error::InvalidInput(format!("invalid variable name {name:?}: {e}")))?;
+            // Oxigraph substitutes only projected variables: any other binding would be
+            // dropped without a word, and the query would answer for every value.
+            if !projection.contains(&variable) {
+                let names: Vec<String> = projection
+                    .iter()
+                    .map(|v| format!("?{}", v.as_str()))
+                    .collect();
+                return Err(Error::InvalidInput(format!(
+                    "cannot bind ?{name}: only variables of the SELECT projection can be bound \
+                     ({})",
+                    if names.is_empty() {
+                        "this query has none".to_string()
+                    } else {
+                        names.join(" ")
+                    }
+                )));
+            }
             prepared = prepared.substitute_variable(variable, value.clone());
         }
         prepared
@@ -301,7 +433,7 @@ impl Store {
         if let Some(n) = up_to.filter(|n| *n >= out.len() as u64) {
             return Err(Error::IndexOutOfRange {
                 session: id.to_string(),
-                index: n as i64,
+                index: n.into(),
                 valid: match out.len() {
                     0 => "none: the session has no turns".into(),
                     n => format!("0..={}", n - 1),
