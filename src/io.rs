@@ -1,12 +1,12 @@
 //! Export and import: forktrail's own TriG/N-Quads (lossless), Turtle for one session,
-//! JSONL replay records.
+//! JSONL replay records, PROV-O for PROV tools; formats told apart by their content.
 
 use crate::error::{Error, Result};
 use crate::model::{Label, SessionId};
 use crate::store::Store;
-use crate::vocab::{ft, rdf};
+use crate::vocab::{ft, prov, rdf, rdfs};
 use oxigraph::io::{RdfFormat, RdfParser, RdfSerializer};
-use oxigraph::model::{GraphName, NamedNode, Quad, Term};
+use oxigraph::model::{GraphName, NamedNode, Quad, Term, Triple};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::str::FromStr;
@@ -24,6 +24,17 @@ pub enum ExportFormat {
     Jsonl,
     /// The assembled replay of one session as an OpenAI chat messages JSON array.
     OpenAi,
+    /// PROV-O for PROV tools, as Turtle: one graph (a session's chain, or everything)
+    /// with the PROV types and relations the ontology implies written out (every turn
+    /// a `prov:Entity`, every model a `prov:Agent`, `ft:parentSession` as
+    /// `prov:wasDerivedFrom`, …), since PROV tools do no inference.
+    Prov,
+}
+
+impl ExportFormat {
+    /// Every export format's name, as `--format` takes it.
+    pub const NAMES: &'static [&'static str] =
+        &["trig", "nquads", "turtle", "jsonl", "openai", "prov"];
 }
 
 impl FromStr for ExportFormat {
@@ -35,20 +46,115 @@ impl FromStr for ExportFormat {
             "turtle" => Self::Turtle,
             "jsonl" => Self::Jsonl,
             "openai" => Self::OpenAi,
+            "prov" => Self::Prov,
             _ => {
                 return Err(Error::InvalidInput(format!(
-                    "unknown export format {s:?} (expected trig, nquads, turtle, jsonl or openai)"
+                    "unknown export format {s:?} (expected one of: {})",
+                    Self::NAMES.join(", ")
                 )))
             }
         })
     }
 }
 
-/// What `import` reads: forktrail's own exports.
+/// What `import` reads: forktrail's own exports and the transcripts of other tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImportFormat {
+    /// forktrail's TriG export.
     TriG,
+    /// forktrail's N-Quads export.
     NQuads,
+    /// OpenAI chat messages: a JSON array, or one message per line (JSONL).
+    OpenAi,
+    /// A Claude Code session log (JSONL), or a Claude Code project folder.
+    ClaudeCode,
+}
+
+impl ImportFormat {
+    /// Every import format's name, as `--format` takes it.
+    pub const NAMES: &'static [&'static str] = &["trig", "nquads", "openai", "claude-code"];
+
+    /// The format `content` is written in, told from its first lines, or `None` when it
+    /// looks like none of them.
+    ///
+    /// ```
+    /// use forktrail::ImportFormat;
+    /// assert_eq!(ImportFormat::sniff(b"[{\"role\": \"user\", \"content\": \"hi\"}]"), Some(ImportFormat::OpenAi));
+    /// assert_eq!(ImportFormat::sniff(b"{\"role\": \"user\", \"content\": \"hi\"}\n"), Some(ImportFormat::OpenAi));
+    /// assert_eq!(ImportFormat::sniff(b"{\"type\": \"user\", \"uuid\": \"u1\"}\n"), Some(ImportFormat::ClaudeCode));
+    /// assert_eq!(ImportFormat::sniff(b"<urn:s> <urn:p> <urn:o> <urn:g> .\n"), Some(ImportFormat::NQuads));
+    /// assert_eq!(ImportFormat::sniff(b"@prefix ft: <https://w3id.org/forktrail/ns#> .\n"), Some(ImportFormat::TriG));
+    /// assert_eq!(ImportFormat::sniff(b"Dear diary,"), None);
+    /// ```
+    pub fn sniff(content: &[u8]) -> Option<Self> {
+        let text = String::from_utf8_lossy(&content[..content.len().min(1 << 20)]);
+        let mut lines = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'));
+        let first = lines.next()?;
+        if first.starts_with('[') {
+            return Some(Self::OpenAi);
+        }
+        if first.starts_with('{') {
+            // One JSON object per line: a Claude Code line has a "type" and the ids
+            // that chain lines (its first lines may be snapshots that have neither);
+            // an OpenAI message has a "role".
+            let claude_keys = [
+                "uuid",
+                "parentUuid",
+                "sessionId",
+                "leafUuid",
+                "isSidechain",
+                "messageId",
+            ];
+            for line in std::iter::once(first).chain(lines).take(50) {
+                // A line cut at the sniffing limit, or one that is not an object,
+                // says nothing either way.
+                let Ok(serde_json::Value::Object(object)) = serde_json::from_str(line) else {
+                    continue;
+                };
+                if object.get("type").is_some_and(serde_json::Value::is_string)
+                    && claude_keys.iter().any(|k| object.contains_key(*k))
+                {
+                    return Some(Self::ClaudeCode);
+                }
+                if object.contains_key("role") {
+                    return Some(Self::OpenAi);
+                }
+            }
+            return None;
+        }
+        let lower = first.to_ascii_lowercase();
+        if ["@prefix", "@base", "prefix ", "base ", "graph "]
+            .iter()
+            .any(|k| lower.starts_with(k))
+        {
+            return Some(Self::TriG);
+        }
+        if first.starts_with('<') || first.starts_with("_:") {
+            // A whole N-Quads statement on the line; anything else (a graph block, a
+            // Turtle-style statement) is TriG.
+            let nquads = RdfParser::from_format(RdfFormat::NQuads)
+                .for_slice(first.as_bytes())
+                .collect::<std::result::Result<Vec<_>, _>>();
+            return Some(match nquads {
+                Ok(quads) if !quads.is_empty() => Self::NQuads,
+                _ => Self::TriG,
+            });
+        }
+        None
+    }
+
+    /// The sniffed format of `content`, or an error naming `what` and the choices.
+    pub fn sniff_or_explain(content: &[u8], what: &str) -> Result<Self> {
+        Self::sniff(content).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "cannot tell the format of {what}; pass --format one of {}",
+                Self::NAMES.join(", ")
+            ))
+        })
+    }
 }
 
 impl FromStr for ImportFormat {
@@ -57,9 +163,12 @@ impl FromStr for ImportFormat {
         Ok(match s {
             "trig" => Self::TriG,
             "nquads" => Self::NQuads,
+            "openai" => Self::OpenAi,
+            "claude-code" => Self::ClaudeCode,
             _ => {
                 return Err(Error::InvalidInput(format!(
-                    "unknown import format {s:?} (expected trig or nquads)"
+                    "unknown import format {s:?} (expected one of: {})",
+                    Self::NAMES.join(", ")
                 )))
             }
         })
@@ -80,6 +189,52 @@ fn serializer(format: RdfFormat) -> RdfSerializer {
         }
     }
     s
+}
+
+/// The PROV-O super-classes and super-properties of every class and property, by
+/// transitive `rdfs:subClassOf` / `rdfs:subPropertyOf`: the ontology's own statements
+/// plus PROV-O's (`prov:SoftwareAgent` and `prov:Person` are `prov:Agent`s). Only PROV
+/// terms are kept: they are what PROV tools read.
+type Entailments = BTreeMap<NamedNode, Vec<NamedNode>>;
+
+fn prov_entailments() -> (Entailments, Entailments) {
+    let mut sub_class: Vec<(NamedNode, NamedNode)> = vec![
+        (prov::SOFTWARE_AGENT.into_owned(), prov::AGENT.into_owned()),
+        (prov::PERSON.into_owned(), prov::AGENT.into_owned()),
+    ];
+    let mut sub_property: Vec<(NamedNode, NamedNode)> = Vec::new();
+    for quad in RdfParser::from_format(RdfFormat::Turtle).for_slice(crate::ONTOLOGY.as_bytes()) {
+        let Ok(quad) = quad else { continue };
+        let (oxigraph::model::NamedOrBlankNode::NamedNode(s), Term::NamedNode(o)) =
+            (quad.subject, quad.object)
+        else {
+            continue;
+        };
+        if quad.predicate == rdfs::SUB_CLASS_OF {
+            sub_class.push((s, o));
+        } else if quad.predicate == rdfs::SUB_PROPERTY_OF {
+            sub_property.push((s, o));
+        }
+    }
+    let closure = |pairs: &[(NamedNode, NamedNode)]| -> Entailments {
+        let mut out = Entailments::new();
+        for (start, _) in pairs {
+            let mut found: Vec<NamedNode> = Vec::new();
+            let mut todo = vec![start.clone()];
+            while let Some(term) = todo.pop() {
+                for (s, o) in pairs {
+                    if *s == term && !found.contains(o) {
+                        found.push(o.clone());
+                        todo.push(o.clone());
+                    }
+                }
+            }
+            found.retain(|t| t.as_str().starts_with(prov::NS));
+            out.insert(start.clone(), found);
+        }
+        out
+    };
+    (closure(&sub_class), closure(&sub_property))
 }
 
 impl Store {
@@ -158,11 +313,56 @@ impl Store {
             if k > parent_len {
                 return Err(Error::IndexOutOfRange {
                     session: parent_id,
-                    index: k as i64,
+                    index: k.into(),
                     valid: format!("0..={parent_len} (fork point of {id})"),
                 });
             }
         }
+        Ok(())
+    }
+
+    /// The triples of `graphs` merged into one graph (a set: an agent declared in
+    /// many graphs appears once), with the PROV-O classes and properties the ontology
+    /// and PROV-O imply added, as Turtle.
+    fn write_prov(&self, graphs: &[NamedNode], out: &mut impl Write) -> Result<()> {
+        let write_err = |e: std::io::Error| Error::io("cannot write the export", e);
+        let (classes, properties) = prov_entailments();
+        let mut triples: std::collections::HashSet<Triple> = std::collections::HashSet::new();
+        for graph in graphs {
+            for quad in self
+                .inner
+                .quads_for_pattern(None, None, None, Some(graph.into()))
+            {
+                let triple: Triple = quad?.into();
+                if triple.predicate == rdf::TYPE {
+                    if let Term::NamedNode(class) = &triple.object {
+                        for sup in classes.get(class).into_iter().flatten() {
+                            triples.insert(Triple::new(
+                                triple.subject.clone(),
+                                rdf::TYPE,
+                                sup.clone(),
+                            ));
+                        }
+                    }
+                }
+                for sup in properties.get(&triple.predicate).into_iter().flatten() {
+                    triples.insert(Triple::new(
+                        triple.subject.clone(),
+                        sup.clone(),
+                        triple.object.clone(),
+                    ));
+                }
+                triples.insert(triple);
+            }
+        }
+        // Sorted, so the same store exports the same text and subjects come together.
+        let mut triples: Vec<Triple> = triples.into_iter().collect();
+        triples.sort_by_cached_key(|t| t.to_string());
+        let mut w = serializer(RdfFormat::Turtle).for_writer(out);
+        for triple in &triples {
+            w.serialize_triple(triple).map_err(write_err)?;
+        }
+        w.finish().map_err(write_err)?;
         Ok(())
     }
 
@@ -210,6 +410,14 @@ impl Store {
                     .map_err(|e| write_err(e.into()))?;
                 out.write_all(b"\n").map_err(write_err)?;
             }
+            ExportFormat::Prov => {
+                let graphs: Vec<NamedNode> = match session {
+                    // The chain: what the session's turns and lineage point into.
+                    Some(id) => self.chain(id)?.into_iter().map(|f| f.iri).collect(),
+                    None => graphs,
+                };
+                self.write_prov(&graphs, &mut out)?;
+            }
             ExportFormat::Turtle => {
                 let (Some(_), [graph]) = (session, graphs.as_slice()) else {
                     return Err(Error::InvalidInput(
@@ -246,14 +454,60 @@ impl Store {
         out.flush().map_err(write_err)
     }
 
+    /// Imports `content` in `format`, or in the format its content shows when `None`
+    /// (see [`ImportFormat::sniff`]), all or nothing: forktrail's own TriG or N-Quads,
+    /// an OpenAI transcript (one new session) or a Claude Code log.
+    pub fn import_with(
+        &self,
+        content: &[u8],
+        format: Option<ImportFormat>,
+        options: &crate::TranscriptOptions<'_>,
+    ) -> Result<crate::TranscriptReport> {
+        let format = match format {
+            Some(format) => format,
+            None => ImportFormat::sniff_or_explain(content, "the input")?,
+        };
+        let text = || {
+            std::str::from_utf8(content).map_err(|e| {
+                Error::InvalidInput(format!(
+                    "the input is not valid UTF-8 (invalid byte at offset {})",
+                    e.valid_up_to()
+                ))
+            })
+        };
+        match format {
+            ImportFormat::OpenAi => {
+                self.import_openai(text()?, crate::NewSession::default(), options)
+            }
+            ImportFormat::ClaudeCode => self.import_claude_code(text()?, options),
+            rdf => Ok(crate::TranscriptReport {
+                sessions: self.import(content, rdf)?,
+                ..Default::default()
+            }),
+        }
+    }
+
     /// Reads forktrail's own TriG/N-Quads export and adds its sessions, all or none.
     /// Refuses sessions that already exist, graphs that are not session graphs under
     /// this store's base IRI, and forks whose parent is neither in the file nor here.
     /// Returns the imported session ids.
-    pub fn import(&self, input: impl Read, format: ImportFormat) -> Result<Vec<String>> {
+    ///
+    /// Transcripts (OpenAI, Claude Code) are read whole and imported with default
+    /// options; [`Store::import_with`] returns their full report.
+    pub fn import(&self, mut input: impl Read, format: ImportFormat) -> Result<Vec<String>> {
         let format = match format {
             ImportFormat::TriG => RdfFormat::TriG,
             ImportFormat::NQuads => RdfFormat::NQuads,
+            transcript => {
+                let mut bytes = Vec::new();
+                input
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| Error::io("cannot read the import", e))?;
+                let options = crate::TranscriptOptions::default();
+                return Ok(self
+                    .import_with(&bytes, Some(transcript), &options)?
+                    .sessions);
+            }
         };
         let mut graphs: BTreeMap<NamedNode, Vec<Quad>> = BTreeMap::new();
         for quad in RdfParser::from_format(format).for_reader(input) {

@@ -33,12 +33,16 @@ pub mod ft {
         REQUEST_KEY = "requestKey", TIMEOUT_SECS = "timeoutSeconds", ERROR_MESSAGE = "errorMessage",
         INPUT_TOKENS = "inputTokens", OUTPUT_TOKENS = "outputTokens", LATENCY_MS = "latencyMs",
         RESULT_SESSION = "resultSession",
+        SOURCE_ID = "sourceId", AGENT_ID = "agentId", SPAWNED_BY = "spawnedBy",
+        SPAWNED_IN_SESSION = "spawnedInSession", SPAWN_TOOL_CALL_ID = "spawnToolCallId",
     }
 }
 
 /// PROV-O, `http://www.w3.org/ns/prov#`.
 pub mod prov {
     use super::*;
+    /// The namespace IRI.
+    pub const NS: &str = "http://www.w3.org/ns/prov#";
     terms! { "http://www.w3.org/ns/prov#";
         ENTITY = "Entity", ACTIVITY = "Activity", AGENT = "Agent",
         SOFTWARE_AGENT = "SoftwareAgent", PERSON = "Person",

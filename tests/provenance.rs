@@ -57,7 +57,7 @@ fn the_ontology_parses_to_the_same_triples_with_oxttl_and_rio_turtle() {
 }
 
 /// A store exercising every write path: demo tree, tool calls, kinds, titles, reasons,
-/// a detach.
+/// a detach, anchors, merges, regenerations, a Claude Code project with sub-agents.
 fn rich_store() -> Store {
     let s = Store::in_memory().unwrap();
     let tree = demo::build(&s).unwrap();
@@ -111,6 +111,12 @@ fn rich_store() -> Store {
         ..options
     };
     assert_eq!(s.regenerate(&tree.root, &options).unwrap().status, "failed");
+    // A Claude Code project: imported turns keep their source ids, sub-agents their
+    // launch.
+    let project =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-project");
+    s.import_claude_code_path(&project, &forktrail::TranscriptOptions::default())
+        .unwrap();
     s
 }
 
@@ -224,8 +230,9 @@ fn every_turn_is_attributed_and_timed_and_every_fork_is_a_prov_activity_that_use
     ));
     assert_eq!(
         (forks, proper),
-        (7, 7),
-        "three demo forks, the detached one, one from an anchor, one abandoned, one regenerated"
+        (10, 10),
+        "three demo forks, the detached one, one from an anchor, one abandoned, one \
+         regenerated, three Claude Code sub-agents"
     );
 }
 
@@ -260,4 +267,59 @@ fn turns_are_attributed_to_their_model_or_tool_else_the_principal() {
         agent(&turns[8].session, 8),
         format!("\"{}\"", demo::MODEL_B)
     );
+}
+
+/// Distinct rows of a SELECT over the store.
+fn distinct(s: &Store, sparql: &str) -> u64 {
+    count(s, sparql) as u64
+}
+
+#[test]
+fn a_prov_tool_reads_turns_as_entities_models_as_agents_and_every_relation() {
+    let s = rich_store();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("all.prov.ttl");
+    let mut out = Vec::new();
+    s.export(None, forktrail::ExportFormat::Prov, &mut out)
+        .unwrap();
+    std::fs::write(&file, &out).unwrap();
+    let run = std::process::Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/prov_check.py"))
+        .arg(&file)
+        .output()
+        .expect("python3 runs (make deps installs prov)");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let found: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let p = "PREFIX ft: <https://w3id.org/forktrail/ns#> PREFIX prov: <http://www.w3.org/ns/prov#>";
+    let turns = distinct(
+        &s,
+        &format!("{p} SELECT DISTINCT ?t WHERE {{ ?t a ft:Turn }}"),
+    );
+    let models = distinct(
+        &s,
+        &format!("{p} SELECT DISTINCT ?m WHERE {{ ?m a ft:Model }}"),
+    );
+    let attributions = distinct(
+        &s,
+        &format!("{p} SELECT DISTINCT ?x ?a WHERE {{ ?x prov:wasAttributedTo ?a }}"),
+    );
+    let derivations = distinct(
+        &s,
+        &format!(
+            "{p} SELECT DISTINCT ?x ?y WHERE {{ {{ ?x prov:wasDerivedFrom ?y }} UNION \
+             {{ ?x ft:parentSession ?y }} UNION {{ ?x ft:spawnedBy ?y }} }}"
+        ),
+    );
+    assert!(turns >= 40 && models >= 4, "{turns} turns, {models} models");
+    assert_eq!(found["turns"], turns, "{found}");
+    assert_eq!(found["models"], models, "{found}");
+    assert_eq!(found["attributions"], attributions, "{found}");
+    assert_eq!(found["derivations"], derivations, "{found}");
+    for relation in ["generations", "associations", "usages", "activities"] {
+        assert!(found[relation].as_u64().unwrap() > 0, "{relation}: {found}");
+    }
 }
