@@ -222,6 +222,17 @@ impl Iris {
         SessionId::new(id).ok().map(|_| id.to_string())
     }
 
+    /// The session id and index of a turn IRI under this base.
+    pub(crate) fn turn_index(&self, iri: NamedNodeRef<'_>) -> Option<(String, u64)> {
+        let rest = iri
+            .as_str()
+            .strip_prefix(&self.base)?
+            .strip_prefix("session:")?;
+        let (id, index) = rest.rsplit_once("/turn/")?;
+        SessionId::new(id).ok()?;
+        Some((id.to_string(), index.parse().ok()?))
+    }
+
     /// The agent named by an agent IRI under this base.
     pub(crate) fn parse_agent(&self, iri: NamedNodeRef<'_>) -> Option<Agent> {
         let rest = iri.as_str().strip_prefix(&self.base)?;

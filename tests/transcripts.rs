@@ -3,8 +3,9 @@
 mod common;
 
 use common::*;
-use forktrail::{Error, NewSession, Role, SessionId, Store, TranscriptOptions};
+use forktrail::{Error, NewSession, NewTurn, Role, SessionId, Store, TranscriptOptions};
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!(
@@ -155,14 +156,20 @@ fn a_claude_code_log_becomes_a_session_a_fork_per_alternative_and_a_sidechain() 
             contents(&s, &side.session)[1].2,
             "Found two: src/report.rs line 14 and src/cli.rs line 88."
         );
-        // The same log again: its main session id is taken, and nothing is written.
-        let err = fails_unchanged(&s, || {
-            s.import_claude_code(
+        // The same log again: every line is imported already, so nothing changes.
+        let before = quads(&s);
+        let again = s
+            .import_claude_code(
                 &fixture("claude-code-branches.jsonl"),
                 &TranscriptOptions::default(),
             )
-        });
-        assert!(err.to_string().contains("already exists"), "{err}");
+            .unwrap();
+        assert_eq!(
+            (again.sessions.len(), again.extended.len(), again.turns),
+            (0, 0, 0),
+            "{again:?}"
+        );
+        assert_eq!(before, quads(&s), "{}", s.kind);
     }
 }
 
@@ -250,4 +257,292 @@ fn duplicate_uuids_and_parent_loops_are_named_by_line() {
         )
     });
     assert!(err.to_string().starts_with("line 1:"), "{err}");
+}
+
+const PROJECT_MAIN: &str = "5b0c1e7a-2f4d-4c1a-9e8b-6a7d3c2b1f00";
+
+fn project() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-project")
+}
+
+/// The value of `predicate` on the node of session `id`, in its graph.
+fn session_fact(s: &Store, id: &str, predicate: &str) -> Option<String> {
+    let iri = format!("urn:forktrail:session:{id}");
+    let q = format!(
+        "SELECT ?v WHERE {{ GRAPH <{iri}> {{ <{iri}> <https://w3id.org/forktrail/ns#{predicate}> ?v }} }}"
+    );
+    let oxigraph::sparql::QueryResults::Solutions(mut rows) = s.query(&q, &[]).unwrap() else {
+        panic!("not a SELECT")
+    };
+    rows.next().map(|r| match r.unwrap().get("v").unwrap() {
+        oxigraph::model::Term::Literal(l) => l.value().to_string(),
+        other => other.to_string(),
+    })
+}
+
+#[test]
+fn a_claude_code_project_folder_links_each_sub_agent_to_the_turn_that_launched_it() {
+    let explore = format!("{PROJECT_MAIN}:agent-a1b2c3d4");
+    let nested = format!("{PROJECT_MAIN}:agent-e5f6a7b8");
+    let legacy = format!("{PROJECT_MAIN}:agent-legacy77");
+    for s in stores() {
+        let report = s
+            .import_claude_code_path(&project(), &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(
+            report.sessions,
+            [
+                PROJECT_MAIN,
+                explore.as_str(),
+                legacy.as_str(),
+                nested.as_str()
+            ],
+            "{report:?}"
+        );
+        assert_eq!(report.turns, 6 + 6 + 2 + 2);
+        assert!(report.unresolved_subagents.is_empty(), "{report:?}");
+        // The thinking-only line is skipped, and its child hangs on to its parent.
+        assert_eq!(
+            report.skipped_types.get("assistant (no text or tool use)"),
+            Some(&1),
+            "{report:?}"
+        );
+        let main = contents(&s, PROJECT_MAIN);
+        assert_eq!(main.len(), 6);
+        assert_eq!(
+            main[5].2,
+            "parse_date used the local offset; it now takes the offset as a parameter."
+        );
+        // Each sub-agent is a fork at 0 of the session whose turn launched it.
+        for (agent, parent, launched_by, turns) in [
+            (&explore, PROJECT_MAIN, 1, 6),
+            (&legacy, PROJECT_MAIN, 3, 2),
+            (&nested, explore.as_str(), 3, 2),
+        ] {
+            let info = s.info(&sid(agent)).unwrap();
+            assert_eq!(info.parent.as_deref(), Some(parent), "{agent}");
+            assert_eq!(
+                (info.forked_at_index, info.length),
+                (Some(0), turns),
+                "{agent}"
+            );
+            assert_eq!(
+                session_fact(&s, agent, "spawnedBy"),
+                Some(format!(
+                    "<urn:forktrail:session:{parent}/turn/{launched_by}>"
+                )),
+                "{agent}"
+            );
+            assert_eq!(
+                session_fact(&s, agent, "spawnedInSession").as_deref(),
+                Some(PROJECT_MAIN)
+            );
+        }
+        assert_eq!(s.info(&sid(&nested)).unwrap().depth, 2);
+        let shown = s.info(&sid(&explore)).unwrap().subagent.unwrap();
+        assert_eq!(
+            (shown.agent_id.as_str(), shown.tool_call_id.as_deref()),
+            ("a1b2c3d4", Some("toolu_task1"))
+        );
+        let launch = shown.spawned_by.unwrap();
+        assert_eq!((launch.session.as_str(), launch.index), (PROJECT_MAIN, 1));
+        assert_eq!(s.info(&sid(PROJECT_MAIN)).unwrap().subagent, None);
+        assert_eq!(
+            session_fact(&s, &explore, "spawnToolCallId").as_deref(),
+            Some("toolu_task1")
+        );
+        assert_eq!(contents(&s, &explore)[0].2, "Find where dates are parsed.");
+        // The launching turn is the one whose tool calls name the call.
+        let launcher = &s.load(&sid(PROJECT_MAIN), None).unwrap()[1];
+        assert!(launcher
+            .tool_calls
+            .as_deref()
+            .unwrap()
+            .contains("toolu_task1"));
+        let labels: Vec<String> = s
+            .branches(&sid(PROJECT_MAIN))
+            .unwrap()
+            .into_iter()
+            .map(|b| b.branch)
+            .collect();
+        assert_eq!(labels, ["agent-a1b2c3d4", "agent-legacy77"]);
+        // Importing the folder again changes nothing.
+        let before = quads(&s);
+        let again = s
+            .import_claude_code_path(&project(), &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!((again.sessions.len(), again.turns), (0, 0), "{again:?}");
+        assert_eq!(before, quads(&s));
+    }
+}
+
+#[test]
+fn a_lone_sub_agent_file_is_a_root_with_an_unresolved_link_resolved_by_the_folder() {
+    let explore = format!("{PROJECT_MAIN}:agent-a1b2c3d4");
+    let file = project()
+        .join(PROJECT_MAIN)
+        .join("subagents/agent-a1b2c3d4.jsonl");
+    for s in stores() {
+        let report = s
+            .import_claude_code_path(&file, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(report.sessions, [explore.as_str()]);
+        assert_eq!(report.unresolved_subagents, [explore.as_str()]);
+        let info = s.info(&sid(&explore)).unwrap();
+        assert_eq!((info.parent, info.length), (None, 6));
+        assert_eq!(session_fact(&s, &explore, "spawnedBy"), None);
+        let shown = s.info(&sid(&explore)).unwrap().subagent.unwrap();
+        assert_eq!(
+            (shown.spawned_by, shown.spawned_in_session.as_deref()),
+            (None, Some(PROJECT_MAIN))
+        );
+        assert_eq!(
+            session_fact(&s, &explore, "spawnToolCallId").as_deref(),
+            Some("toolu_task1"),
+            "the launch is recorded, from the meta file"
+        );
+        assert_eq!(
+            session_fact(&s, &explore, "spawnedInSession").as_deref(),
+            Some(PROJECT_MAIN)
+        );
+        let digests: Vec<String> = s
+            .load(&sid(&explore), None)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.digest)
+            .collect();
+        // The folder brings the trunk: the sub-agent becomes a fork at 0 of the main
+        // session, linked to its launching turn, its turns untouched.
+        let report = s
+            .import_claude_code_path(&project(), &TranscriptOptions::default())
+            .unwrap();
+        assert!(report.extended.contains(&explore), "{report:?}");
+        assert!(!report.sessions.contains(&explore), "{report:?}");
+        let info = s.info(&sid(&explore)).unwrap();
+        assert_eq!(info.parent.as_deref(), Some(PROJECT_MAIN));
+        assert_eq!((info.forked_at_index, info.depth), (Some(0), 1));
+        assert_eq!(info.branch, "agent-a1b2c3d4");
+        assert_eq!(
+            session_fact(&s, &explore, "spawnedBy"),
+            Some(format!("<urn:forktrail:session:{PROJECT_MAIN}/turn/1>"))
+        );
+        let after: Vec<String> = s
+            .load(&sid(&explore), None)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.digest)
+            .collect();
+        assert_eq!(digests, after);
+        assert_eq!(s.info(&sid(&explore)).unwrap().length, 6);
+    }
+}
+
+#[test]
+fn a_grown_log_imported_again_gains_only_its_new_lines() {
+    let log = fixture("claude-code-branches.jsonl");
+    let main = "7f3c2a10-5b1e-4c8e-9a61-2d4f0e8b9c01";
+    let line = |uuid: &str, parent: &str, role: &str, text: &str| {
+        format!(
+            "{{\"type\":\"{role}\",\"uuid\":\"{uuid}\",\"parentUuid\":\"{parent}\",\"sessionId\":\"{main}\",\"isSidechain\":false,\"message\":{{\"role\":\"{role}\",\"content\":\"{text}\"}}}}\n"
+        )
+    };
+    for s in stores() {
+        s.import_claude_code(&log, &TranscriptOptions::default())
+            .unwrap();
+        let before = contents(&s, main);
+        let branches_before = s.branches(&sid(main)).unwrap().len();
+        // The conversation went on after a4, and the user also retried at u4.
+        let grown = log.clone()
+            + &line("u5", "a4", "user", "Commit it.")
+            + &line("a5", "u5", "assistant", "Committed as 3f2a1c.")
+            + &line("u4b", "a3", "user", "Run only the date tests.");
+        let report = s
+            .import_claude_code(&grown, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(report.turns, 3, "{report:?}");
+        assert_eq!(report.extended, [main], "{report:?}");
+        assert_eq!(report.sessions.len(), 1, "one new fork for u4b: {report:?}");
+        let after = contents(&s, main);
+        assert_eq!(after[..before.len()], before[..]);
+        assert_eq!(after.len(), before.len() + 2);
+        assert_eq!(after.last().unwrap().2, "Committed as 3f2a1c.");
+        let branches = s.branches(&sid(main)).unwrap();
+        assert_eq!(branches.len(), branches_before + 1);
+        let retry = branches
+            .iter()
+            .find(|b| b.session == report.sessions[0])
+            .unwrap();
+        assert_eq!(retry.branch, "alt-2", "alt-1 is taken");
+        assert_eq!(retry.forked_at_index, 6);
+        // The first turns keep their digests: they were not rewritten.
+        let digests = |s: &Store| -> Vec<String> {
+            s.load(&sid(main), None)
+                .unwrap()
+                .into_iter()
+                .map(|t| t.digest)
+                .collect()
+        };
+        let first = digests(&s);
+        s.import_claude_code(&grown, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(first, digests(&s));
+    }
+}
+
+#[test]
+fn a_session_not_imported_from_claude_code_is_not_appended_to() {
+    let s = Store::in_memory().unwrap();
+    let id = s
+        .create_session(NewSession {
+            id: Some("7f3c2a10-5b1e-4c8e-9a61-2d4f0e8b9c01".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    s.append(&id, NewTurn::new(Role::User, "mine")).unwrap();
+    let err = fails_unchanged(&s, || {
+        s.import_claude_code(
+            &fixture("claude-code-branches.jsonl"),
+            &TranscriptOptions::default(),
+        )
+    });
+    assert!(
+        err.to_string()
+            .contains("was not imported from a Claude Code log"),
+        "{err}"
+    );
+}
+
+#[test]
+fn thinking_only_lines_are_skipped_and_a_log_of_nothing_else_is_refused() {
+    let s = Store::in_memory().unwrap();
+    let user = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"t1","message":{"role":"user","content":"Why?"}}"#;
+    let thinking = r#"{"type":"assistant","uuid":"a1","parentUuid":"u1","sessionId":"t1","message":{"role":"assistant","model":"m","content":[{"type":"thinking","thinking":"hmm"}]}}"#;
+    let answer = r#"{"type":"assistant","uuid":"a2","parentUuid":"a1","sessionId":"t1","message":{"role":"assistant","model":"m","content":"Because."}}"#;
+    let report = s
+        .import_claude_code(
+            &format!("{user}\n{thinking}\n{answer}\n"),
+            &TranscriptOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(report.turns, 2);
+    assert_eq!(
+        report.skipped_types.get("assistant (no text or tool use)"),
+        Some(&1)
+    );
+    assert_eq!(
+        contents(&s, "t1")
+            .into_iter()
+            .map(|(_, _, c)| c)
+            .collect::<Vec<_>>(),
+        ["Why?", "Because."]
+    );
+    let only = thinking.replace("\"u1\"", "null").replace("t1", "t2");
+    let err = fails_unchanged(&s, || {
+        s.import_claude_code(&only, &TranscriptOptions::default())
+    });
+    assert!(
+        err.to_string()
+            .contains("no user or assistant message with text"),
+        "{err}"
+    );
 }

@@ -1,0 +1,1277 @@
+//! Claude Code transcripts in: a session log (JSONL), its sub-agents' logs, a whole
+//! project folder, and logs that grew since they were last imported.
+//!
+//! Claude Code writes one JSONL file per session (the *trunk*) and one per sub-agent
+//! (`<session>/subagents/agent-<id>.jsonl`, or `agent-<id>.jsonl` beside the trunk in
+//! older versions), each line a message with a `uuid` and a `parentUuid`. The main chain
+//! becomes a session named by the log's `sessionId`; where a message has several
+//! children, each alternative after the first becomes a fork (`alt-N`); sidechains in
+//! the trunk become forks at 0 (`sidechain-N`); a sub-agent's transcript becomes a fork
+//! at 0 (`agent-<id>`, id `<session>:agent-<id>`) of the session whose turn launched it,
+//! linked to that turn by `ft:spawnedBy`, or, when that turn is not in the import, a
+//! root session whose link stays unresolved (`ft:spawnedInSession` and
+//! `ft:spawnToolCallId` without `ft:spawnedBy`).
+//!
+//! Every imported turn keeps the `uuid` of its line as `ft:sourceId`. Importing a log
+//! again appends the lines that are new (by uuid) to the sessions that hold their
+//! parents, or forks where they branch; lines already imported are left as they are.
+//!
+//! Everything is built in a scratch in-memory store with the ordinary write path, then
+//! committed in one transaction: all or nothing.
+
+use crate::error::{Error, Result};
+use crate::model::{Agent, ForkOptions, Kind, Label, NewSession, NewTurn, Role, SessionId};
+use crate::prov::{self, ForkRecord, SessionRecord};
+use crate::store::Store;
+use crate::transcript::{TranscriptOptions, TranscriptReport};
+use crate::vocab::{ft, prov as p};
+use oxigraph::model::{GraphName, Literal, NamedNode, NamedNodeRef, NamedOrBlankNode, Quad, Term};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// One JSONL file of a Claude Code project.
+#[derive(Clone, Debug)]
+struct SourceFile {
+    /// How errors name it: a path, or nothing for a single log given as text.
+    name: Option<String>,
+    text: String,
+    /// The sub-agent this file is the transcript of (from its name `agent-<id>`).
+    agent: Option<String>,
+    /// The tool call that launched that sub-agent, from its `agent-<id>.meta.json`.
+    spawned_by: Option<String>,
+}
+
+/// A message line and the turns it becomes.
+#[derive(Clone, Debug, Default)]
+struct Node {
+    file: usize,
+    line: u64,
+    uuid: String,
+    /// The line's `type`: `user` or `assistant`.
+    kind: String,
+    parent: Option<String>,
+    sidechain: bool,
+    /// The sub-agent whose transcript holds this line (`agentId`, or the file's).
+    agent: Option<String>,
+    log_session: Option<String>,
+    turns: Vec<NewTurn>,
+    /// `(tool call id, sub-agent id)` of sub-agents this line reports on: a tool result
+    /// with `toolUseResult.agentId`, or an `agentId: <id>` line in its text.
+    spawned: Vec<(String, String)>,
+}
+
+/// What a line is.
+enum Line {
+    Message(Node),
+    /// A line forktrail does not import; `uuid`/`parent` keep the chain through it.
+    Other {
+        kind: String,
+        uuid: Option<String>,
+        parent: Option<String>,
+        log_session: Option<String>,
+    },
+}
+
+/// How a chain of messages gets its session.
+#[derive(Clone, Debug)]
+enum Origin {
+    Root,
+    Sidechain,
+    SubAgent(String),
+    Fork {
+        from: SessionId,
+        at: u64,
+        sidechain: bool,
+    },
+}
+
+impl Store {
+    /// Imports a Claude Code session log (JSONL) given as text: the main chain, its
+    /// alternatives and sidechains, or a lone sub-agent transcript (a root session with
+    /// its launch recorded as unresolved). A log imported before gets its new lines
+    /// appended. Lines of other types are skipped and counted. All or nothing.
+    pub fn import_claude_code(
+        &self,
+        text: &str,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
+        let file = SourceFile {
+            name: None,
+            text: text.to_string(),
+            agent: None,
+            spawned_by: None,
+        };
+        self.import_claude_files(vec![file], options)
+    }
+
+    /// Imports Claude Code logs from disk: a project folder (every session log in it,
+    /// each with its sub-agents' transcripts linked to the turns that launched them), or
+    /// one log file (with its own `<session>/subagents/` folder when there is one). All
+    /// or nothing, in one transaction.
+    pub fn import_claude_code_path(
+        &self,
+        path: &Path,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
+        let files = discover(path)?;
+        if files.is_empty() {
+            return Err(Error::InvalidInput(format!(
+                "{} holds no Claude Code log (*.jsonl); nothing was imported",
+                path.display()
+            )));
+        }
+        self.import_claude_files(files, options)
+    }
+
+    fn import_claude_files(
+        &self,
+        files: Vec<SourceFile>,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
+        let mut report = TranscriptReport::default();
+        let families = read_families(&files, options, &mut report)?;
+        let spawns: HashMap<String, String> = files
+            .iter()
+            .filter_map(|f| Some((f.agent.clone()?, f.spawned_by.clone()?)))
+            .collect();
+        let scratch = Store::in_memory()?.with_base_iri(&self.iris.base)?;
+        let mut written = Written::default();
+        for (key, family) in families {
+            if family.nodes.is_empty() {
+                continue;
+            }
+            Build {
+                store: self,
+                scratch: &scratch,
+                files: &files,
+                log: key,
+                family,
+                spawns: &spawns,
+                report: &mut report,
+                options,
+                calls: HashMap::new(),
+                imported: HashMap::new(),
+                labels: BTreeSet::new(),
+                main: None,
+                written: &mut written,
+            }
+            .run()?;
+        }
+        if written.created.is_empty() && written.existing.is_empty() {
+            return Err(Error::InvalidInput(
+                "the input holds no user or assistant message with text or tool use; \
+                 nothing was imported"
+                    .into(),
+            ));
+        }
+        report.skipped_invalid.sort_unstable();
+        self.commit_scratch(&scratch, &written)?;
+        report.sessions = written.created.iter().map(|s| s.to_string()).collect();
+        report.extended = written
+            .extended
+            .iter()
+            .filter(|s| !written.created.contains(s))
+            .map(|s| s.to_string())
+            .collect();
+        Ok(report)
+    }
+
+    /// Writes what the scratch store holds for `written`'s sessions: new sessions are
+    /// added, existing ones that changed are replaced by their scratch graph (which
+    /// started as a copy of them), in one transaction. Refused if a copied session
+    /// changed in the store meanwhile.
+    fn commit_scratch(&self, scratch: &Store, written: &Written) -> Result<()> {
+        let _guard = self.write_guard();
+        for (id, copied) in written
+            .existing
+            .iter()
+            .filter(|(id, _)| written.extended.contains(id))
+        {
+            if self.graph_quads(&self.session_iri(id))? != *copied {
+                return Err(Error::Conflict(format!(
+                    "session {id} changed while it was being imported into; import again"
+                )));
+            }
+        }
+        for id in &written.created {
+            if self.exists(id)? {
+                return Err(Error::Conflict(format!(
+                    "session {id} already exists in the store and was not imported from \
+                     this log; delete it first or import into another store"
+                )));
+            }
+            // A fork of a session already here must still have a label of its own.
+            let facts = scratch.require(id)?;
+            if let Some(parent) = &facts.parent {
+                let label = Label::new(facts.branch.clone())?;
+                if let Some(existing) = self.child_with_label(parent, &label)? {
+                    return Err(Error::DuplicateLabel {
+                        parent: self
+                            .iris
+                            .session_id(parent.as_ref())
+                            .unwrap_or_else(|| parent.as_str().into()),
+                        label: label.to_string(),
+                        existing,
+                    });
+                }
+            }
+        }
+        let mut tx = self.inner.start_transaction()?;
+        let mut touched = Vec::new();
+        for id in written.created.iter().chain(&written.extended) {
+            let iri = self.session_iri(id);
+            if written.existing.contains_key(id) {
+                tx.remove_named_graph(iri.as_ref())?;
+            }
+            for quad in scratch
+                .inner
+                .quads_for_pattern(None, None, None, Some(iri.as_ref().into()))
+            {
+                tx.insert(&quad?);
+            }
+            touched.push(iri);
+        }
+        tx.commit()?;
+        let mut cache = self.cache();
+        for iri in touched {
+            cache.forget(iri.as_str());
+        }
+        Ok(())
+    }
+
+    /// Every quad of a graph, sorted.
+    fn graph_quads(&self, graph: &NamedNode) -> Result<Vec<Quad>> {
+        let mut quads = self
+            .inner
+            .quads_for_pattern(None, None, None, Some(graph.as_ref().into()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        quads.sort_by_cached_key(|q| q.to_string());
+        Ok(quads)
+    }
+}
+
+/// The lines of one session log and its sub-agents.
+#[derive(Default)]
+struct Family {
+    nodes: Vec<Node>,
+    by_uuid: HashMap<String, usize>,
+    /// Lines not imported (other types, thinking only): uuid → parent, so children
+    /// hang on to the nearest imported ancestor.
+    passthrough: HashMap<String, Option<String>>,
+}
+
+/// What an import writes.
+#[derive(Default)]
+struct Written {
+    /// Sessions the import creates.
+    created: Vec<SessionId>,
+    /// Sessions already in the store that gain turns (or a parent).
+    extended: Vec<SessionId>,
+    /// Sessions already in the store that were copied into the scratch store, with
+    /// their quads as copied.
+    existing: BTreeMap<SessionId, Vec<Quad>>,
+}
+
+/// The import of one family into the scratch store.
+struct Build<'a, 'o> {
+    store: &'a Store,
+    scratch: &'a Store,
+    files: &'a [SourceFile],
+    log: Option<String>,
+    family: Family,
+    /// Sub-agent id → the tool call that launched it (from `meta.json` files).
+    spawns: &'a HashMap<String, String>,
+    report: &'a mut TranscriptReport,
+    options: &'a TranscriptOptions<'o>,
+    /// Tool call id → the session and index of the turn that made it.
+    calls: HashMap<String, (SessionId, u64)>,
+    /// Source uuid → the session holding its turns and the index after its last one.
+    imported: HashMap<String, (SessionId, u64)>,
+    /// Labels already used in this family.
+    labels: BTreeSet<String>,
+    main: Option<SessionId>,
+    written: &'a mut Written,
+}
+
+impl Build<'_, '_> {
+    fn run(&mut self) -> Result<()> {
+        self.copy_existing()?;
+        let nodes = &self.family.nodes;
+        let parents: Vec<Option<usize>> = nodes
+            .iter()
+            .map(|n| resolve(&self.family, n.parent.clone()))
+            .collect();
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for (i, p) in parents.iter().enumerate() {
+            if let Some(p) = p {
+                children[*p].push(i);
+            }
+        }
+        let mut roots: Vec<(usize, Origin)> = Vec::new();
+        for (i, node) in nodes.iter().enumerate() {
+            if parents[i].is_none() {
+                let origin = match (&node.agent, node.sidechain) {
+                    (Some(agent), _) => Origin::SubAgent(agent.clone()),
+                    (None, true) => Origin::Sidechain,
+                    (None, false) => Origin::Root,
+                };
+                roots.push((i, origin));
+            }
+        }
+        // The first root is the main session; sidechains and sub-agents need it (or the
+        // turn that launched them) first.
+        roots.sort_by_key(|(i, origin)| {
+            let rank = match origin {
+                Origin::Root => 0,
+                Origin::Sidechain => 1,
+                _ => 2,
+            };
+            (rank, *i)
+        });
+        let (mut agents, mut work): (Vec<_>, Vec<_>) = roots
+            .into_iter()
+            .partition(|(_, o)| matches!(o, Origin::SubAgent(_)));
+        work.reverse();
+        let mut visited = vec![false; self.family.nodes.len()];
+        loop {
+            while let Some((start, origin)) = work.pop() {
+                self.follow(start, origin, &children, &mut visited, &mut work)?;
+            }
+            // A sub-agent waits for the turn that launched it, which may be in another
+            // sub-agent's transcript; one whose launch no pending transcript holds stays
+            // unresolved.
+            if agents.is_empty() {
+                break;
+            }
+            let pending_calls: BTreeSet<String> = agents
+                .iter()
+                .filter_map(|(_, o)| match o {
+                    Origin::SubAgent(agent) => Some(agent),
+                    _ => None,
+                })
+                .flat_map(|agent| self.calls_in(agent))
+                .collect();
+            // Of those ready, the one launched first in its conversation.
+            let ready = (0..agents.len())
+                .filter_map(|i| Some((self.spawn_turn(agents[i].0)?.1, i)))
+                .min()
+                .map(|(_, i)| i)
+                .or_else(|| {
+                    agents.iter().position(|(start, _)| {
+                        let agent = self.family.nodes[*start].agent.clone().unwrap_or_default();
+                        self.spawn_call(&agent)
+                            .is_none_or(|call| !pending_calls.contains(&call))
+                    })
+                })
+                .unwrap_or(0);
+            work.push(agents.remove(ready));
+        }
+        for (i, node) in self.family.nodes.iter().enumerate() {
+            if !visited[i] {
+                if self.options.skip_invalid {
+                    self.report.skipped_invalid.push(node.line);
+                } else {
+                    return Err(invalid(
+                        self.files,
+                        node.file,
+                        node.line,
+                        format!(
+                            "the parentUuid chain of message {} loops back on itself",
+                            node.uuid
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the sessions an earlier import of this log made into the scratch store,
+    /// and notes which source lines they already hold.
+    fn copy_existing(&mut self) -> Result<()> {
+        let Some(log) = self.log.clone() else {
+            return Ok(());
+        };
+        let store = self.store;
+        let mut family: Vec<SessionId> = Vec::new();
+        if let Ok(main) = SessionId::new(log.clone()) {
+            if let Some(facts) = store.facts_of(store.session_iri(&main).as_ref())? {
+                if !store.has_source_ids(&facts.iri)? {
+                    return Err(Error::Conflict(format!(
+                        "session {main} already exists and was not imported from a Claude Code \
+                         log; delete it first or import into another store"
+                    )));
+                }
+                for f in store.subtree_of(facts)? {
+                    family.push(SessionId::new(f.id)?);
+                }
+                self.main = Some(main);
+            }
+        }
+        // Sub-agents imported alone earlier are roots: found by their ids.
+        let agents: BTreeSet<&String> = self
+            .family
+            .nodes
+            .iter()
+            .filter_map(|n| n.agent.as_ref())
+            .collect();
+        for agent in agents {
+            if let Ok(id) = SessionId::new(agent_session_id(&log, agent)) {
+                if !family.contains(&id) && store.exists(&id)? {
+                    family.push(id);
+                }
+            }
+        }
+        for id in family {
+            let iri = store.session_iri(&id);
+            let quads = store.graph_quads(&iri)?;
+            self.scratch.inner.extend(quads.iter().cloned())?;
+            for quad in &quads {
+                if quad.predicate == ft::BRANCH
+                    && quad.subject == NamedOrBlankNode::from(iri.clone())
+                {
+                    if let Term::Literal(l) = &quad.object {
+                        self.labels.insert(l.value().to_string());
+                    }
+                }
+                if quad.predicate != ft::SOURCE_ID {
+                    continue;
+                }
+                let (NamedOrBlankNode::NamedNode(turn), Term::Literal(uuid)) =
+                    (&quad.subject, &quad.object)
+                else {
+                    continue;
+                };
+                if let Some((_, index)) = store.iris.turn_index(turn.as_ref()) {
+                    let slot = self
+                        .imported
+                        .entry(uuid.value().to_string())
+                        .or_insert((id.clone(), index + 1));
+                    if slot.0 == id {
+                        slot.1 = slot.1.max(index + 1);
+                    }
+                }
+            }
+            self.written.existing.insert(id, quads);
+        }
+        Ok(())
+    }
+
+    /// Follows a chain of messages from `start`, in the session `origin` makes (or the
+    /// one that already holds it), queueing forks where it branches.
+    fn follow(
+        &mut self,
+        start: usize,
+        origin: Origin,
+        children: &[Vec<usize>],
+        visited: &mut [bool],
+        work: &mut Vec<(usize, Origin)>,
+    ) -> Result<()> {
+        let held = self.imported.get(&self.family.nodes[start].uuid).cloned();
+        let (mut session, mut length) = match held {
+            Some((session, end)) => {
+                if let Origin::SubAgent(agent) = &origin {
+                    self.link_agent(&session, agent, start)?;
+                }
+                let n = self.family.nodes[start].turns.len() as u64;
+                (session, end.saturating_sub(n))
+            }
+            None => self.open(start, origin)?,
+        };
+        let mut at = start;
+        loop {
+            visited[at] = true;
+            let node = self.family.nodes[at].clone();
+            match self.imported.get(&node.uuid).cloned() {
+                Some((held, end)) => {
+                    // Already imported: remember where its tool calls are, and go on.
+                    let first = end.saturating_sub(node.turns.len() as u64);
+                    self.note_calls(&held, first, &node.turns);
+                    session = held;
+                    length = end;
+                }
+                None => {
+                    if self.scratch.require(&session)?.length != length {
+                        // The session went on differently: this line starts a branch.
+                        let label = self.next_label("alt");
+                        session = self.fork(&session, length, label, node.line, node.file)?;
+                    }
+                    self.append(&session, &node)?;
+                    length += node.turns.len() as u64;
+                }
+            }
+            let (same, side): (Vec<usize>, Vec<usize>) = children[at]
+                .iter()
+                .partition(|&&c| self.family.nodes[c].sidechain == node.sidechain);
+            for &c in side.iter().rev() {
+                work.push((
+                    c,
+                    Origin::Fork {
+                        from: session.clone(),
+                        at: length,
+                        sidechain: true,
+                    },
+                ));
+            }
+            for &c in same.iter().skip(1).rev() {
+                work.push((
+                    c,
+                    Origin::Fork {
+                        from: session.clone(),
+                        at: length,
+                        sidechain: false,
+                    },
+                ));
+            }
+            match same.first() {
+                Some(&next) => at = next,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Creates the session a chain starting at `start` goes into.
+    fn open(&mut self, start: usize, origin: Origin) -> Result<(SessionId, u64)> {
+        let node = self.family.nodes[start].clone();
+        match origin {
+            Origin::Root => {
+                let id = self.scratch.create_session(NewSession {
+                    id: if self.main.is_none() {
+                        self.log.clone()
+                    } else {
+                        None
+                    },
+                    title: self.log.as_ref().map(|l| format!("claude-code {l}")),
+                    principal: None,
+                })?;
+                self.main.get_or_insert(id.clone());
+                self.created(&id);
+                Ok((id, 0))
+            }
+            Origin::Sidechain => {
+                let Some(main) = self.main.clone() else {
+                    return Err(invalid(
+                        self.files,
+                        node.file,
+                        node.line,
+                        "a sidechain with no main conversation to attach it to",
+                    ));
+                };
+                let label = self.next_label("sidechain");
+                Ok((self.fork(&main, 0, label, node.line, node.file)?, 0))
+            }
+            Origin::Fork {
+                from,
+                at,
+                sidechain,
+            } => {
+                let label = self.next_label(if sidechain { "sidechain" } else { "alt" });
+                Ok((self.fork(&from, at, label, node.line, node.file)?, at))
+            }
+            Origin::SubAgent(agent) => Ok((self.open_agent(start, &agent)?, 0)),
+        }
+    }
+
+    /// The session of a sub-agent's transcript: a fork at 0 of the session whose turn
+    /// launched it, or a root that records the launch it could not find.
+    fn open_agent(&mut self, start: usize, agent: &str) -> Result<SessionId> {
+        let node = self.family.nodes[start].clone();
+        let log = self.log.clone().unwrap_or_default();
+        let id = SessionId::new(agent_session_id(&log, agent))
+            .map_err(|e| invalid(self.files, node.file, node.line, e))?;
+        if self.scratch.exists(&id)? {
+            self.link_agent(&id, agent, start)?;
+            return Ok(id);
+        }
+        let mut extra = vec![(ft::AGENT_ID, Term::from(Literal::new_simple_literal(agent)))];
+        if !log.is_empty() {
+            extra.push((
+                ft::SPAWNED_IN_SESSION,
+                Literal::new_simple_literal(&log).into(),
+            ));
+        }
+        if let Some(call) = self.spawn_call(agent) {
+            extra.push((
+                ft::SPAWN_TOOL_CALL_ID,
+                Literal::new_simple_literal(&call).into(),
+            ));
+        }
+        match self.spawn_turn(start) {
+            Some((parent, index)) => {
+                let label = self.next_label(&agent_label(agent));
+                let plan = self.scratch.fork(
+                    &parent,
+                    ForkOptions {
+                        at: Some(0),
+                        label: Some(label),
+                        reason: Some(format!(
+                            "sub-agent {agent} launched by turn {index} of {parent}"
+                        )),
+                        id: Some(id.to_string()),
+                        ..Default::default()
+                    },
+                );
+                match plan {
+                    Ok(_) => self.created(&id),
+                    // Deeper than forks may go: keep it as a root, still linked.
+                    Err(Error::ForkTooDeep { .. }) => self.agent_root(&id)?,
+                    Err(e) => return Err(invalid(self.files, node.file, node.line, e)),
+                }
+                extra.extend(self.launch_links(&parent, index));
+            }
+            None => {
+                self.agent_root(&id)?;
+                self.report.unresolved_subagents.push(id.to_string());
+            }
+        }
+        self.add_to_node(&id, extra)?;
+        Ok(id)
+    }
+
+    /// A sub-agent session imported before without its launch (a root): if the turn
+    /// that launched it is here now, it becomes a fork at 0 of that turn's session.
+    fn link_agent(&mut self, id: &SessionId, agent: &str, start: usize) -> Result<()> {
+        if self.scratch.require(id)?.parent.is_some() {
+            return Ok(());
+        }
+        let Some((parent, index)) = self.spawn_turn(start) else {
+            return Ok(());
+        };
+        let label = self.next_label(&agent_label(agent));
+        let reason = format!("sub-agent {agent} launched by turn {index} of {parent}");
+        match self.scratch.adopt(id, &parent, &label, &reason) {
+            Ok(()) | Err(Error::ForkTooDeep { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let links = self.launch_links(&parent, index);
+        self.add_to_node(id, links)?;
+        self.extended(id);
+        Ok(())
+    }
+
+    /// `ft:spawnedBy` (and `prov:wasDerivedFrom`) the launching turn.
+    fn launch_links(&self, parent: &SessionId, index: u64) -> Vec<(NamedNodeRef<'static>, Term)> {
+        let turn = self.scratch.iris.turn(parent.as_str(), index);
+        vec![
+            (ft::SPAWNED_BY, turn.clone().into()),
+            (p::WAS_DERIVED_FROM, turn.into()),
+        ]
+    }
+
+    /// Adds facts to a session node in the scratch store.
+    fn add_to_node(&self, id: &SessionId, facts: Vec<(NamedNodeRef<'static>, Term)>) -> Result<()> {
+        let iri = self.scratch.session_iri(id);
+        let graph = GraphName::NamedNode(iri.clone());
+        for (predicate, object) in facts {
+            self.scratch
+                .inner
+                .insert(&Quad::new(iri.clone(), predicate, object, graph.clone()))?;
+        }
+        Ok(())
+    }
+
+    fn agent_root(&mut self, id: &SessionId) -> Result<()> {
+        self.scratch.create_session(NewSession {
+            id: Some(id.to_string()),
+            title: self
+                .log
+                .as_ref()
+                .map(|l| format!("claude-code {l} sub-agent")),
+            principal: None,
+        })?;
+        self.created(id);
+        Ok(())
+    }
+
+    /// The tool call that launched sub-agent `agent`: from its `meta.json`, else from a
+    /// tool result that names it.
+    fn spawn_call(&self, agent: &str) -> Option<String> {
+        self.spawns.get(agent).cloned().or_else(|| {
+            self.family
+                .nodes
+                .iter()
+                .flat_map(|n| &n.spawned)
+                .find(|(_, a)| a == agent)
+                .map(|(call, _)| call.clone())
+        })
+    }
+
+    /// The tool call ids made in sub-agent `agent`'s transcript.
+    fn calls_in(&self, agent: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for node in self
+            .family
+            .nodes
+            .iter()
+            .filter(|n| n.agent.as_deref() == Some(agent))
+        {
+            for turn in &node.turns {
+                let Some(Ok(Value::Array(calls))) = turn
+                    .tool_calls
+                    .as_deref()
+                    .map(serde_json::from_str::<Value>)
+                else {
+                    continue;
+                };
+                out.extend(
+                    calls
+                        .iter()
+                        .filter_map(|c| c.get("id")?.as_str().map(str::to_string)),
+                );
+            }
+        }
+        out
+    }
+
+    /// The session and index of the turn that launched the sub-agent whose transcript
+    /// starts at `start`, once that turn is in the scratch store.
+    fn spawn_turn(&self, start: usize) -> Option<(SessionId, u64)> {
+        let agent = self.family.nodes[start].agent.as_ref()?;
+        self.calls.get(&self.spawn_call(agent)?).cloned()
+    }
+
+    fn fork(
+        &mut self,
+        from: &SessionId,
+        at: u64,
+        label: String,
+        line: u64,
+        file: usize,
+    ) -> Result<SessionId> {
+        let plan = self
+            .scratch
+            .fork(
+                from,
+                ForkOptions {
+                    at: Some(at as i64),
+                    label: Some(label),
+                    reason: Some("imported from Claude Code".into()),
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| invalid(self.files, file, line, e))?;
+        let id = SessionId::new(plan.session)?;
+        self.created(&id);
+        Ok(id)
+    }
+
+    /// Appends a line's turns, each carrying the line's uuid.
+    fn append(&mut self, session: &SessionId, node: &Node) -> Result<()> {
+        let first = self.scratch.require(session)?.length;
+        for turn in &node.turns {
+            let uuid = Literal::new_simple_literal(&node.uuid);
+            self.scratch
+                .append_with(session, turn.clone(), |w, iri, _| {
+                    w.add(iri, ft::SOURCE_ID, uuid);
+                })
+                .map_err(|e| invalid(self.files, node.file, node.line, e))?;
+            self.report.turns += 1;
+        }
+        self.note_calls(session, first, &node.turns);
+        self.imported.insert(
+            node.uuid.clone(),
+            (session.clone(), first + node.turns.len() as u64),
+        );
+        if self.written.existing.contains_key(session) {
+            self.extended(session);
+        }
+        Ok(())
+    }
+
+    fn note_calls(&mut self, session: &SessionId, first: u64, turns: &[NewTurn]) {
+        for (i, turn) in turns.iter().enumerate() {
+            let Some(calls) = turn.tool_calls.as_deref() else {
+                continue;
+            };
+            let Ok(Value::Array(calls)) = serde_json::from_str::<Value>(calls) else {
+                continue;
+            };
+            for call in calls {
+                if let Some(id) = call.get("id").and_then(Value::as_str) {
+                    self.calls
+                        .entry(id.to_string())
+                        .or_insert((session.clone(), first + i as u64));
+                }
+            }
+        }
+    }
+
+    /// `{prefix}` for a sub-agent's own label, else `{prefix}-N` with the next free N.
+    fn next_label(&mut self, prefix: &str) -> String {
+        let label = if prefix.starts_with("agent-") && !self.labels.contains(prefix) {
+            prefix.to_string()
+        } else {
+            (1..)
+                .map(|n| format!("{prefix}-{n}"))
+                .find(|l| !self.labels.contains(l))
+                .expect("a free label")
+        };
+        self.labels.insert(label.clone());
+        label
+    }
+
+    fn created(&mut self, id: &SessionId) {
+        if !self.written.created.contains(id) {
+            self.written.created.push(id.clone());
+        }
+    }
+
+    fn extended(&mut self, id: &SessionId) {
+        if !self.written.extended.contains(id) {
+            self.written.extended.push(id.clone());
+        }
+    }
+}
+
+/// Reads every line of every file into the families of session logs they belong to
+/// (by `sessionId`), counting what is skipped; a bad line fails the import unless
+/// `skip_invalid`.
+fn read_families(
+    files: &[SourceFile],
+    options: &TranscriptOptions<'_>,
+    report: &mut TranscriptReport,
+) -> Result<BTreeMap<Option<String>, Family>> {
+    let total: u64 = files
+        .iter()
+        .map(|f| crate::transcript::lines(&f.text).len() as u64)
+        .sum();
+    let mut done = 0u64;
+    let mut families: BTreeMap<Option<String>, Family> = BTreeMap::new();
+    for (index, file) in files.iter().enumerate() {
+        for (n, line) in crate::transcript::lines(&file.text) {
+            done += 1;
+            if let Some(progress) = options.progress {
+                progress(done, total);
+            }
+            let parsed = serde_json::from_str::<Value>(line)
+                .map_err(|e| e.to_string())
+                .and_then(|v| claude_line(&v));
+            let key = match &parsed {
+                Ok(Line::Message(node)) => node.log_session.clone(),
+                Ok(Line::Other { log_session, .. }) => log_session.clone(),
+                Err(_) => None,
+            };
+            // A line that names no log belongs with the lines read before it.
+            let key = key.or_else(|| families.keys().next().cloned().flatten());
+            let family = families.entry(key).or_default();
+            match parsed {
+                Ok(Line::Message(node)) if node.turns.is_empty() => {
+                    // Thinking or images only: nothing to keep, but children hang on.
+                    let kind = format!("{} (no text or tool use)", node.kind);
+                    *report.skipped_types.entry(kind).or_default() += 1;
+                    family.passthrough.insert(node.uuid, node.parent);
+                }
+                Ok(Line::Message(node)) => {
+                    let node = Node {
+                        file: index,
+                        line: n,
+                        agent: node.agent.or_else(|| file.agent.clone()),
+                        ..node
+                    };
+                    if let Some(&first) = family.by_uuid.get(&node.uuid) {
+                        if options.skip_invalid {
+                            report.skipped_invalid.push(n);
+                            continue;
+                        }
+                        let first: &Node = &family.nodes[first];
+                        let why = format!(
+                            "uuid {} was already used on {}",
+                            node.uuid,
+                            place(files, first.file, first.line)
+                        );
+                        return Err(invalid(files, index, n, why));
+                    }
+                    family.by_uuid.insert(node.uuid.clone(), family.nodes.len());
+                    family.nodes.push(node);
+                }
+                Ok(Line::Other {
+                    kind, uuid, parent, ..
+                }) => {
+                    *report.skipped_types.entry(kind).or_default() += 1;
+                    if let Some(uuid) = uuid {
+                        family.passthrough.insert(uuid, parent);
+                    }
+                }
+                Err(_) if options.skip_invalid => report.skipped_invalid.push(n),
+                Err(why) => return Err(invalid(files, index, n, why)),
+            }
+        }
+    }
+    Ok(families)
+}
+
+/// The nearest imported ancestor of a line, through lines that are not imported.
+fn resolve(family: &Family, mut parent: Option<String>) -> Option<usize> {
+    for _ in 0..=family.passthrough.len() {
+        let uuid = parent?;
+        if let Some(&i) = family.by_uuid.get(&uuid) {
+            return Some(i);
+        }
+        parent = family.passthrough.get(&uuid).cloned().flatten();
+    }
+    None
+}
+
+/// The session id of a sub-agent's transcript: the log's id, `:agent-`, the agent's id.
+fn agent_session_id(log: &str, agent: &str) -> String {
+    let agent: String = agent
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if log.is_empty() {
+        format!("agent-{agent}")
+    } else {
+        format!("{log}:agent-{agent}")
+    }
+}
+
+/// A branch label for a sub-agent: `agent-<id>`, within the label rules.
+fn agent_label(agent: &str) -> String {
+    let text: String = format!("agent-{agent}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(54)
+        .collect();
+    if Label::new(text.clone()).is_ok() {
+        text
+    } else {
+        "agent".into()
+    }
+}
+
+/// `line N` for a single log, `FILE line N` for files of a folder.
+fn place(files: &[SourceFile], file: usize, line: u64) -> String {
+    match files.get(file).and_then(|f| f.name.as_deref()) {
+        Some(name) if files.len() > 1 || files[file].agent.is_some() => {
+            format!("{name} line {line}")
+        }
+        _ => format!("line {line}"),
+    }
+}
+
+fn invalid(files: &[SourceFile], file: usize, line: u64, why: impl std::fmt::Display) -> Error {
+    Error::InvalidInput(format!(
+        "{}: {why}; nothing was imported",
+        place(files, file, line)
+    ))
+}
+
+/// The files of a Claude Code project folder, or of one log and its sub-agents.
+fn discover(path: &Path) -> Result<Vec<SourceFile>> {
+    let read = |p: &Path| -> Result<String> {
+        let bytes =
+            std::fs::read(p).map_err(|e| Error::io(format!("cannot read {}", p.display()), e))?;
+        String::from_utf8(bytes).map_err(|e| {
+            Error::InvalidInput(format!(
+                "{} is not valid UTF-8 (invalid byte at offset {})",
+                p.display(),
+                e.utf8_error().valid_up_to()
+            ))
+        })
+    };
+    let jsonl = |dir: &Path| -> Result<Vec<PathBuf>> {
+        let mut out: Vec<PathBuf> = match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "jsonl"))
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(Error::io(format!("cannot read {}", dir.display()), e)),
+        };
+        out.sort();
+        Ok(out)
+    };
+    let mut paths: Vec<PathBuf> = Vec::new();
+    let trunks: Vec<PathBuf> = if path.is_dir() {
+        let all = jsonl(path)?;
+        paths.extend(all.iter().filter(|p| agent_of(p).is_some()).cloned());
+        all.into_iter().filter(|p| agent_of(p).is_none()).collect()
+    } else {
+        vec![path.to_path_buf()]
+    };
+    for trunk in &trunks {
+        paths.push(trunk.clone());
+        if let (Some(dir), Some(stem)) = (trunk.parent(), trunk.file_stem()) {
+            paths.extend(jsonl(&dir.join(stem).join("subagents"))?);
+        }
+    }
+    // A log given alone: its legacy sub-agent files beside it, named by its lines.
+    if !path.is_dir() && agent_of(path).is_none() {
+        if let Some(dir) = path.parent() {
+            let text = read(path)?;
+            for agent in named_agents(&text) {
+                let file = dir.join(format!("agent-{agent}.jsonl"));
+                if file.is_file() && !paths.contains(&file) {
+                    paths.push(file);
+                }
+            }
+        }
+    }
+    paths.sort_by_key(|p| agent_of(p).is_some());
+    paths.dedup();
+    let mut files = Vec::new();
+    for path in paths {
+        let agent = agent_of(&path);
+        let spawned_by = agent.as_ref().and_then(|a| {
+            let meta = path.with_file_name(format!("agent-{a}.meta.json"));
+            let text = std::fs::read_to_string(meta).ok()?;
+            let value: Value = serde_json::from_str(&text).ok()?;
+            value.get("toolUseId")?.as_str().map(str::to_string)
+        });
+        files.push(SourceFile {
+            name: Some(path.display().to_string()),
+            text: read(&path)?,
+            agent,
+            spawned_by,
+        });
+    }
+    Ok(files)
+}
+
+/// The sub-agent id of a file named `agent-<id>.jsonl`.
+fn agent_of(path: &Path) -> Option<String> {
+    let stem = path.file_stem()?.to_str()?;
+    stem.strip_prefix("agent-")
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+}
+
+/// The sub-agent ids a log's tool results name.
+fn named_agents(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (_, line) in crate::transcript::lines(text) {
+        if let Ok(Line::Message(node)) = serde_json::from_str::<Value>(line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| claude_line(&v))
+        {
+            out.extend(node.spawned.into_iter().map(|(_, agent)| agent));
+        }
+    }
+    out
+}
+
+/// `agentId: <id>` in a sub-agent's answer text, as Claude Code appends it.
+fn agent_in_text(text: &str) -> Option<String> {
+    let rest = text.split("agentId: ").nth(1)?;
+    let id: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        .collect();
+    (!id.is_empty()).then_some(id)
+}
+
+fn claude_line(v: &Value) -> std::result::Result<Line, String> {
+    let text = |key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+    let kind = text("type").ok_or("a line needs a \"type\"")?;
+    if kind != "user" && kind != "assistant" {
+        return Ok(Line::Other {
+            kind,
+            uuid: text("uuid"),
+            parent: text("parentUuid"),
+            log_session: text("sessionId"),
+        });
+    }
+    let uuid = text("uuid").ok_or("a message line needs a \"uuid\"")?;
+    let message = v
+        .get("message")
+        .and_then(Value::as_object)
+        .ok_or("a message line needs a \"message\" object")?;
+    let role = if kind == "user" {
+        Role::User
+    } else {
+        Role::Assistant
+    };
+    let model = message.get("model").and_then(Value::as_str);
+    if let Some(model) = model {
+        Agent::model(model).map_err(|e| e.to_string())?;
+    }
+    let mut turns = Vec::new();
+    let mut spawned = Vec::new();
+    match message.get("content") {
+        Some(Value::String(s)) => turns.push(NewTurn::new(role, s.clone())),
+        Some(Value::Array(blocks)) => {
+            let mut texts = Vec::new();
+            let mut calls = Vec::new();
+            let mut results = Vec::new();
+            for block in blocks {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        texts.push(block.get("text").and_then(Value::as_str).unwrap_or(""))
+                    }
+                    Some("tool_use") => calls.push(json!({
+                        "id": block.get("id").cloned().unwrap_or(Value::Null),
+                        "type": "function",
+                        "function": {
+                            "name": block.get("name").cloned().unwrap_or(Value::Null),
+                            "arguments": block.get("input").map(Value::to_string)
+                                .unwrap_or_else(|| "{}".into()),
+                        }
+                    })),
+                    Some("tool_result") => {
+                        let content = match block.get("content") {
+                            Some(Value::String(s)) => s.clone(),
+                            Some(Value::Array(parts)) => parts
+                                .iter()
+                                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                                .collect::<Vec<_>>()
+                                .join("\n\n"),
+                            _ => String::new(),
+                        };
+                        let mut t = NewTurn::new(Role::Tool, content.clone());
+                        if let Some(id) = block.get("tool_use_id").and_then(Value::as_str) {
+                            t = t.tool_call_id(id);
+                            let agent = v
+                                .pointer("/toolUseResult/agentId")
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                                .or_else(|| agent_in_text(&content));
+                            if let Some(agent) = agent {
+                                spawned.push((id.to_string(), agent));
+                            }
+                        }
+                        results.push(t);
+                    }
+                    // Thinking and images are not conversation text.
+                    _ => {}
+                }
+            }
+            if !texts.is_empty() || !calls.is_empty() {
+                let mut t = NewTurn::new(role, texts.join("\n\n"));
+                if !calls.is_empty() {
+                    t = t.tool_calls(Value::Array(calls).to_string());
+                    if texts.is_empty() {
+                        t = t.kind(Kind::ToolCall);
+                    }
+                }
+                turns.push(t);
+            }
+            turns.extend(results);
+        }
+        _ => return Err("\"message.content\" must be a string or an array of blocks".into()),
+    }
+    if let Some(model) = model {
+        turns = turns
+            .into_iter()
+            .map(|t| {
+                if t.role == Role::Assistant {
+                    t.model(model)
+                } else {
+                    t
+                }
+            })
+            .collect();
+    }
+    Ok(Line::Message(Node {
+        uuid,
+        kind,
+        parent: text("parentUuid"),
+        sidechain: v
+            .get("isSidechain")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        agent: text("agentId"),
+        log_session: text("sessionId"),
+        turns,
+        spawned,
+        ..Default::default()
+    }))
+}
+
+impl Store {
+    /// Whether any turn of the session in graph `iri` was imported from a source
+    /// transcript (carries `ft:sourceId`).
+    fn has_source_ids(&self, iri: &NamedNode) -> Result<bool> {
+        Ok(self
+            .inner
+            .quads_for_pattern(None, Some(ft::SOURCE_ID), None, Some(iri.as_ref().into()))
+            .next()
+            .transpose()?
+            .is_some())
+    }
+
+    /// Makes root session `child` (with no inherited turns) a fork at 0 of `parent`
+    /// labelled `label`: its node gets the lineage and fork activity a fork made at 0
+    /// has. Its turns chain from the empty digest either way, so they stay as they are.
+    fn adopt(
+        &self,
+        child: &SessionId,
+        parent: &SessionId,
+        label: &str,
+        reason: &str,
+    ) -> Result<()> {
+        let _guard = self.write_guard();
+        let facts = self.require(child)?;
+        let chain = self.chain(parent)?;
+        let parent_facts = chain.last().expect("a chain has a leaf");
+        let principal = facts
+            .principal
+            .as_ref()
+            .and_then(|p| self.iris.parse_agent(p.as_ref()))
+            .unwrap_or_else(|| Agent::Principal("anonymous".into()));
+        let created = facts
+            .created
+            .as_deref()
+            .map(|c| Literal::new_typed_literal(c, crate::vocab::xsd::DATE_TIME))
+            .unwrap_or_else(prov::now);
+        let quads = prov::session_quads(
+            &self.iris,
+            &SessionRecord {
+                id: child.as_str(),
+                branch: label,
+                principal: &principal,
+                title: facts.title.as_deref(),
+                depth: chain.len(),
+                fork_root: &chain[0].iri,
+                created: &created,
+            },
+            Some(&ForkRecord {
+                parent: &parent_facts.iri,
+                at: 0,
+                base_digest: None,
+                reason: Some(reason),
+            }),
+        );
+        let node: Vec<Quad> = self
+            .inner
+            .quads_for_pattern(
+                Some(facts.iri.as_ref().into()),
+                None,
+                None,
+                Some(facts.iri.as_ref().into()),
+            )
+            .collect::<std::result::Result<_, _>>()?;
+        // The node's lineage facts are replaced; what else it says (its import links)
+        // stays.
+        let lineage = [
+            ft::BRANCH,
+            ft::FORK_DEPTH,
+            ft::FORK_ROOT,
+            oxigraph::model::vocab::rdf::TYPE,
+            ft::SESSION_ID,
+            p::WAS_ATTRIBUTED_TO,
+            crate::vocab::dcterms::CREATED,
+            crate::vocab::dcterms::TITLE,
+        ];
+        let removes: Vec<Quad> = node
+            .into_iter()
+            .filter(|q| lineage.contains(&q.predicate.as_ref()))
+            .collect();
+        self.commit(&quads, &removes)?;
+        self.cache().forget(facts.iri.as_str());
+        Ok(())
+    }
+}
