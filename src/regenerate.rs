@@ -49,9 +49,13 @@ pub struct RegenerateOptions {
     pub temperature: Option<f64>,
     /// `what-if` (default), `benchmark` or `manual`.
     pub reason: Option<String>,
-    /// With the same parent, K, model, system prompt and tools: returns the job (and
-    /// fork) made the first time instead of calling the model again.
+    /// A caller's key: a retry with the same key and the same request returns the job
+    /// made the first time (running or complete) instead of calling the model again.
     pub request_id: Option<String>,
+    /// Ask the model again even if an identical request (same session, fork point,
+    /// model, system prompt, tools, sampling parameters and endpoint) already completed;
+    /// without it, that job and its fork are returned. Not with `request_id`.
+    pub again: bool,
     /// Refuse above this estimated context size ([`DEFAULT_MAX_CONTEXT_TOKENS`]).
     pub max_context_tokens: Option<u64>,
     /// Allow an endpoint that is not on loopback.
@@ -100,6 +104,9 @@ pub struct Job {
     pub latency_ms: Option<u64>,
     /// SHA-256 of the exact request body (stored whole as `ft:requestBody`).
     pub request_digest: String,
+    /// True when an identical earlier request's job is returned instead of a new call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// Whether `endpoint` connects to this machine. Parsed as ureq parses it, and refused
@@ -140,7 +147,7 @@ impl Store {
         if at == 0 || at > length {
             return Err(Error::IndexOutOfRange {
                 session: session.to_string(),
-                index: at as i64,
+                index: at.into(),
                 valid: format!("1..={length} (the model needs at least one turn of context)"),
             });
         }
@@ -237,7 +244,10 @@ impl Store {
     }
 
     /// Records a `running` job for a regeneration, or returns the job an identical
-    /// earlier request made (`running` or `complete`). Run it with [`Store::run_job`].
+    /// earlier request made (`reused: true`): with a request id, that request's
+    /// `running` or `complete` job; without one, the latest `complete` job of the same
+    /// session, fork point, model, system prompt, tools, sampling parameters and
+    /// endpoint, unless `options.again`. Run a new job with [`Store::run_job`].
     pub fn begin_regeneration(
         &self,
         session: &SessionId,
@@ -248,37 +258,33 @@ impl Store {
                 "a dry run writes nothing: plan it with plan_regeneration".into(),
             ));
         }
+        if options.again && options.request_id.is_some() {
+            return Err(Error::InvalidInput(
+                "again asks for a new sample and a request id for the same one: give one \
+                 or the other"
+                    .into(),
+            ));
+        }
+        if let Some(id) = &options.request_id {
+            crate::model::check_key("request id", id)?;
+        }
         let plan = self.plan_regeneration(session, options)?;
-        let key = options.request_id.as_ref().map(|id| {
-            let parts = json!([
-                session.as_str(),
-                plan.at,
-                plan.model,
-                options.system_prompt,
-                options.tools,
-                id
-            ]);
-            prov::sha256_hex(&[parts.to_string().as_bytes()])
-        });
+        let parts = json!([
+            session.as_str(),
+            plan.at,
+            plan.model,
+            options.system_prompt,
+            options.tools,
+            options.max_tokens,
+            options.temperature,
+            plan.endpoint,
+            options.request_id
+        ]);
+        let key = prov::sha256_hex(&[parts.to_string().as_bytes()]);
         let _guard = self.write_guard();
-        if let Some(key) = &key {
-            // The jobs made under this key, found by the key itself.
-            let literal = text(key);
-            for quad in self.inner.quads_for_pattern(
-                None,
-                Some(ft::REQUEST_KEY),
-                Some(literal.as_ref().into()),
-                None,
-            ) {
-                let quad = quad?;
-                if let (NamedOrBlankNode::NamedNode(iri), GraphName::NamedNode(graph)) =
-                    (&quad.subject, &quad.graph_name)
-                {
-                    let job = self.read_job(iri, graph)?;
-                    if job.status == "running" || job.status == "complete" {
-                        return Ok(job);
-                    }
-                }
+        if !options.again {
+            if let Some(job) = self.job_of_request(&key, options.request_id.is_some())? {
+                return Ok(job);
             }
         }
         let facts = self.require(session)?;
@@ -309,15 +315,44 @@ impl Store {
             ft::REQUEST_DIGEST,
             text(&prov::sha256_hex(&[body.as_bytes()])),
         );
-        if let Some(key) = &key {
-            w.add(&iri, ft::REQUEST_KEY, text(key));
-        }
+        w.add(&iri, ft::REQUEST_KEY, text(&key));
         if let Some(secs) = options.timeout_secs {
             w.add(&iri, ft::TIMEOUT_SECS, Literal::from(secs));
         }
         w.add(&iri, p::STARTED_AT_TIME, prov::now());
         self.commit(&w.quads, &[])?;
         self.job(&id)
+    }
+
+    /// The job an earlier identical request made: found by its request key, `running`
+    /// or `complete` when a request id made it, else the latest `complete` one.
+    fn job_of_request(&self, key: &str, by_request_id: bool) -> Result<Option<Job>> {
+        let literal = text(key);
+        let mut found: Option<Job> = None;
+        for quad in self.inner.quads_for_pattern(
+            None,
+            Some(ft::REQUEST_KEY),
+            Some(literal.as_ref().into()),
+            None,
+        ) {
+            let quad = quad?;
+            if let (NamedOrBlankNode::NamedNode(iri), GraphName::NamedNode(graph)) =
+                (&quad.subject, &quad.graph_name)
+            {
+                let job = self.read_job(iri, graph)?;
+                let usable = job.status == "complete" || (by_request_id && job.status == "running");
+                let newer = found
+                    .as_ref()
+                    .is_none_or(|f| (&job.created_at, &job.job) > (&f.created_at, &f.job));
+                if usable && newer {
+                    found = Some(job);
+                }
+            }
+        }
+        Ok(found.map(|job| Job {
+            reused: true,
+            ..job
+        }))
     }
 
     /// Begins and runs a regeneration in this thread; returns the finished job.
@@ -490,6 +525,7 @@ impl Store {
             output_tokens: None,
             latency_ms: None,
             request_digest: String::new(),
+            reused: false,
         };
         for quad in self.inner.quads_for_pattern(
             Some(iri.as_ref().into()),
@@ -629,7 +665,20 @@ impl Store {
                 Err(e) if e.to_string().contains("timed out") => Err(format!(
                     "no answer from {url} within {timeout_secs} s (--timeout)"
                 )),
-                Err(e) => Err(format!("cannot reach {url}: {e}")),
+                // ureq's own message starts with the URL: name it once.
+                Err(ureq::Error::Transport(t)) => {
+                    let mut why = t.kind().to_string();
+                    for detail in [
+                        t.message().map(str::to_string),
+                        std::error::Error::source(&t).map(|s| s.to_string()),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    {
+                        why += &format!(": {detail}");
+                    }
+                    Err(format!("cannot reach {url}: {why}"))
+                }
             };
             let _ = tx.send(outcome);
         });

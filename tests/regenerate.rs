@@ -48,6 +48,14 @@ fn options(stub: &stub::Stub, at: u64) -> RegenerateOptions {
 
 /// Quads that are turns or sessions: what a regeneration must not leave behind
 /// unless it completes.
+/// An endpoint on a port nothing listens on: connections are refused.
+fn closed_endpoint() -> String {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    url
+}
+
 fn turns_and_sessions(s: &Store) -> Vec<String> {
     quads(s)
         .into_iter()
@@ -173,9 +181,7 @@ fn failures_end_failed_with_a_clear_message_and_no_partial_turn() {
         assert!(job.completed_at.is_some());
     }
     // Nothing listens on a port just closed: connection refused.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", closed.local_addr().unwrap());
-    drop(closed);
+    let url = closed_endpoint();
     let s = Store::in_memory().unwrap();
     let root = conversation(&s);
     let job = s
@@ -184,13 +190,19 @@ fn failures_end_failed_with_a_clear_message_and_no_partial_turn() {
             &RegenerateOptions {
                 at: 2,
                 model: Some("model-b".into()),
-                endpoint: Some(url),
+                endpoint: Some(url.clone()),
                 ..Default::default()
             },
         )
         .unwrap();
     assert_eq!(job.status, "failed");
-    assert!(job.error.unwrap().contains("cannot reach"));
+    let error = job.error.unwrap();
+    assert!(error.starts_with("cannot reach"), "{error}");
+    assert_eq!(
+        error.matches(&url).count(),
+        1,
+        "the endpoint is named once: {error}"
+    );
     // A model slower than the time limit.
     let stub = stub::start(Mode::Slow(Duration::from_secs(3)));
     let job = s
@@ -373,4 +385,96 @@ fn a_second_runner_of_the_same_job_returns_at_once_and_the_model_is_called_once(
     });
     assert_eq!(stub.requests().len(), 1);
     assert_eq!(s.branches(&root).unwrap().len(), 1);
+}
+
+#[test]
+fn an_identical_what_if_returns_the_completed_job_unless_asked_again() {
+    for s in stores() {
+        let root = conversation(&s);
+        let stub = stub::start(Mode::Echo);
+        let first = s.regenerate(&root, &options(&stub, 4)).unwrap();
+        assert_eq!((first.status.as_str(), first.reused), ("complete", false));
+        let same = s.regenerate(&root, &options(&stub, 4)).unwrap();
+        assert_eq!(
+            (same.job.as_str(), same.fork.clone(), same.reused),
+            (first.job.as_str(), first.fork.clone(), true),
+            "{}",
+            s.kind
+        );
+        assert_eq!(stub.requests().len(), 1, "the model was not called again");
+        assert_eq!(s.branches(&root).unwrap().len(), 1);
+        // Any part of the swap that differs is another question for the model.
+        let other_stub = stub::start(Mode::Echo);
+        for changed in [
+            RegenerateOptions {
+                temperature: Some(0.7),
+                ..options(&stub, 4)
+            },
+            RegenerateOptions {
+                max_tokens: Some(64),
+                ..options(&stub, 4)
+            },
+            RegenerateOptions {
+                system_prompt: Some("Be terse.".into()),
+                ..options(&stub, 4)
+            },
+            RegenerateOptions {
+                tools: Some(json!([])),
+                ..options(&stub, 4)
+            },
+            options(&stub, 2),
+            options(&other_stub, 4),
+        ] {
+            let job = s.regenerate(&root, &changed).unwrap();
+            assert!(!job.reused, "{changed:?}");
+            assert_ne!(job.job, first.job);
+        }
+        assert_eq!(stub.requests().len() + other_stub.requests().len(), 7);
+        // Asked again on purpose: a new sample, a new fork.
+        let again = s
+            .regenerate(
+                &root,
+                &RegenerateOptions {
+                    again: true,
+                    ..options(&stub, 4)
+                },
+            )
+            .unwrap();
+        assert!(!again.reused);
+        assert_ne!(again.fork, first.fork);
+        assert_eq!(stub.requests().len(), 7);
+        // Afterwards the identical request returns the latest of the two.
+        let latest = s.regenerate(&root, &options(&stub, 4)).unwrap();
+        assert_eq!(
+            (latest.job.as_str(), latest.reused),
+            (again.job.as_str(), true)
+        );
+    }
+}
+
+#[test]
+fn a_failed_what_if_is_not_reused_and_again_does_not_go_with_a_request_id() {
+    let s = Store::in_memory().unwrap();
+    let root = conversation(&s);
+    let failing = stub::start(Mode::Status(503));
+    assert_eq!(
+        s.regenerate(&root, &options(&failing, 4)).unwrap().status,
+        "failed"
+    );
+    assert_eq!(
+        s.regenerate(&root, &options(&failing, 4)).unwrap().status,
+        "failed"
+    );
+    assert_eq!(failing.requests().len(), 2, "a failure is asked again");
+    let err = fails_unchanged(&s, || {
+        s.begin_regeneration(
+            &root,
+            &RegenerateOptions {
+                again: true,
+                request_id: Some("r".into()),
+                ..options(&failing, 4)
+            },
+        )
+    });
+    assert!(err.to_string().contains("one or the other"), "{err}");
 }
