@@ -20,11 +20,12 @@ pub enum Error {
     )]
     ParentMissing { session: String, parent: String },
 
-    /// An index outside the valid range of a session.
+    /// An index outside the valid range of a session. The index is as the caller gave
+    /// it: any `u64` or `i64` (a negative fork point, say) fits.
     #[error("index {index} is out of range for session {session} (valid: {valid})")]
     IndexOutOfRange {
         session: String,
-        index: i64,
+        index: i128,
         valid: String,
     },
 
@@ -49,9 +50,10 @@ pub enum Error {
 
     /// A session with children cannot be deleted without `cascade`.
     #[error(
-        "session {session} has {} child session(s): {}; delete with cascade to remove the \
-         subtree, or detach the children first",
-        children.len(), children.join(", ")
+        "session {session} has {} {}: {}; delete with cascade to remove the subtree, or \
+         detach the children first",
+        children.len(), if children.len() == 1 { "child session" } else { "child sessions" },
+        children.join(", ")
     )]
     HasChildren {
         session: String,

@@ -25,6 +25,7 @@
 
 mod anchor;
 mod cache;
+mod claude_code;
 pub mod demo;
 mod diff;
 mod error;
@@ -33,6 +34,7 @@ mod merge;
 mod model;
 mod prov;
 mod query;
+mod query_check;
 mod regenerate;
 mod replay;
 #[cfg(feature = "server")]
@@ -47,12 +49,13 @@ pub use error::{Error, Result};
 pub use io::{ExportFormat, ImportFormat};
 pub use merge::SessionWriter;
 pub use model::{
-    Agent, AnchorInfo, BranchInfo, ForkOptions, ForkPlan, Kind, Label, MergeOptions, MergePlan,
-    NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId, SessionInfo, TokenTotals,
-    TreeNode, Turn, MAX_FORK_DEPTH,
+    Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,
+    DetachPlan, ForkOptions, ForkPlan, Kind, Label, MergeOptions, MergePlan, MovedSession,
+    NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId, SessionInfo, SubAgentInfo,
+    TokenTotals, TreeNode, Turn, TurnRef, TurnSpan, MAX_FORK_DEPTH,
 };
 pub use prov::turn_digest;
-pub use query::{queries, NamedQuery, QueryOptions};
+pub use query::{binding_value, queries, NamedQuery, QueryOptions};
 pub use regenerate::{
     Job, RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
     ESTIMATE_METHOD,

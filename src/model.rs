@@ -28,15 +28,21 @@ fn check_name(value: &str, max: usize) -> std::result::Result<(), String> {
             "character {c:?} is not allowed (use A-Z a-z 0-9 . _ : -)"
         ));
     }
+    // `.` and `..` are path segments a URL normaliser rewrites (`/sessions/..` is not the
+    // session `..`), and IRIs ending in them are rewritten the same way.
+    if value.chars().all(|c| c == '.') {
+        return Err("must not be made only of dots".into());
+    }
     Ok(())
 }
 
-/// A session id: 1–128 characters of `A-Z a-z 0-9 . _ : -`.
+/// A session id: 1–128 characters of `A-Z a-z 0-9 . _ : -`, not only dots.
 ///
 /// ```
 /// use forktrail::SessionId;
 /// assert!("run-42".parse::<SessionId>().is_ok());
 /// assert!("x> } ; DROP ALL ; #".parse::<SessionId>().is_err());
+/// assert!("..".parse::<SessionId>().is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId(String);
@@ -120,7 +126,7 @@ pub enum Agent {
 }
 
 impl Agent {
-    /// Validates a principal name (1–128 characters of `A-Z a-z 0-9 . _ : -`).
+    /// Validates a principal name (1–128 characters of `A-Z a-z 0-9 . _ : -`, not only dots).
     pub fn principal(name: impl Into<String>) -> Result<Self> {
         let name = name.into();
         match check_name(&name, ID_MAX) {
@@ -475,6 +481,76 @@ pub struct SessionDiff {
     pub b_tail: Vec<ReplayRecord>,
 }
 
+/// Options of a delete. Deserializes from the query of `DELETE /sessions/{id}`.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeleteOptions {
+    /// Delete the whole subtree; without it a session with children is refused.
+    pub cascade: bool,
+    /// Validate and return the plan, write nothing.
+    pub dry_run: bool,
+}
+
+/// What a delete did (or, for a dry run, would do).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeletePlan {
+    /// The deleted sessions' ids: the named one first, then its descendants, parents
+    /// before children.
+    pub deleted: Vec<String>,
+    /// The same sessions with what each held.
+    pub sessions: Vec<DeletedSession>,
+    /// Turns removed, over all of them (inherited turns are not theirs to remove).
+    pub own_turns: u64,
+}
+
+/// One session a delete removes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeletedSession {
+    pub session: String,
+    pub branch: String,
+    pub parent: Option<String>,
+    pub own_turns: u64,
+}
+
+/// Options of a detach. Deserializes from the JSON body of `POST /sessions/{id}/detach`.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DetachOptions {
+    /// Validate and return the plan, write nothing.
+    pub dry_run: bool,
+}
+
+/// What a detach did (or, for a dry run, would do).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DetachPlan {
+    pub session: String,
+    /// The parent whose link is dropped.
+    pub parent: String,
+    /// Inherited turns copied into the session: indices `0..copied_turns`.
+    pub copied_turns: u64,
+    /// Where the copies come from, one span per ancestor, in index order.
+    pub copied_from: Vec<TurnSpan>,
+    /// The session's descendants, whose depth and fork root change with it.
+    pub moved_up: Vec<MovedSession>,
+}
+
+/// Turns `from..to` (exclusive) stored by one session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TurnSpan {
+    pub session: String,
+    pub branch: String,
+    pub from: u64,
+    pub to: u64,
+}
+
+/// A descendant of a detached session: its depth before and after.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MovedSession {
+    pub session: String,
+    pub depth_before: u64,
+    pub depth_after: u64,
+}
+
 /// What a fork did (or, for a dry run, would do).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ForkPlan {
@@ -526,6 +602,33 @@ pub struct SessionInfo {
     /// Token totals of the regenerations that produced this session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenTotals>,
+    /// For a sub-agent's transcript: which agent, and what launched it (`Store::info`
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<SubAgentInfo>,
+}
+
+/// The sub-agent whose transcript a session holds, and the launch it records.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SubAgentInfo {
+    /// The id the tool gave the sub-agent.
+    pub agent_id: String,
+    /// The session and index of the turn whose tool call launched it; `None` while the
+    /// launch is unresolved (that turn is not in the store).
+    pub spawned_by: Option<TurnRef>,
+    /// The id of the launching tool call, as the source names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The session the source says launched it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawned_in_session: Option<String>,
+}
+
+/// A turn, by the session that stores it and its index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TurnRef {
+    pub session: String,
+    pub index: u64,
 }
 
 /// Input and output tokens, as the model endpoints reported them.

@@ -381,7 +381,7 @@ impl Store {
             Some(n) => {
                 return Err(Error::IndexOutOfRange {
                     session: id.to_string(),
-                    index: n as i64,
+                    index: n.into(),
                     valid: if leaf.length == 0 {
                         "none: the session has no turns".into()
                     } else {
@@ -514,7 +514,42 @@ impl Store {
         info.inherited_content_bytes = Some(inherited);
         info.models = self.models_of(&facts.iri)?;
         info.tokens = self.tokens_of(&facts.iri)?;
+        info.subagent = self.subagent_of(&facts.iri)?;
         Ok(info)
+    }
+
+    /// What the node of session `iri` says of the sub-agent whose transcript it holds.
+    fn subagent_of(&self, iri: &NamedNode) -> Result<Option<crate::model::SubAgentInfo>> {
+        let mut info = crate::model::SubAgentInfo::default();
+        let mut any = false;
+        for quad in self.inner.quads_for_pattern(
+            Some(iri.as_ref().into()),
+            None,
+            None,
+            Some(iri.as_ref().into()),
+        ) {
+            let quad = quad?;
+            let p = quad.predicate.as_ref();
+            let text = literal_text(&quad.object).map(str::to_string);
+            if p == ft::AGENT_ID {
+                info.agent_id = text.unwrap_or_default();
+            } else if p == ft::SPAWN_TOOL_CALL_ID {
+                info.tool_call_id = text;
+            } else if p == ft::SPAWNED_IN_SESSION {
+                info.spawned_in_session = text;
+            } else if p == ft::SPAWNED_BY {
+                if let Term::NamedNode(turn) = &quad.object {
+                    info.spawned_by = self
+                        .iris
+                        .turn_index(turn.as_ref())
+                        .map(|(session, index)| crate::model::TurnRef { session, index });
+                }
+            } else {
+                continue;
+            }
+            any = true;
+        }
+        Ok(any.then_some(info))
     }
 
     pub(crate) fn info_of(&self, f: &Facts) -> Result<SessionInfo> {
@@ -554,6 +589,7 @@ impl Store {
             inherited_content_bytes: None,
             models: Vec::new(),
             tokens: None,
+            subagent: None,
         })
     }
 

@@ -3,8 +3,9 @@
 
 use crate::error::{Error, Result};
 use crate::model::{
-    check_key, Agent, ForkOptions, ForkPlan, Label, NewSession, NewTurn, ReplayRecord, SessionId,
-    MAX_FORK_DEPTH,
+    check_key, Agent, DeleteOptions, DeletePlan, DeletedSession, DetachOptions, DetachPlan,
+    ForkOptions, ForkPlan, Label, MovedSession, NewSession, NewTurn, ReplayRecord, SessionId,
+    TurnSpan, MAX_FORK_DEPTH,
 };
 use crate::prov::{self, ForkRecord, GraphWriter, SessionRecord, TurnRecord};
 use crate::replay::Facts;
@@ -67,10 +68,21 @@ impl Store {
     /// Appends a turn to `id` and returns the index it was given (the session's length
     /// before the append).
     pub fn append(&self, id: &SessionId, turn: NewTurn) -> Result<u64> {
+        self.append_with(id, turn, |_, _, _| {})
+    }
+
+    /// [`Store::append`] with `extra` quads about the new turn, as
+    /// [`Store::append_locked`] takes them.
+    pub(crate) fn append_with(
+        &self,
+        id: &SessionId,
+        turn: NewTurn,
+        extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
+    ) -> Result<u64> {
         self.not_held(id)?;
         let _guard = self.write_guard();
         let facts = self.require(id)?;
-        self.append_locked(&facts, turn, |_, _, _| {})
+        self.append_locked(&facts, turn, extra)
     }
 
     /// Appends under the write lock the caller holds; `extra` may add quads (to the
@@ -209,7 +221,7 @@ impl Store {
             (Some(k), None) => {
                 return Err(Error::IndexOutOfRange {
                     session: parent.to_string(),
-                    index: k,
+                    index: k.into(),
                     valid: format!("0..={len} (a fork point)"),
                 })
             }
@@ -373,8 +385,14 @@ impl Store {
 
     /// Materialises the inherited prefix of fork `id` into it (same indices, roles,
     /// contents and digests; each copy derived from its original) and drops its
-    /// `ft:parentSession`, so the parent may be deleted. PROV lineage stays.
-    pub fn detach(&self, id: &SessionId) -> Result<()> {
+    /// `ft:parentSession`, so the parent may be deleted. PROV lineage stays. Returns
+    /// what was copied and which descendants moved up.
+    pub fn detach(&self, id: &SessionId) -> Result<DetachPlan> {
+        self.detach_with(id, DetachOptions::default())
+    }
+
+    /// [`Store::detach`], or with `options.dry_run` only its plan.
+    pub fn detach_with(&self, id: &SessionId, options: DetachOptions) -> Result<DetachPlan> {
         let _guard = self.write_guard();
         let chain = self.chain(id)?;
         let leaf = chain.last().expect("a chain has a leaf").clone();
@@ -384,17 +402,52 @@ impl Store {
             )));
         };
         let k = leaf.own_start();
+        let ancestors = &chain[..chain.len() - 1];
+        let mut copied_from: Vec<TurnSpan> = Vec::new();
+        for index in 0..k {
+            let owner = Store::owner_of(ancestors, index).ok_or_else(|| Error::Corrupt {
+                session: id.to_string(),
+                detail: format!("no ancestor owns inherited turn {index}"),
+            })?;
+            match copied_from.last_mut() {
+                Some(span) if span.session == owner.id => span.to = index + 1,
+                _ => copied_from.push(TurnSpan {
+                    session: owner.id.clone(),
+                    branch: owner.branch.clone(),
+                    from: index,
+                    to: index + 1,
+                }),
+            }
+        }
+        // The detached session becomes a root: it and its descendants move up.
+        let shift = leaf.depth;
+        let subtree = self.subtree_of(leaf.clone())?;
+        let plan = DetachPlan {
+            session: id.to_string(),
+            parent: self
+                .iris
+                .session_id(parent.as_ref())
+                .unwrap_or_else(|| parent.as_str().to_string()),
+            copied_turns: k,
+            copied_from,
+            moved_up: subtree[1..]
+                .iter()
+                .map(|f| MovedSession {
+                    session: f.id.clone(),
+                    depth_before: f.depth,
+                    depth_after: f.depth.saturating_sub(shift),
+                })
+                .collect(),
+        };
+        if options.dry_run {
+            return Ok(plan);
+        }
         let graph = GraphName::NamedNode(leaf.iri.clone());
         let mut inserts = Vec::new();
         let mut removes = Vec::new();
         let mut agents = HashSet::new();
         for index in 0..k {
-            let owner = Store::owner_of(&chain[..chain.len() - 1], index).ok_or_else(|| {
-                Error::Corrupt {
-                    session: id.to_string(),
-                    detail: format!("no ancestor owns inherited turn {index}"),
-                }
-            })?;
+            let owner = Store::owner_of(ancestors, index).expect("checked for the plan");
             let original = self.iris.turn(&owner.id, index);
             let copy = self.iris.turn(id.as_str(), index);
             let mut has_branch = false;
@@ -447,27 +500,18 @@ impl Store {
         w.add(&activity, p::STARTED_AT_TIME, prov::now());
         w.add(&leaf.iri, p::WAS_INFLUENCED_BY, activity);
         inserts.extend(w.quads);
-        // The detached session becomes a root: it and its descendants move up.
-        let shift = leaf.depth;
-        let mut queue = vec![leaf];
-        let mut seen = HashSet::new();
-        while let Some(f) = queue.pop() {
-            if !seen.insert(f.iri.clone()) {
-                continue;
-            }
+        for f in &subtree {
             let g = GraphName::NamedNode(f.iri.clone());
-            let old_depth = Literal::from(f.depth);
             removes.push(Quad::new(
                 f.iri.clone(),
                 ft::FORK_DEPTH,
-                old_depth,
+                Literal::from(f.depth),
                 g.clone(),
             ));
-            let new_depth = Literal::from(f.depth.saturating_sub(shift));
             inserts.push(Quad::new(
                 f.iri.clone(),
                 ft::FORK_DEPTH,
-                new_depth,
+                Literal::from(f.depth.saturating_sub(shift)),
                 g.clone(),
             ));
             if let Some(root) = &f.fork_root {
@@ -478,42 +522,62 @@ impl Store {
                     g.clone(),
                 ));
             }
-            let new_root = self.session_iri(id);
-            inserts.push(Quad::new(f.iri.clone(), ft::FORK_ROOT, new_root, g));
-            queue.extend(self.children_of(&f.iri)?);
+            inserts.push(Quad::new(f.iri.clone(), ft::FORK_ROOT, leaf.iri.clone(), g));
         }
         self.commit(&inserts, &removes)?;
         // The subtree's depth and root changed, and the session now owns its prefix.
         let mut cache = self.cache();
-        for iri in &seen {
-            cache.forget(iri.as_str());
+        for f in &subtree {
+            cache.forget(f.iri.as_str());
         }
-        Ok(())
+        Ok(plan)
     }
 
     /// Deletes session `id`. A session with children is refused unless `cascade`, which
     /// deletes the whole subtree in one transaction. Returns the deleted ids.
     pub fn delete(&self, id: &SessionId, cascade: bool) -> Result<Vec<String>> {
+        let options = DeleteOptions {
+            cascade,
+            dry_run: false,
+        };
+        Ok(self.delete_with(id, options)?.deleted)
+    }
+
+    /// [`Store::delete`] with what it removed, or with `options.dry_run` only the plan
+    /// (the same refusal, naming the children, when the session has some and
+    /// `options.cascade` is off).
+    pub fn delete_with(&self, id: &SessionId, options: DeleteOptions) -> Result<DeletePlan> {
         self.not_held(id)?;
         let _guard = self.write_guard();
         let facts = self.require(id)?;
         let children = self.children_of(&facts.iri)?;
-        if !children.is_empty() && !cascade {
+        if !children.is_empty() && !options.cascade {
             return Err(Error::HasChildren {
                 session: id.to_string(),
                 children: children.into_iter().map(|c| c.id).collect(),
             });
         }
-        let mut doomed = vec![facts.clone()];
-        let mut seen = HashSet::from([facts.iri.clone()]);
-        let mut next = 0;
-        while next < doomed.len() {
-            for child in self.children_of(&doomed[next].iri.clone())? {
-                if seen.insert(child.iri.clone()) {
-                    doomed.push(child);
-                }
-            }
-            next += 1;
+        let doomed = self.subtree_of(facts)?;
+        let sessions: Vec<DeletedSession> = doomed
+            .iter()
+            .map(|f| DeletedSession {
+                session: f.id.clone(),
+                branch: f.branch.clone(),
+                parent: f.parent.as_ref().map(|p| {
+                    self.iris
+                        .session_id(p.as_ref())
+                        .unwrap_or_else(|| p.as_str().into())
+                }),
+                own_turns: f.length.saturating_sub(f.own_start()),
+            })
+            .collect();
+        let plan = DeletePlan {
+            deleted: sessions.iter().map(|s| s.session.clone()).collect(),
+            own_turns: sessions.iter().map(|s| s.own_turns).sum(),
+            sessions,
+        };
+        if options.dry_run {
+            return Ok(plan);
         }
         let mut tx = self.inner.start_transaction()?;
         for f in &doomed {
@@ -524,7 +588,23 @@ impl Store {
         for f in &doomed {
             cache.forget(f.iri.as_str());
         }
-        Ok(doomed.into_iter().map(|f| f.id).collect())
+        Ok(plan)
+    }
+
+    /// `root` and every session below it, parents before children.
+    pub(crate) fn subtree_of(&self, root: Facts) -> Result<Vec<Facts>> {
+        let mut seen = HashSet::from([root.iri.clone()]);
+        let mut out = vec![root];
+        let mut next = 0;
+        while next < out.len() {
+            for child in self.children_of(&out[next].iri.clone())? {
+                if seen.insert(child.iri.clone()) {
+                    out.push(child);
+                }
+            }
+            next += 1;
+        }
+        Ok(out)
     }
 
     /// Inserts then removes in one transaction: all or nothing.

@@ -7,6 +7,11 @@ use std::collections::BTreeSet;
 /// The longest summary, in characters.
 pub(crate) const MAX_CHARS: usize = 500;
 
+/// `1 turn` or `2 turns`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `N turns (a system, b user, …); K tool calls (names); models: …; last user request: "…"`,
 /// cut to [`MAX_CHARS`] characters.
 pub(crate) fn summarize(turns: &[Turn]) -> String {
@@ -20,7 +25,11 @@ pub(crate) fn summarize(turns: &[Turn]) -> String {
         .filter(|(_, n)| *n > 0)
         .map(|(role, n)| format!("{n} {role}"))
         .collect();
-    let mut out = format!("{} turns ({})", turns.len(), counts.join(", "));
+    let mut out = format!(
+        "{} ({})",
+        count(turns.len(), "turn", "turns"),
+        counts.join(", ")
+    );
     let mut calls = 0;
     let mut tools = BTreeSet::new();
     for t in turns {
@@ -47,7 +56,7 @@ pub(crate) fn summarize(turns: &[Turn]) -> String {
         }
     }
     if calls > 0 || !tools.is_empty() {
-        out += &format!("; {calls} tool calls");
+        out += &format!("; {}", count(calls, "tool call", "tool calls"));
         if !tools.is_empty() {
             out += &format!(" ({})", tools.into_iter().collect::<Vec<_>>().join(", "));
         }
@@ -119,6 +128,19 @@ mod tests {
             summarize(&turns),
             "6 turns (1 system, 2 user, 2 assistant, 1 tool); 2 tool calls (search_trains, \
              weather); models: model-a, model-b; last user request: \"And the price?\""
+        );
+    }
+
+    #[test]
+    fn one_of_a_thing_is_singular() {
+        let mut call = turn(Role::Assistant, "");
+        call.tool_calls = Some(
+            r#"[{"id":"c1","type":"function","function":{"name":"lookup","arguments":"{}"}}]"#
+                .into(),
+        );
+        assert_eq!(
+            summarize(&[call]),
+            "1 turn (1 assistant); 1 tool call (lookup)"
         );
     }
 

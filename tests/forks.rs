@@ -171,7 +171,7 @@ fn fork_index_out_of_range_is_refused_naming_parent_and_range() {
                 )
             });
             assert!(
-                matches!(err, Error::IndexOutOfRange { index, .. } if index == at),
+                matches!(err, Error::IndexOutOfRange { index, .. } if index == i128::from(at)),
                 "{err}"
             );
             assert!(err.to_string().contains("session a") && err.to_string().contains("0..=3"));
