@@ -106,6 +106,17 @@ impl Server {
     }
 }
 
+/// Sends `request` as written over TCP and returns the whole reply.
+fn raw_request(s: &Server, request: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = s.base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    reply
+}
+
 fn content_type(r: &Response) -> String {
     r.headers()["content-type"].to_str().unwrap().to_string()
 }
@@ -483,7 +494,9 @@ fn rest_routes_follow_the_cli_semantics() {
         .bearer_auth(TOKEN)
         .send()
         .unwrap();
-    assert_eq!(r.json::<Value>().unwrap(), json!({"deleted": ["r1"]}));
+    let deleted = r.json::<Value>().unwrap();
+    assert_eq!(deleted["deleted"], json!(["r1"]));
+    assert_eq!(deleted["sessions"][0]["branch"], "main");
     assert_eq!(
         s.get("/sessions/r2/replay", "").json::<Value>().unwrap()[0]["content"],
         "hi"
@@ -693,6 +706,14 @@ fn a_third_party_sparql_client_selects_asks_and_constructs() {
     assert!(stdout.contains("select: 3 levels, root first"), "{stdout}");
     assert!(stdout.contains("ask: True"), "{stdout}");
     assert!(stdout.contains("construct: 3 forks"), "{stdout}");
+    assert!(stdout.contains("default construct: 3 forks"), "{stdout}");
+    assert!(stdout.contains("default describe: 2 triples"), "{stdout}");
+    assert!(
+        stdout.contains("sparqlstore construct: 3 forks"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("sparqlstore ask: True"), "{stdout}");
+    assert!(stdout.contains("csv ask refused: 406"), "{stdout}");
 }
 
 #[test]
@@ -973,4 +994,266 @@ fn regenerate_over_rest_answers_202_with_a_job_that_completes() {
         "a finished job stays"
     );
     assert_eq!(server.get("/jobs/nope", "application/json").status(), 404);
+}
+
+#[test]
+fn service_and_load_are_refused_silent_or_not() {
+    let s = start(with_token());
+    for query in [
+        "SELECT * WHERE { SERVICE SILENT <http://127.0.0.1:9/sparql> { ?s ?p ?o } }",
+        "ASK { ?s ?p ?o FILTER NOT EXISTS { SERVICE SILENT <http://127.0.0.1:9/> { ?s ?p ?o } } }",
+    ] {
+        let r = s.sparql(query, "application/sparql-results+json");
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{query}");
+        assert!(
+            r.text().unwrap().contains("SERVICE is not allowed"),
+            "{query}"
+        );
+    }
+    let before = s.quads();
+    for update in [
+        "LOAD SILENT <http://127.0.0.1:9/data.ttl>",
+        "LOAD <http://127.0.0.1:9/data.ttl> INTO GRAPH <urn:g>",
+        "INSERT { GRAPH <urn:g> { ?s ?p ?o } } WHERE { SERVICE SILENT <http://127.0.0.1:9/> { ?s ?p ?o } }",
+    ] {
+        let r = s.update(update, Some(TOKEN));
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{update}");
+        let body: Value = r.json().unwrap();
+        assert!(
+            body["message"].as_str().unwrap().contains("not allowed"),
+            "{update}: {body}"
+        );
+    }
+    assert_eq!(before, s.quads());
+}
+
+#[test]
+fn construct_and_describe_come_as_rdf_xml_and_ask_refuses_csv() {
+    let s = start(ServerConfig::default());
+    let construct = "CONSTRUCT { ?f a <https://w3id.org/forktrail/ns#Fork> } WHERE { ?f a <https://w3id.org/forktrail/ns#Fork> }";
+    for query in [construct, "DESCRIBE <urn:forktrail:agent:alice>"] {
+        // What SPARQLWrapper and rdflib's SPARQLStore send by default.
+        let r = s.sparql(query, "application/rdf+xml");
+        assert_eq!(r.status(), StatusCode::OK, "{query}");
+        assert_eq!(content_type(&r), "application/rdf+xml");
+        let text = r.text().unwrap();
+        assert!(text.contains("<rdf:RDF"), "{text}");
+    }
+    let forks = s.sparql(construct, "application/rdf+xml").text().unwrap();
+    assert_eq!(forks.matches("rdf:about=").count(), 3, "{forks}");
+    let ask = "ASK { ?s a <https://w3id.org/forktrail/ns#Fork> }";
+    for accept in ["text/csv", "text/tab-separated-values"] {
+        let r = s.sparql(ask, accept);
+        assert_eq!(r.status(), StatusCode::NOT_ACCEPTABLE, "{accept}");
+        let body: Value = r.json().unwrap();
+        assert!(
+            body["message"].as_str().unwrap().contains("SELECT only"),
+            "{body}"
+        );
+    }
+    let r = s.sparql(ask, "text/csv, application/sparql-results+json;q=0.5");
+    assert_eq!(r.json::<Value>().unwrap()["boolean"], true);
+    // SELECT keeps CSV.
+    assert_eq!(
+        content_type(&s.sparql("SELECT * WHERE { ?s ?p ?o } LIMIT 1", "text/csv")),
+        "text/csv; charset=utf-8"
+    );
+}
+
+#[test]
+fn every_error_from_every_layer_is_json() {
+    let s = start(ServerConfig {
+        max_body_bytes: 1024,
+        ..with_token()
+    });
+    let json_error = |r: Response, status: StatusCode, code: &str| {
+        assert_eq!(r.status(), status);
+        assert!(
+            content_type(&r).starts_with("application/json"),
+            "{}",
+            content_type(&r)
+        );
+        let body: Value = r.json().unwrap();
+        assert_eq!(body["error"], code, "{body}");
+        assert!(!body["message"].as_str().unwrap().is_empty(), "{body}");
+        body
+    };
+    let body = json_error(
+        s.get("/no/such/route", ""),
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    assert!(body["message"].as_str().unwrap().contains("/no/such/route"));
+    json_error(
+        s.http.put(s.url("/sessions")).send().unwrap(),
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    );
+    let big = "x".repeat(4096);
+    let body = json_error(
+        s.http
+            .post(s.url("/sparql"))
+            .header("Content-Type", "application/sparql-query")
+            .body(big.clone())
+            .send()
+            .unwrap(),
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+    );
+    assert!(body["message"].as_str().unwrap().contains("1024"), "{body}");
+    json_error(
+        s.http
+            .post(s.url(&format!("/sessions/{}/fork", s.tree.root)))
+            .bearer_auth(TOKEN)
+            .header("Content-Type", "application/json")
+            .body(big)
+            .send()
+            .unwrap(),
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+    );
+}
+
+#[test]
+fn a_body_that_is_not_a_json_object_is_refused_and_forks_nothing() {
+    let s = start(with_token());
+    let before = s.quads();
+    for body in ["[]", "null", "3", "\"at\""] {
+        let r = s
+            .http
+            .post(s.url(&format!("/sessions/{}/fork", s.tree.root)))
+            .bearer_auth(TOKEN)
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{body}");
+        assert!(
+            r.text().unwrap().contains("must be a JSON object"),
+            "{body}"
+        );
+    }
+    assert_eq!(before, s.quads());
+}
+
+#[test]
+fn dot_ids_and_huge_indices_are_refused_by_name_not_by_accident() {
+    let s = start(with_token());
+    let r = s.post_json("/sessions", Some(TOKEN), json!({"id": ".."}));
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().unwrap().contains("only of dots"));
+    // Percent-encoded dots reach the route (sent as written: URL parsers would rewrite
+    // them), and are not an id either.
+    let before = s.quads();
+    let reply = raw_request(
+        &s,
+        &format!(
+            "DELETE /sessions/%2e%2e?cascade=true HTTP/1.1\r\nHost: x\r\n\
+             Authorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    assert!(reply.contains("\"invalid_id\""), "{reply}");
+    assert_eq!(before, s.quads());
+    let r = s.get(
+        &format!(
+            "/sessions/{}/replay?up_to=18446744073709551615",
+            s.tree.root
+        ),
+        "",
+    );
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let message = r.json::<Value>().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("index 18446744073709551615"), "{message}");
+}
+
+#[test]
+fn shipped_queries_are_listed_and_run_by_name_with_bound_inputs() {
+    let s = start(ServerConfig::default());
+    let list: Value = s.get("/queries", "").json().unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"audit-turn-origin"), "{names:?}");
+    let origin = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "audit-turn-origin")
+        .unwrap();
+    assert_eq!(origin["inputs"], json!(["id", "index"]));
+    assert!(origin["help"]
+        .as_str()
+        .unwrap()
+        .starts_with("Audit: which agent"));
+    let r = s.get(
+        &format!("/queries/audit-turn-origin?id={}&index=3", s.tree.booking),
+        "text/csv",
+    );
+    assert_eq!(r.status(), StatusCode::OK);
+    let csv = r.text().unwrap();
+    assert_eq!(csv.lines().count(), 2, "one owner for one turn: {csv}");
+    assert!(csv.contains("search_trains"), "{csv}");
+    let r = s.get("/queries/audit-turn-origin?model=x", "");
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().unwrap().contains("takes id, index"));
+    let r = s.get("/queries/no-such-query", "");
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    // A hostile value is a value.
+    let r = s.get(
+        "/queries/fork-chain?id=x%22%20%7D%20DROP%20ALL%20%23",
+        "application/sparql-results+json",
+    );
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.json::<Value>().unwrap()["results"]["bindings"], json!([]));
+}
+
+#[test]
+fn import_tells_the_format_from_the_body_and_delete_and_detach_preview() {
+    let s = start(with_token());
+    let chat = r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]"#;
+    let r = s
+        .http
+        .post(s.url("/import"))
+        .bearer_auth(TOKEN)
+        .body(chat)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(r.json::<Value>().unwrap()["turns"], 2);
+    let r = s
+        .http
+        .post(s.url("/import"))
+        .bearer_auth(TOKEN)
+        .body("Dear diary,")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().unwrap().contains("cannot tell the format"));
+
+    let before = s.quads();
+    let root = s.tree.root.to_string();
+    let r = s
+        .http
+        .delete(s.url(&format!("/sessions/{root}?cascade=true&dry_run=true")))
+        .bearer_auth(TOKEN)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let plan: Value = r.json().unwrap();
+    assert_eq!(plan["deleted"].as_array().unwrap().len(), 4);
+    let r = s.post_json(
+        &format!("/sessions/{}/detach", s.tree.booking),
+        Some(TOKEN),
+        json!({"dry_run": true}),
+    );
+    let plan: Value = r.json().unwrap();
+    assert_eq!(plan["copied_turns"], 6, "{plan}");
+    assert_eq!(before, s.quads(), "dry runs write nothing");
 }

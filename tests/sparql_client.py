@@ -30,3 +30,34 @@ if isinstance(graph, bytes):  # older SPARQLWrapper: parse it ourselves
     import rdflib
     graph = rdflib.Graph().parse(data=graph, format="turtle")
 print("construct: %d forks" % len(graph))
+
+# What SPARQLWrapper asks for when not told a format: RDF/XML for CONSTRUCT and DESCRIBE.
+client = SPARQLWrapper(endpoint)
+client.setQuery(FT + "CONSTRUCT { ?f a ft:Fork } WHERE { ?f a ft:Fork }")
+graph = client.queryAndConvert()
+print("default construct: %d forks" % len(graph))
+client.setQuery("DESCRIBE <urn:forktrail:agent:alice>")
+print("default describe: %d triples" % len(client.queryAndConvert()))
+
+# rdflib's SPARQLStore, with its defaults.
+import rdflib
+from rdflib.plugins.stores.sparqlstore import SPARQLStore
+
+store = rdflib.Graph(store=SPARQLStore(endpoint))
+forks = store.query(FT + "CONSTRUCT { ?f a ft:Fork } WHERE { ?f a ft:Fork }")
+print("sparqlstore construct: %d forks" % len(forks.graph))
+print("sparqlstore ask: %s" % store.query(FT + "ASK { ?s ft:sessionId %s }" % leaf_literal).askAnswer)
+
+# An ASK asked for as CSV, which defines no booleans: refused rather than misread.
+from SPARQLWrapper import CSV
+from SPARQLWrapper.SPARQLExceptions import SPARQLWrapperException
+from urllib.error import HTTPError
+
+client = SPARQLWrapper(endpoint)
+client.setReturnFormat(CSV)
+client.setQuery(FT + "ASK { ?s ft:sessionId %s }" % leaf_literal)
+try:
+    answer = client.query().convert()
+    print("csv ask answered: %r" % answer)
+except (HTTPError, SPARQLWrapperException) as e:
+    print("csv ask refused: %s" % getattr(e, "code", type(e).__name__))

@@ -84,12 +84,68 @@ pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
         .route("/metrics", get(metrics::handler))
         .merge(sparql::routes())
         .merge(rest::routes())
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            json_errors,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             metrics::track,
         ))
-        .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .with_state(state)
+}
+
+/// Every error leaves in the JSON shape `{"error", "message"}`, including those axum
+/// answers itself (an unknown route, a wrong method, a body over the limit).
+async fn json_errors(
+    state: Shared,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let (code, message) = match status {
+        StatusCode::NOT_FOUND => ("not_found", format!("no route {method} {path}")),
+        StatusCode::METHOD_NOT_ALLOWED => (
+            "method_not_allowed",
+            format!("{path} does not take {method}"),
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => (
+            "too_large",
+            format!(
+                "the request body is larger than the server accepts ({} bytes, \
+                 --max-body-bytes)",
+                state.config.max_body_bytes
+            ),
+        ),
+        _ if text.is_empty() => (
+            "error",
+            status.canonical_reason().unwrap_or("error").to_string(),
+        ),
+        _ => ("error", text),
+    };
+    let mut reply = ApiError::new(status, code, message).into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            reply.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    reply
 }
 
 /// Serves `store` until the process gets Ctrl-C. `ready` is called with the bound

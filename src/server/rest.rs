@@ -2,8 +2,10 @@
 //! semantics and errors. Reads are open; writes need the token.
 
 use super::{authorize, blocking, ApiError, AppState, Shared};
-use crate::error::Error;
-use crate::model::{ForkOptions, Kind, MergeOptions, NewSession, NewTurn, Role, SessionId};
+use crate::model::{
+    DeleteOptions, DetachOptions, ForkOptions, Kind, MergeOptions, NewSession, NewTurn, Role,
+    SessionId,
+};
 use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -113,6 +115,7 @@ async fn export(
                 crate::ExportFormat::Turtle => "text/turtle",
                 crate::ExportFormat::Jsonl => "application/jsonl",
                 crate::ExportFormat::OpenAi => "application/json",
+                crate::ExportFormat::Prov => "text/turtle",
             };
             let body = blocking(&state, move |s| {
                 let mut out = Vec::new();
@@ -128,12 +131,13 @@ async fn export(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ImportParams {
-    format: String,
+    format: Option<String>,
     #[serde(default)]
     skip_invalid: bool,
 }
 
-/// `POST /import?format=trig|nquads|openai|claude-code`: the file as the body.
+/// `POST /import[?format=trig|nquads|openai|claude-code]`: the file as the body; without
+/// a format, the body's content tells it.
 async fn import(
     state: Shared,
     headers: HeaderMap,
@@ -144,29 +148,26 @@ async fn import(
         async {
             authorize(&state, &headers)?;
             let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+            let format = match &p.format {
+                Some(f) => f.parse::<crate::ImportFormat>()?,
+                None => crate::ImportFormat::sniff(&payload).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "cannot tell the format of the request body; pass ?format= one of {}",
+                        crate::ImportFormat::NAMES.join(", ")
+                    ))
+                })?,
+            };
             let report = blocking(&state, move |s| {
                 let options = crate::TranscriptOptions {
                     skip_invalid: p.skip_invalid,
                     progress: None,
                 };
-                let text = || {
-                    std::str::from_utf8(&payload)
-                        .map_err(|e| Error::InvalidInput(format!("the body is not UTF-8: {e}")))
-                };
-                match p.format.as_str() {
-                    "openai" => s.import_openai(text()?, NewSession::default(), &options),
-                    "claude-code" => s.import_claude_code(text()?, &options),
-                    other => {
-                        let format: crate::ImportFormat = other.parse()?;
-                        Ok(crate::TranscriptReport {
-                            sessions: s.import(&payload[..], format)?,
-                            ..Default::default()
-                        })
-                    }
-                }
+                s.import_with(&payload, Some(format), &options)
             })
             .await?;
-            Ok((StatusCode::CREATED, Json(report)).into_response())
+            // A transcript imported before and unchanged creates nothing.
+            let made = !report.sessions.is_empty() || !report.extended.is_empty();
+            Ok((created_unless(!made), Json(report)).into_response())
         }
         .await,
     )
@@ -186,7 +187,14 @@ fn write_request<T: serde::de::DeserializeOwned + Default>(
     if payload.iter().all(u8::is_ascii_whitespace) {
         return Ok((session, T::default()));
     }
-    let options = serde_json::from_slice(payload)
+    let value: serde_json::Value = serde_json::from_slice(payload)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the body must be a JSON object of options (or empty for the defaults)",
+        ));
+    }
+    let options = serde_json::from_value(value)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
     Ok((session, options))
 }
@@ -458,39 +466,44 @@ async fn tree(state: Shared, Path(session): Path<String>) -> Response {
     )
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DeleteParams {
-    #[serde(default)]
-    cascade: bool,
-}
-
+/// `DELETE /sessions/{id}?cascade=&dry_run=`: what was (or would be) deleted.
 async fn delete(
     state: Shared,
     headers: HeaderMap,
     Path(session): Path<String>,
-    params: Result<Query<DeleteParams>, axum::extract::rejection::QueryRejection>,
+    params: Result<Query<DeleteOptions>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     done(
         async {
             authorize(&state, &headers)?;
             let session = id(&session)?;
-            let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-            let deleted = blocking(&state, move |s| s.delete(&session, p.cascade)).await?;
-            Ok(Json(json!({ "deleted": deleted })).into_response())
+            let Query(options) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+            let plan = blocking(&state, move |s| s.delete_with(&session, options)).await?;
+            Ok(Json(plan).into_response())
         }
         .await,
     )
 }
 
-async fn detach(state: Shared, headers: HeaderMap, Path(session): Path<String>) -> Response {
+/// `POST /sessions/{id}/detach` (`{"dry_run": true}` for the plan alone).
+async fn detach(
+    state: Shared,
+    headers: HeaderMap,
+    Path(session): Path<String>,
+    payload: axum::body::Bytes,
+) -> Response {
     done(
         async {
-            authorize(&state, &headers)?;
-            let session = id(&session)?;
+            let (session, options): (_, DetachOptions) =
+                write_request(&state, &headers, &session, &payload)?;
             let reply = session.to_string();
-            blocking(&state, move |s| s.detach(&session)).await?;
-            Ok(Json(json!({ "detached": reply })).into_response())
+            let plan = blocking(&state, move |s| s.detach_with(&session, options)).await?;
+            let mut body =
+                serde_json::to_value(&plan).map_err(|e| ApiError::internal(e.to_string()))?;
+            if !options.dry_run {
+                body["detached"] = json!(reply);
+            }
+            Ok(Json(body).into_response())
         }
         .await,
     )

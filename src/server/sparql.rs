@@ -23,6 +23,84 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/query", get(get_sparql).post(post_sparql))
         .route("/update", axum::routing::post(post_sparql))
         .route("/store", get(get_store))
+        .route("/queries", get(list_queries))
+        .route("/queries/{name}", get(run_named))
+}
+
+/// `GET /queries`: the shipped queries, what each answers and which variables it takes.
+async fn list_queries() -> Response {
+    let list: Vec<serde_json::Value> = crate::queries::ALL
+        .iter()
+        .map(|q| {
+            serde_json::json!({
+                "name": q.name,
+                "help": q.help(),
+                "inputs": q.inputs(),
+                "url": format!("/queries/{}", q.name),
+            })
+        })
+        .collect();
+    axum::Json(list).into_response()
+}
+
+/// `GET /queries/{name}?VAR=VALUE…`: runs a shipped query with its inputs bound as RDF
+/// terms (read as `forktrail query --bind` reads them), results by `Accept` as for
+/// `/sparql`.
+async fn run_named(
+    state: Shared,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let result = async {
+        let query = crate::NamedQuery::find(&name).ok_or_else(|| {
+            let names: Vec<&str> = crate::queries::ALL.iter().map(|q| q.name).collect();
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "query_not_found",
+                format!(
+                    "no shipped query is named {name:?} (one of: {})",
+                    names.join(", ")
+                ),
+            )
+        })?;
+        let inputs = query.inputs();
+        let mut bindings = Vec::new();
+        for (key, value) in pairs(raw.as_deref().unwrap_or(""))? {
+            if !inputs.contains(&key) {
+                return Err(ApiError::bad_request(format!(
+                    "{} takes {}; not {key:?}",
+                    query.name,
+                    if inputs.is_empty() {
+                        "no inputs".to_string()
+                    } else {
+                        inputs.join(", ")
+                    }
+                )));
+            }
+            let term = crate::binding_value(&value).map_err(ApiError::from)?;
+            bindings.push((key, term));
+        }
+        let accept = accept(&headers);
+        limited(&state.0, false, move |store, cancel| {
+            let options = QueryOptions {
+                cancellation: Some(cancel),
+                ..QueryOptions::default()
+            };
+            let bindings: Vec<(&str, oxigraph::model::Term)> = bindings
+                .iter()
+                .map(|(k, t)| (k.as_str(), t.clone()))
+                .collect();
+            serialize(
+                store.query_named_with(&query, &bindings, &options)?,
+                &accept,
+            )
+        })
+        .await
+        .map(|(content_type, body)| ([(header::CONTENT_TYPE, content_type)], body).into_response())
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// The parameters of one protocol request.
@@ -247,12 +325,21 @@ const SOLUTION_TYPES: &[(&str, QueryResultsFormat)] = &[
     ("text/csv", QueryResultsFormat::Csv),
     ("text/tab-separated-values", QueryResultsFormat::Tsv),
 ];
+/// ASK results: the SPARQL 1.1 CSV and TSV results formats define SELECT results only.
+const BOOLEAN_TYPES: &[(&str, QueryResultsFormat)] = &[
+    ("application/sparql-results+json", QueryResultsFormat::Json),
+    ("application/json", QueryResultsFormat::Json),
+    ("application/sparql-results+xml", QueryResultsFormat::Xml),
+    ("application/xml", QueryResultsFormat::Xml),
+];
+/// RDF/XML is what SPARQLWrapper and rdflib ask for by default.
 const GRAPH_TYPES: &[&str] = &[
     "text/turtle",
     "application/n-triples",
     "application/n-quads",
     "application/trig",
     "application/ld+json",
+    "application/rdf+xml",
 ];
 
 /// Picks the offer the Accept header prefers (q-values, then order); `None` is 406.
@@ -310,11 +397,15 @@ fn not_acceptable(what: &str, offers: &[&str]) -> ApiError {
     )
 }
 
-/// The results format the Accept header prefers, or 406.
-fn results_format(accept: &str, what: &str) -> Result<QueryResultsFormat, ApiError> {
-    let offers: Vec<&str> = SOLUTION_TYPES.iter().map(|(m, _)| *m).collect();
+/// The results format the Accept header prefers among `offered`, or 406.
+fn results_format(
+    accept: &str,
+    offered: &[(&str, QueryResultsFormat)],
+    what: &str,
+) -> Result<QueryResultsFormat, ApiError> {
+    let offers: Vec<&str> = offered.iter().map(|(m, _)| *m).collect();
     let media = negotiate(accept, &offers).ok_or_else(|| not_acceptable(what, &offers))?;
-    Ok(SOLUTION_TYPES
+    Ok(offered
         .iter()
         .find(|(m, _)| *m == media)
         .map_or(QueryResultsFormat::Json, |(_, f)| *f))
@@ -326,12 +417,17 @@ fn evaluate(
     options: &QueryOptions,
     accept: &str,
 ) -> Result<(String, Vec<u8>), ApiError> {
+    serialize(store.query_with(query, &[], options)?, accept)
+}
+
+/// Serialises results whole, in the format the Accept header prefers.
+fn serialize(results: QueryResults<'static>, accept: &str) -> Result<(String, Vec<u8>), ApiError> {
     let io = |e: std::io::Error| ApiError::internal(format!("cannot serialize results: {e}"));
     let failed = |e| ApiError::from(evaluation_error(e));
     let mut out = Vec::new();
-    match store.query_with(query, &[], options)? {
+    match results {
         QueryResults::Solutions(solutions) => {
-            let format = results_format(accept, "solutions")?;
+            let format = results_format(accept, SOLUTION_TYPES, "solutions")?;
             let mut w = QueryResultsSerializer::from_format(format)
                 .serialize_solutions_to_writer(&mut out, solutions.variables().to_vec())
                 .map_err(io)?;
@@ -342,7 +438,11 @@ fn evaluate(
             Ok((format.media_type().to_string(), out))
         }
         QueryResults::Boolean(value) => {
-            let format = results_format(accept, "a boolean")?;
+            let format = results_format(
+                accept,
+                BOOLEAN_TYPES,
+                "a boolean (the SPARQL CSV and TSV results formats cover SELECT only)",
+            )?;
             QueryResultsSerializer::from_format(format)
                 .serialize_boolean_to_writer(&mut out, value)
                 .map_err(io)?;
@@ -388,7 +488,8 @@ fn service_description(state: &AppState, headers: &HeaderMap) -> Response {
          \tsd:feature sd:UnionDefaultGraph ;\n\
          \tsd:resultFormat formats:SPARQL_Results_JSON, formats:SPARQL_Results_XML, \
          formats:SPARQL_Results_CSV, formats:SPARQL_Results_TSV, formats:Turtle, \
-         formats:N-Triples, formats:N-Quads, formats:TriG, formats:JSON-LD .\n"
+         formats:N-Triples, formats:N-Quads, formats:TriG, formats:JSON-LD, \
+         formats:RDF_XML .\n"
     );
     ([(header::CONTENT_TYPE, "text/turtle")], body).into_response()
 }
