@@ -321,7 +321,7 @@ fn an_all_digit_id_can_be_bound_as_a_string_by_quoting_it() {
     let q = "SELECT ?id ?s WHERE { ?s <https://w3id.org/forktrail/ns#sessionId> ?id }";
     assert!(cli
         .ok(&["query", q, "--bind", "id=\"42\""])
-        .contains("(1 rows)"));
+        .contains("(1 row)"));
     assert!(cli
         .ok(&["query", q, "--bind", "id=42"])
         .contains("(0 rows)"));
@@ -582,7 +582,7 @@ fn transcripts_import_and_export_from_the_command_line() {
         text.contains("imported 7f3c2a10-5b1e-4c8e-9a61-2d4f0e8b9c01"),
         "{text}"
     );
-    assert!(text.contains("skipped 1 line(s) of type summary"), "{text}");
+    assert!(text.contains("skipped 1 line of type summary"), "{text}");
     assert!(
         !text.contains('\r'),
         "no progress bar when not on a terminal"
@@ -599,7 +599,7 @@ fn transcripts_import_and_export_from_the_command_line() {
     );
     let err = cli.fails(&["import", bad.to_str().unwrap(), "--format", "csv"]);
     assert!(
-        err.contains("expected trig, nquads, openai or claude-code"),
+        err.contains("expected one of: trig, nquads, openai, claude-code"),
         "{err}"
     );
 }
@@ -708,4 +708,464 @@ fn regenerate_dry_run_foreground_background_and_cancel() {
         (shown["status"].as_str(), shown["fork"].as_str()),
         (Some("cancelled"), None)
     );
+}
+
+/// Runs the binary in `dir` (not the checkout), its stdout closed before it writes.
+fn closed_pipe(cli: &Cli, args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+        .arg("--store")
+        .arg(&cli.store)
+        .args(args)
+        .current_dir(cli._dir.path())
+        .env_remove("FORKTRAIL_STORE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away at once, as `head` does once it has its lines.
+    drop(child.stdout.take());
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    let cli = Cli::new();
+    cli.ok(&["demo"]);
+    let root = ids_by_branch(&cli)["main"].clone();
+    let chat = cli._dir.path().join("chat.json");
+    std::fs::write(&chat, r#"[{"role":"user","content":"hi"}]"#).unwrap();
+    for args in [
+        vec!["tree", root.as_str(), "--json"],
+        vec!["list", "--json"],
+        vec!["replay", root.as_str()],
+        vec!["import", chat.to_str().unwrap(), "--json"],
+        vec!["export"],
+        vec!["query", "sessions"],
+    ] {
+        let out = closed_pipe(&cli, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}
+
+/// A store with session `r` holding one user turn.
+fn one_question() -> Cli {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "r"]);
+    cli.ok(&[
+        "append",
+        "r",
+        "--role",
+        "user",
+        "--content",
+        "Train or plane?",
+    ]);
+    cli
+}
+
+#[test]
+fn a_failed_regeneration_exits_1_with_its_reason_on_stderr_naming_the_endpoint_once() {
+    let cli = one_question();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let args = [
+        "regenerate",
+        "r",
+        "--at",
+        "1",
+        "--model",
+        "m",
+        "--endpoint",
+        &endpoint,
+    ];
+    let out = cli.run(&args);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(stderr.starts_with("error: regeneration job "), "{stderr}");
+    assert!(stderr.contains("failed: cannot reach"), "{stderr}");
+    assert_eq!(stderr.matches(&endpoint).count(), 1, "{stderr}");
+    // With --json the job still goes to stdout, and the exit code still says it failed.
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let out = cli.run(&json_args);
+    assert_eq!(out.status.code(), Some(1));
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(job["status"], "failed");
+    // The failure is on record.
+    let jobs = cli.json(&["jobs", "--json"]);
+    assert!(jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|j| j["status"] == "failed"));
+}
+
+#[test]
+fn an_identical_regeneration_reuses_its_job_and_again_asks_anew() {
+    let cli = one_question();
+    let stub = common::stub::start(common::stub::Mode::Echo);
+    let args = [
+        "regenerate",
+        "r",
+        "--at",
+        "1",
+        "--model",
+        "model-b",
+        "--endpoint",
+        &stub.url,
+        "--temperature",
+        "0.2",
+        "--json",
+    ];
+    let first = cli.json(&args);
+    let second = cli.json(&args);
+    assert_eq!(first["job"], second["job"]);
+    assert_eq!(second["reused"], true);
+    assert_eq!(stub.requests().len(), 1);
+    let human = cli.ok(&args[..args.len() - 1]);
+    assert!(human.contains("reused"), "{human}");
+    let mut again = args.to_vec();
+    again.push("--again");
+    let third = cli.json(&again);
+    assert_ne!(third["job"], first["job"]);
+    assert_eq!(stub.requests().len(), 2);
+    assert_eq!(
+        cli.json(&["branches", "r", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let err = cli.fails(&[
+        "regenerate",
+        "r",
+        "--at",
+        "1",
+        "--endpoint",
+        &stub.url,
+        "--again",
+        "--request-id",
+        "x",
+    ]);
+    assert!(err.contains("cannot be used with"), "{err}");
+}
+
+#[test]
+fn shipped_queries_run_by_name_outside_the_checkout_and_list_their_help() {
+    let cli = Cli::new();
+    let demo = String::from_utf8(
+        Command::new(env!("CARGO_BIN_EXE_forktrail"))
+            .arg("--store")
+            .arg(&cli.store)
+            .arg("demo")
+            .current_dir(cli._dir.path())
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    // Every hint the demo prints runs as printed from where the user is.
+    let hints: Vec<&str> = demo
+        .lines()
+        .skip_while(|l| !l.starts_with("Try next:"))
+        .skip(1)
+        .map(str::trim)
+        .collect();
+    assert!(hints.len() >= 3, "{demo}");
+    for hint in hints {
+        let words: Vec<&str> = hint.split_whitespace().collect();
+        let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+            .args(&words[1..])
+            .current_dir(cli._dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{hint}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.stdout.is_empty(), "{hint}");
+    }
+    let list = cli.ok(&["query", "--list"]);
+    for q in forktrail::queries::ALL {
+        assert!(
+            list.contains(&format!("\n{}\n", q.name)) || list.starts_with(q.name),
+            "{}",
+            q.name
+        );
+    }
+    assert!(list.contains("Inputs"), "{list}");
+    let listed = cli.json(&["query", "--list", "--format", "json"]);
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        forktrail::queries::ALL.len()
+    );
+    let ids = ids_by_branch(&cli);
+    let csv = cli.ok(&[
+        "query",
+        "audit-turn-origin",
+        "--bind",
+        &format!("id={}", ids["booking"]),
+        "--bind",
+        "index=3",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    let err = cli.fails(&["query", "audit-turn-orign"]);
+    assert!(err.contains("no shipped query is named"), "{err}");
+    let err = cli.fails(&["query", "turns-per-model", "--bind", "modle=x"]);
+    assert!(err.contains("cannot bind ?modle"), "{err}");
+}
+
+#[test]
+fn import_tells_formats_from_the_content_or_says_it_cannot() {
+    let cli = Cli::new();
+    let dir = cli._dir.path();
+    let chat = dir.join("chat.jsonl");
+    std::fs::write(
+        &chat,
+        "{\"role\":\"user\",\"content\":\"hi\"}\n{\"role\":\"assistant\",\"content\":\"hello\"}\n",
+    )
+    .unwrap();
+    let report = cli.json(&["import", chat.to_str().unwrap(), "--json"]);
+    assert_eq!(report["turns"], 2);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let log = dir.join("session.log");
+    std::fs::copy(fixtures.join("claude-code-branches.jsonl"), &log).unwrap();
+    let report = cli.json(&["import", log.to_str().unwrap(), "--json"]);
+    assert_eq!(
+        report["imported"][0],
+        "7f3c2a10-5b1e-4c8e-9a61-2d4f0e8b9c01"
+    );
+    // An N-Quads export under a name that says nothing.
+    let nq = dir.join("backup.dat");
+    cli.ok(&[
+        "export",
+        "--format",
+        "nquads",
+        "--output",
+        nq.to_str().unwrap(),
+    ]);
+    let other = Cli::new();
+    let report = other.json(&["import", nq.to_str().unwrap(), "--json"]);
+    assert_eq!(report["imported"].as_array().unwrap().len(), 4);
+    let notes = dir.join("notes.json");
+    std::fs::write(&notes, "Dear diary, today I forked a conversation.").unwrap();
+    let err = cli.fails(&["import", notes.to_str().unwrap()]);
+    assert!(
+        err.contains(&format!(
+            "cannot tell the format of {}; pass --format one of trig, nquads, openai, claude-code",
+            notes.display()
+        )),
+        "{err}"
+    );
+    // A Claude Code project folder, then the same folder again.
+    let project = fixtures.join("claude-project");
+    let text = cli.ok(&["import", project.to_str().unwrap()]);
+    assert!(
+        text.contains("imported 5b0c1e7a-2f4d-4c1a-9e8b-6a7d3c2b1f00:agent-a1b2c3d4"),
+        "{text}"
+    );
+    assert!(text.contains("16 turns"), "{text}");
+    let again = cli.ok(&["import", project.to_str().unwrap()]);
+    assert!(again.contains("up to date"), "{again}");
+}
+
+#[test]
+fn updates_are_sent_elsewhere_and_a_deep_store_path_is_created() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "s"]);
+    let err = cli.fails(&[
+        "query",
+        "INSERT DATA { GRAPH <urn:g> { <urn:a> <urn:b> <urn:c> } }",
+    ]);
+    assert!(
+        err.contains("SPARQL update") && err.contains("/update"),
+        "{err}"
+    );
+    assert!(!err.contains("expected CONSTRUCT"), "{err}");
+    let err = cli.fails(&[
+        "query",
+        "SELECT * WHERE { SERVICE SILENT <http://127.0.0.1:9/> { ?s ?p ?o } }",
+    ]);
+    assert!(err.contains("SERVICE is not allowed"), "{err}");
+    let deep = cli._dir.path().join("a/b/c");
+    let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+        .arg("--store")
+        .arg(&deep)
+        .args(["new", "--id", "x"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(deep.is_dir());
+    let file = cli._dir.path().join("plain-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+        .arg("--store")
+        .arg(&file)
+        .args(["new"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("is a file, not a store directory"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn delete_and_detach_preview_what_they_would_do_and_write_nothing() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "a"]);
+    for text in ["one", "two", "three"] {
+        cli.ok(&["append", "a", "--role", "user", "--content", text]);
+    }
+    cli.ok(&["fork", "a", "--at", "2", "--id", "b", "--label", "b"]);
+    cli.ok(&["append", "b", "--role", "assistant", "--content", "b's own"]);
+    cli.ok(&["fork", "b", "--at", "1", "--id", "c", "--label", "c"]);
+    let before = cli.snapshot();
+    let refused = cli.fails(&["delete", "a", "--dry-run"]);
+    assert!(refused.contains("has 1 child session: b"), "{refused}");
+    let plan = cli.json(&["delete", "a", "--cascade", "--dry-run", "--json"]);
+    assert_eq!(plan["deleted"], serde_json::json!(["a", "b", "c"]));
+    assert_eq!(plan["own_turns"], 4);
+    let text = cli.ok(&["delete", "a", "--cascade", "--dry-run"]);
+    assert!(text.contains("would delete b (b, 1 own turn)"), "{text}");
+    let plan = cli.json(&["detach", "b", "--dry-run", "--json"]);
+    assert_eq!(plan["copied_turns"], 2);
+    assert_eq!(
+        plan["copied_from"],
+        serde_json::json!([{"session": "a", "branch": "main", "from": 0, "to": 2}])
+    );
+    assert_eq!(
+        plan["moved_up"],
+        serde_json::json!([{"session": "c", "depth_before": 2, "depth_after": 1}])
+    );
+    assert_eq!(before, cli.snapshot(), "previews write nothing");
+    let done = cli.json(&["detach", "b", "--json"]);
+    assert_eq!(done["copied_turns"], 2);
+    assert_eq!(cli.json(&["show", "c", "--json"])["depth"], 1);
+    let deleted = cli.json(&["delete", "a", "--json"]);
+    assert_eq!(deleted["deleted"], serde_json::json!(["a"]));
+}
+
+#[test]
+fn replay_shows_tool_calls_and_counts_speak_english() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "t"]);
+    cli.ok(&[
+        "append",
+        "t",
+        "--role",
+        "user",
+        "--content",
+        "Weather in Lisbon?",
+    ]);
+    cli.ok(&[
+        "append",
+        "t",
+        "--role",
+        "assistant",
+        "--kind",
+        "tool_call",
+        "--content",
+        "",
+        "--tool-calls",
+        r#"[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Lisbon\"}"}}]"#,
+    ]);
+    cli.ok(&[
+        "append",
+        "t",
+        "--role",
+        "tool",
+        "--name",
+        "get_weather",
+        "--tool-call-id",
+        "c1",
+        "--content",
+        "21°C, sunny",
+    ]);
+    let text = cli.ok(&["replay", "t"]);
+    assert!(
+        text.contains("[1] assistant (main): → get_weather({\"city\":\"Lisbon\"})"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[2] tool (main) get_weather ← c1: 21°C, sunny"),
+        "{text}"
+    );
+    cli.ok(&["fork", "t", "--at", "1", "--id", "u", "--label", "u"]);
+    let tree = cli.ok(&["tree", "t"]);
+    assert!(tree.contains("(forked at 1, 1 turn)"), "{tree}");
+    let rows = cli.ok(&[
+        "query",
+        "SELECT ?s WHERE { ?s <https://w3id.org/forktrail/ns#sessionId> \"t\" }",
+    ]);
+    assert!(rows.contains("(1 row)"), "{rows}");
+    let summary = cli.json(&["fork", "t", "--at", "1", "--summarize", "--json"]);
+    assert!(
+        summary["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 turn (1 user)"),
+        "{summary}"
+    );
+    let err = cli.fails(&["replay", "t", "--up-to", "18446744073709551615"]);
+    assert!(
+        err.contains("index 18446744073709551615 is out of range"),
+        "{err}"
+    );
+    let err = cli.fails(&["new", "--id", ".."]);
+    assert!(err.contains("only of dots"), "{err}");
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    let cli = Cli::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let script = cli.ok(&["completions", shell]);
+        assert!(
+            script.contains("regenerate") && script.contains("forktrail"),
+            "{shell}"
+        );
+    }
+    assert!(!cli.store.exists(), "completions need no store");
+}
+
+#[test]
+fn a_prov_export_is_turtle_that_names_turns_entities() {
+    let cli = Cli::new();
+    cli.ok(&["demo"]);
+    let booking = ids_by_branch(&cli)["booking"].clone();
+    let ttl = cli.ok(&["export", &booking, "--format", "prov"]);
+    let graph: Vec<oxigraph::model::Triple> =
+        oxigraph::io::RdfParser::from_format(oxigraph::io::RdfFormat::Turtle)
+            .for_slice(ttl.as_bytes())
+            .map(|q| q.unwrap().into())
+            .collect();
+    let typed = |class: &str| -> std::collections::BTreeSet<String> {
+        graph
+            .iter()
+            .filter(|t| t.object.to_string() == class)
+            .map(|t| t.subject.to_string())
+            .collect()
+    };
+    let turns = typed("<https://w3id.org/forktrail/ns#Turn>");
+    let entities = typed("<http://www.w3.org/ns/prov#Entity>");
+    assert!(
+        turns.len() >= 9,
+        "the chain's graphs hold the 9 turns booking replays"
+    );
+    assert!(turns.is_subset(&entities), "every turn is a prov:Entity");
+    let agents = typed("<http://www.w3.org/ns/prov#Agent>");
+    assert!(typed("<http://www.w3.org/ns/prov#SoftwareAgent>").is_subset(&agents));
 }

@@ -1,15 +1,15 @@
 //! The `forktrail` commands: parse arguments, call the library, print the result.
 //! Data goes to stdout, errors to stderr with a non-zero exit; a failed command
-//! changes nothing.
+//! changes nothing. A reader that stops reading (`| head`) ends the output quietly.
 
 mod render;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use forktrail::{
-    demo, ExportFormat, ForkOptions, ImportFormat, Kind, NewSession, NewTurn, Role, SessionId,
-    Store,
+    demo, DeleteOptions, DetachOptions, ExportFormat, ForkOptions, ImportFormat, Job, Kind,
+    NamedQuery, NewSession, NewTurn, Role, SessionId, Store,
 };
-use oxigraph::model::{Literal, NamedNode, Term};
+use oxigraph::model::Term;
 use serde_json::json;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -20,7 +20,8 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "forktrail", version, about, long_about = None)]
 struct Cli {
-    /// The store directory (RocksDB).
+    /// The store directory (RocksDB); created, with its parents, by demo, new, import
+    /// and serve.
     #[arg(
         long,
         global = true,
@@ -34,19 +35,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build a sample conversation with a tree of forks, then print the tree, a replay
-    /// of the deepest fork and the answer to an audit query.
+    /// Build a sample conversation with a tree of forks and show it.
+    ///
+    /// Prints the tree, a replay of the deepest fork, the answer to an audit query and
+    /// commands to try next.
     Demo,
     /// Create a root session and print its id.
     New {
         /// The session id (default: a fresh UUID v7).
         #[arg(long)]
         id: Option<String>,
+        /// A title for the session (stored as dcterms:title).
         #[arg(long)]
         title: Option<String>,
         /// Who the session runs for (default: anonymous).
         #[arg(long)]
         principal: Option<String>,
+        /// Print {"session": ID}.
         #[arg(long)]
         json: bool,
     },
@@ -56,6 +61,7 @@ enum Command {
     Fork(ForkArgs),
     /// Print the turns of a session in order, inherited prefix included. Never writes.
     Replay {
+        /// The session to replay.
         session: String,
         /// The last index to print (inclusive).
         #[arg(long)]
@@ -69,19 +75,25 @@ enum Command {
     },
     /// Print a session's lineage facts, counts and head digest.
     Show {
+        /// The session to show.
         session: String,
+        /// Print the facts as a JSON object.
         #[arg(long)]
         json: bool,
     },
     /// List the direct children (branches) of a session.
     Branches {
+        /// The parent session.
         session: String,
+        /// Print a JSON array of {session, branch, forked_at_index, created_at, own_turns}.
         #[arg(long)]
         json: bool,
     },
     /// Print a session and its descendants.
     Tree {
+        /// The session at the top of the tree.
         session: String,
+        /// The tree as nested JSON objects.
         #[arg(long, group = "tree_format")]
         json: bool,
         /// Graphviz DOT.
@@ -93,37 +105,64 @@ enum Command {
     },
     /// List every session.
     List {
+        /// Print a JSON array of session facts.
         #[arg(long)]
         json: bool,
     },
     /// Delete a session (refused if it has children, unless --cascade).
     Delete {
+        /// The session to delete.
         session: String,
         /// Delete the whole subtree in one transaction.
         #[arg(long)]
         cascade: bool,
+        /// Print what would be deleted (or why it is refused) and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print {"deleted", "sessions", "own_turns"}.
+        #[arg(long)]
+        json: bool,
     },
-    /// Copy a fork's inherited turns into it and drop its parent link.
-    Detach { session: String },
+    /// Make a fork stand alone: copy its inherited turns in and drop its parent link.
+    ///
+    /// Afterwards the parent can be deleted; the PROV derivation stays.
+    Detach {
+        /// The fork to detach.
+        session: String,
+        /// Print what would be copied and which descendants would move up; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print {"session", "parent", "copied_turns", "copied_from", "moved_up"}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Name the session's current length as an anchor, with optional JSON state.
     Anchor {
+        /// The session to mark.
         session: String,
+        /// The anchor's name (unique in the session).
         name: String,
         /// JSON saved with the anchor.
         #[arg(long)]
         state: Option<String>,
+        /// Print the anchor as JSON.
         #[arg(long)]
         json: bool,
     },
     /// List the anchors a session sees: its own and its ancestors' within its prefix.
     Anchors {
+        /// The session whose anchors to list.
         session: String,
+        /// Print a JSON array of anchors.
         #[arg(long)]
         json: bool,
     },
-    /// Fold a fork's new turns back: append one fork_result turn to its parent (or
-    /// --into) referring to CHILD@k:turns:a-b, with a summary.
+    /// Fold a fork's new turns back into its parent as one fork_result turn.
+    ///
+    /// The turn (appended to the parent, or --into) refers to CHILD@k:turns:a-b and
+    /// carries a summary.
     Merge {
+        /// The fork whose turns to merge.
         child: String,
         /// The session to append the result to (default: the child's parent).
         #[arg(long)]
@@ -134,37 +173,51 @@ enum Command {
         /// Print the plan and write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Print the merge as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// What-if: fork at turn K and let a model (swapped, or with another system prompt
-    /// or tools) answer from there, through an OpenAI-compatible endpoint. Tool calls in
-    /// the answer are recorded as a tool_call turn and NEVER executed: regeneration
-    /// stops there.
+    /// What-if: fork at turn K and let another model, system prompt or tools answer.
+    ///
+    /// The model is called through an OpenAI-compatible endpoint. Tool calls in the
+    /// answer are recorded as a tool_call turn and NEVER executed: regeneration stops
+    /// there. An identical request that already completed is returned, not sent again
+    /// (--again asks anew). Exits 1 when the job fails or is cancelled.
     Regenerate(RegenerateArgs),
-    /// List regeneration jobs, or show, cancel or run one.
+    /// List regeneration jobs, or show or cancel one.
     Jobs {
         #[command(subcommand)]
         action: Option<JobsAction>,
+        /// Print the jobs as a JSON array.
         #[arg(long)]
         json: bool,
     },
     /// Compare two sessions: common ancestor, shared prefix, and both tails.
     Diff {
+        /// The first session.
         a: String,
+        /// The second session.
         b: String,
+        /// Print {"common_ancestor", "common_prefix", "found_by", "a_tail", "b_tail"}.
         #[arg(long)]
         json: bool,
     },
-    /// Run a read-only SPARQL query over the union of all session graphs.
+    /// Run a read-only SPARQL query: SPARQL text, a shipped query's name, or --file.
+    ///
+    /// The default graph is the union of all session graphs. `--list` shows the
+    /// shipped queries with what each answers and expects.
     Query(QueryArgs),
-    /// Import sessions: forktrail's own TriG or N-Quads export, an OpenAI chat
-    /// transcript (JSON array or JSONL of messages), or a Claude Code session log
-    /// (JSONL). All or nothing.
+    /// Import sessions from a file or a Claude Code project folder, all or nothing.
+    ///
+    /// Reads forktrail's own TriG or N-Quads export, an OpenAI chat transcript (JSON
+    /// array or JSONL of messages), a Claude Code session log (JSONL, with its
+    /// sub-agents' transcripts) or a Claude Code project folder; the format is told
+    /// from the content unless --format says it. A log imported before gets its new
+    /// lines appended.
     Import {
+        /// The file, or a Claude Code project folder (e.g. ~/.claude/projects/NAME).
         file: PathBuf,
-        /// trig, nquads, openai or claude-code (default: from the file extension: .nq
-        /// nquads, .json openai, else trig).
+        /// trig, nquads, openai or claude-code (default: told from the content).
         #[arg(long)]
         format: Option<String>,
         /// Transcripts: skip malformed lines (they are reported) instead of importing
@@ -175,24 +228,43 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Serve the store over HTTP: a SPARQL 1.1 endpoint (/sparql, /query, /update,
-    /// /store) and a REST API (/sessions). Read-only unless started with a token.
+    /// Serve the store over HTTP: SPARQL 1.1, the shipped queries and a REST API.
+    ///
+    /// Routes: /sparql, /query, /update, /store (SPARQL 1.1 Protocol and Graph Store
+    /// read), /queries, /sessions, /import, /jobs, /health, /metrics. Read-only unless
+    /// started with a token.
     #[cfg(feature = "server")]
     Serve(ServeArgs),
-    /// Export one session, or all, as TriG, N-Quads, Turtle (one session), JSONL
-    /// replay records (one session) or OpenAI chat messages (one session).
+    /// Export one session, or all, as RDF, replay records, chat messages or PROV-O.
+    ///
+    /// TriG and N-Quads are lossless (import reads them back); Turtle, JSONL replay
+    /// records and OpenAI chat messages take one session; PROV-O is Turtle with the
+    /// PROV types and relations written out for PROV tools.
     Export {
+        /// The session to export (default: every session; one is needed for turtle,
+        /// jsonl and openai).
         session: Option<String>,
+        /// trig, nquads, turtle, jsonl, openai or prov (PROV-O as Turtle, with the PROV
+        /// types and relations written out for PROV tools).
         #[arg(long, default_value = "trig")]
         format: String,
         /// Write to this file instead of standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// Print a shell completion script (bash, zsh, fish, powershell or elvish).
+    ///
+    /// For example: `forktrail completions bash >
+    /// ~/.local/share/bash-completion/completions/forktrail`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args)]
 struct AppendArgs {
+    /// The session to append to.
     session: String,
     /// system, user, assistant or tool.
     #[arg(long)]
@@ -218,12 +290,14 @@ struct AppendArgs {
     /// The tool calls of an assistant turn, as JSON.
     #[arg(long)]
     tool_calls: Option<String>,
+    /// Print {"session": ID, "index": N}.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Args)]
 struct ForkArgs {
+    /// The parent session.
     session: String,
     /// The fork point K: the fork inherits turns 0..K-1 (default: the parent's length).
     #[arg(long, allow_negative_numbers = true, conflicts_with = "anchor")]
@@ -254,12 +328,14 @@ struct ForkArgs {
     /// Print the plan and write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Print {"session", "parent", "forked_at_index", "branch", "fork_root", "depth"}.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Args)]
 struct RegenerateArgs {
+    /// The session to regenerate from.
     session: String,
     /// The fork point K: the model sees turns 0..K-1 and answers turn K.
     #[arg(long)]
@@ -278,16 +354,23 @@ struct RegenerateArgs {
     /// never stored.
     #[arg(long)]
     endpoint: Option<String>,
+    /// The most tokens the model may answer with (sent as max_tokens).
     #[arg(long)]
     max_tokens: Option<u32>,
+    /// The sampling temperature, 0 to 2 (sent as temperature; default: the endpoint's).
     #[arg(long)]
     temperature: Option<f64>,
     /// what-if (default), benchmark or manual.
     #[arg(long)]
     reason: Option<String>,
-    /// A retry with the same request id, model, prompt and tools returns the first job.
-    #[arg(long)]
+    /// A retry with the same request id and request returns the first job (running or
+    /// complete).
+    #[arg(long, conflicts_with = "again")]
     request_id: Option<String>,
+    /// Ask the model again even if an identical request already completed (by default
+    /// that job and its fork are returned and the model is not called).
+    #[arg(long)]
+    again: bool,
     /// Refuse contexts estimated above this many tokens (characters / 4).
     #[arg(long, default_value_t = forktrail::DEFAULT_MAX_CONTEXT_TOKENS)]
     max_context_tokens: u64,
@@ -305,6 +388,7 @@ struct RegenerateArgs {
     /// until it ends). Cancel it with `forktrail jobs cancel ID`.
     #[arg(long, conflicts_with = "dry_run")]
     background: bool,
+    /// Print the job (or, with --dry-run, the plan) as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -313,15 +397,24 @@ struct RegenerateArgs {
 enum JobsAction {
     /// Print one job.
     Show {
+        /// The job id.
         job: String,
+        /// Print the job as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Stop a running job: it ends cancelled and leaves no turn.
-    Cancel { job: String },
-    /// Run a job recorded as running (what `regenerate --background` starts).
+    Cancel {
+        /// The job id.
+        job: String,
+    },
+    /// Internal: the worker process `regenerate --background` starts runs a job
+    /// recorded as running.
     #[command(hide = true)]
-    Run { job: String },
+    Run {
+        /// The job id.
+        job: String,
+    },
 }
 
 #[cfg(feature = "server")]
@@ -381,13 +474,17 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 
 #[derive(Args)]
 struct QueryArgs {
-    /// The SPARQL query text.
-    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    /// The SPARQL query text, or the name of a shipped query (see --list).
+    #[arg(required_unless_present_any = ["file", "list"], conflicts_with = "file")]
     sparql: Option<String>,
-    /// Read the query from a file (e.g. queries/fork-chain.rq).
+    /// Read the query from a file.
     #[arg(long)]
     file: Option<PathBuf>,
-    /// table, json, csv, tsv or xml for SELECT/ASK; turtle or ntriples for CONSTRUCT/DESCRIBE.
+    /// List the shipped queries: what each answers, what it expects, what it returns.
+    #[arg(long, conflicts_with_all = ["sparql", "file", "bindings"])]
+    list: bool,
+    /// table, json, csv, tsv or xml for SELECT; table, json or xml for ASK; turtle,
+    /// ntriples or rdfxml for CONSTRUCT/DESCRIBE; with --list, table or json.
     #[arg(long, default_value = "table")]
     format: String,
     /// Bind a projected variable: NAME=VALUE, a string literal, an integer if VALUE is
@@ -399,28 +496,65 @@ struct QueryArgs {
 /// Runs the CLI and maps errors to stderr and exit code 1.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`forktrail list | head -1`): stop, as Unix tools do.
+        Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Data printed before the failure (a failed job's JSON) goes out first.
+            let _ = out.flush();
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
+/// Whether an error is, or was caused by, a write to a closed pipe.
+fn is_broken_pipe(mut e: &(dyn std::error::Error + 'static)) -> bool {
+    loop {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::BrokenPipe {
+                return true;
+            }
+        }
+        if let Some(forktrail::Error::Io { source, .. }) = e.downcast_ref::<forktrail::Error>() {
+            if source.kind() == std::io::ErrorKind::BrokenPipe {
+                return true;
+            }
+        }
+        match e.source() {
+            Some(next) => e = next,
+            None => return false,
+        }
+    }
+}
 
-fn open(path: &Path) -> Result<Store, forktrail::Error> {
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+type Out<'a> = &'a mut dyn Write;
+
+/// Opens the store; commands that create one also create its directory and parents.
+fn open(path: &Path, create: bool) -> Result<Store, Box<dyn std::error::Error>> {
+    if path.is_file() {
+        return Err(format!("{} is a file, not a store directory", path.display()).into());
+    }
+    if create {
+        std::fs::create_dir_all(path)
+            .map_err(|e| format!("cannot create the store directory {}: {e}", path.display()))?;
+    }
     #[cfg(feature = "rocksdb")]
     {
-        Store::open(path)
+        Ok(Store::open(path)?)
     }
     #[cfg(not(feature = "rocksdb"))]
     {
-        Err(forktrail::Error::InvalidInput(format!(
+        Err(format!(
             "cannot open {}: this forktrail was built without the rocksdb feature",
             path.display()
-        )))
+        )
+        .into())
     }
 }
 
@@ -428,8 +562,9 @@ fn id(s: &str) -> Result<SessionId, forktrail::Error> {
     s.parse()
 }
 
-fn print_json(value: &impl serde::Serialize) -> CliResult {
-    println!("{}", serde_json::to_string_pretty(value)?);
+fn print_json(out: Out, value: &impl serde::Serialize) -> CliResult {
+    let text = serde_json::to_string_pretty(value)?;
+    writeln!(out, "{text}")?;
     Ok(())
 }
 
@@ -448,7 +583,7 @@ fn precheck(command: &Command) -> CliResult {
         | Command::Branches { session, .. }
         | Command::Tree { session, .. }
         | Command::Delete { session, .. }
-        | Command::Detach { session }
+        | Command::Detach { session, .. }
         | Command::Anchors { session, .. } => vec![session],
         Command::Anchor { session, state, .. } => {
             if let Some(state) = state {
@@ -463,7 +598,7 @@ fn precheck(command: &Command) -> CliResult {
             .collect(),
         Command::Diff { a, b, .. } => vec![a, b],
         Command::Regenerate(a) => vec![&a.session],
-        Command::Jobs { .. } => vec![],
+        Command::Jobs { .. } | Command::Completions { .. } => vec![],
         Command::Export {
             session, format, ..
         } => {
@@ -472,7 +607,7 @@ fn precheck(command: &Command) -> CliResult {
         }
         Command::Import { format, file, .. } => {
             if let Some(f) = format {
-                Source::parse(f)?;
+                f.parse::<ImportFormat>()?;
             }
             std::fs::metadata(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             vec![]
@@ -503,8 +638,16 @@ fn precheck(command: &Command) -> CliResult {
     Ok(())
 }
 
-fn run(cli: Cli) -> CliResult {
+fn run(cli: Cli, out: Out) -> CliResult {
     precheck(&cli.command)?;
+    match &cli.command {
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Cli::command(), "forktrail", out);
+            return Ok(());
+        }
+        Command::Query(args) if args.list => return query_list(out, &args.format),
+        _ => {}
+    }
     let creates = match &cli.command {
         Command::Demo | Command::New { .. } | Command::Import { .. } => true,
         #[cfg(feature = "server")]
@@ -524,9 +667,9 @@ fn run(cli: Cli) -> CliResult {
         ..
     } = &cli.command
     {
-        return cancel_job(&cli.store, job);
+        return cancel_job(out, &cli.store, job);
     }
-    let store = match (&cli.command, open(&cli.store)) {
+    let store = match (&cli.command, open(&cli.store, creates)) {
         // A background worker may find the store still held by the command that
         // started it, for a moment.
         (
@@ -534,12 +677,12 @@ fn run(cli: Cli) -> CliResult {
                 action: Some(JobsAction::Run { .. }),
                 ..
             },
-            Err(forktrail::Error::StoreLocked { .. }),
-        ) => open_when_free(&cli.store)?,
+            Err(e),
+        ) if is_locked(e.as_ref()) => open_when_free(&cli.store)?,
         (_, store) => store?,
     };
     match cli.command {
-        Command::Demo => render::demo(&store, &demo::build(&store)?, &cli.store)?,
+        Command::Demo => render::demo(out, &store, &demo::build(&store)?, &cli.store)?,
         Command::New {
             id,
             title,
@@ -552,83 +695,46 @@ fn run(cli: Cli) -> CliResult {
                 principal,
             })?;
             if json {
-                print_json(&json!({ "session": session.as_str() }))?;
+                print_json(out, &json!({ "session": session.as_str() }))?;
             } else {
-                println!("{session}");
+                writeln!(out, "{session}")?;
             }
         }
-        Command::Append(args) => append(&store, args)?,
-        Command::Fork(args) => {
-            let parent = id(&args.session)?;
-            let plan = store.fork(
-                &parent,
-                ForkOptions {
-                    at: args.at,
-                    anchor: args.anchor,
-                    label: args.label,
-                    reason: args.reason,
-                    principal: args.principal,
-                    id: args.id,
-                    summarize: args.summarize,
-                    request_id: args.request_id,
-                    dry_run: args.dry_run,
-                },
-            )?;
-            if args.json {
-                print_json(&plan)?;
-            } else {
-                let verb = match (args.dry_run, plan.reused) {
-                    (true, _) => "would fork",
-                    (false, true) => "already forked (same request id)",
-                    (false, false) => "forked",
-                };
-                println!(
-                    "{}\n{verb} {} at index {} as branch {} (depth {}, root {})",
-                    plan.session,
-                    plan.parent,
-                    plan.forked_at_index,
-                    plan.branch,
-                    plan.depth,
-                    plan.fork_root
-                );
-                if let Some(summary) = &plan.summary {
-                    println!("summary: {summary}");
-                }
-            }
-        }
+        Command::Append(args) => append(out, &store, args)?,
+        Command::Fork(args) => fork(out, &store, args)?,
         Command::Replay {
             session,
             up_to,
             json,
             jsonl,
         } => {
-            let records = store.replay(&id(&session)?, up_to)?;
+            let session = id(&session)?;
             if json {
-                print_json(&records)?;
+                print_json(out, &store.replay(&session, up_to)?)?;
             } else if jsonl {
-                let mut out = std::io::stdout().lock();
-                for r in &records {
-                    serde_json::to_writer(&mut out, r)?;
-                    out.write_all(b"\n")?;
+                for r in &store.replay(&session, up_to)? {
+                    let line = serde_json::to_string(r)?;
+                    writeln!(out, "{line}")?;
                 }
             } else {
-                render::replay(&records);
+                // Full turns, so tool calls show.
+                render::turns(out, &store.load(&session, up_to)?)?;
             }
         }
         Command::Show { session, json } => {
             let info = store.info(&id(&session)?)?;
             if json {
-                print_json(&info)?;
+                print_json(out, &info)?;
             } else {
-                render::show(&info);
+                render::show(out, &info)?;
             }
         }
         Command::Branches { session, json } => {
             let branches = store.branches(&id(&session)?)?;
             if json {
-                print_json(&branches)?;
+                print_json(out, &branches)?;
             } else {
-                render::branches(&branches);
+                render::branches(out, &branches)?;
             }
         }
         Command::Tree {
@@ -639,32 +745,48 @@ fn run(cli: Cli) -> CliResult {
         } => {
             let tree = store.tree(&id(&session)?)?;
             if json {
-                print_json(&tree)?;
+                print_json(out, &tree)?;
             } else if dot {
-                print!("{}", render::tree_dot(&tree));
+                write!(out, "{}", render::tree_dot(&tree))?;
             } else if mermaid {
-                print!("{}", render::tree_mermaid(&tree));
+                write!(out, "{}", render::tree_mermaid(&tree))?;
             } else {
-                print!("{}", render::tree_text(&tree));
+                write!(out, "{}", render::tree_text(&tree))?;
             }
         }
         Command::List { json } => {
             let sessions = store.list()?;
             if json {
-                print_json(&sessions)?;
+                print_json(out, &sessions)?;
             } else {
-                render::list(&sessions);
+                render::list(out, &sessions)?;
             }
         }
-        Command::Delete { session, cascade } => {
-            for deleted in store.delete(&id(&session)?, cascade)? {
-                println!("deleted {deleted}");
+        Command::Delete {
+            session,
+            cascade,
+            dry_run,
+            json,
+        } => {
+            let options = DeleteOptions { cascade, dry_run };
+            let plan = store.delete_with(&id(&session)?, options)?;
+            if json {
+                print_json(out, &plan)?;
+            } else {
+                render::delete(out, &plan, dry_run)?;
             }
         }
-        Command::Detach { session } => {
-            let session = id(&session)?;
-            store.detach(&session)?;
-            println!("detached {session}");
+        Command::Detach {
+            session,
+            dry_run,
+            json,
+        } => {
+            let plan = store.detach_with(&id(&session)?, DetachOptions { dry_run })?;
+            if json {
+                print_json(out, &plan)?;
+            } else {
+                render::detach(out, &plan, dry_run)?;
+            }
         }
         Command::Anchor {
             session,
@@ -674,20 +796,21 @@ fn run(cli: Cli) -> CliResult {
         } => {
             let made = store.anchor(&id(&session)?, &name, state.as_deref())?;
             if json {
-                print_json(&made)?;
+                print_json(out, &made)?;
             } else {
-                println!(
+                writeln!(
+                    out,
                     "anchor {} on {} at index {}",
                     made.name, made.session, made.at_index
-                );
+                )?;
             }
         }
         Command::Anchors { session, json } => {
             let anchors = store.anchors(&id(&session)?)?;
             if json {
-                print_json(&anchors)?;
+                print_json(out, &anchors)?;
             } else {
-                render::anchors(&anchors);
+                render::anchors(out, &anchors)?;
             }
         }
         Command::Merge {
@@ -706,34 +829,41 @@ fn run(cli: Cli) -> CliResult {
                 },
             )?;
             if json {
-                print_json(&plan)?;
+                print_json(out, &plan)?;
             } else {
                 let verb = if dry_run { "would merge" } else { "merged" };
-                println!(
+                writeln!(
+                    out,
                     "{verb} {} into {} as turn {}",
                     plan.reference, plan.into, plan.index
-                );
+                )?;
             }
         }
-        Command::Regenerate(args) => regenerate(store, &cli.store, args)?,
-        Command::Jobs { action, json } => jobs(&store, action, json)?,
+        Command::Regenerate(args) => regenerate(out, store, &cli.store, args)?,
+        Command::Jobs { action, json } => jobs(out, &store, action, json)?,
         Command::Diff { a, b, json } => {
-            let diff = store.diff(&id(&a)?, &id(&b)?)?;
+            let (a, b) = (id(&a)?, id(&b)?);
+            let diff = store.diff(&a, &b)?;
             if json {
-                print_json(&diff)?;
+                print_json(out, &diff)?;
             } else {
-                render::diff(&diff);
+                let tail = |s: &SessionId| -> Result<Vec<forktrail::Turn>, forktrail::Error> {
+                    let mut turns = store.load(s, None)?;
+                    turns.drain(..(diff.common_prefix as usize).min(turns.len()));
+                    Ok(turns)
+                };
+                render::diff(out, &diff, &tail(&a)?, &tail(&b)?)?;
             }
         }
-        Command::Query(args) => query(&store, args)?,
+        Command::Query(args) => query(out, &store, args)?,
         #[cfg(feature = "server")]
-        Command::Serve(args) => serve(store, args)?,
+        Command::Serve(args) => serve(out, store, args)?,
         Command::Import {
             file,
             format,
             skip_invalid,
             json,
-        } => import(&store, &file, format.as_deref(), skip_invalid, json)?,
+        } => import(out, &store, &file, format.as_deref(), skip_invalid, json)?,
         Command::Export {
             session,
             format,
@@ -756,18 +886,61 @@ fn run(cli: Cli) -> CliResult {
                     std::fs::rename(&tmp, &path)
                         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
                 }
-                None => store.export(session.as_ref(), format, std::io::stdout().lock())?,
+                None => store.export(session.as_ref(), format, out)?,
             }
         }
+        Command::Completions { .. } => unreachable!("handled before the store opens"),
     }
     Ok(())
 }
 
-fn open_when_free(path: &Path) -> Result<Store, forktrail::Error> {
+fn fork(out: Out, store: &Store, args: ForkArgs) -> CliResult {
+    let parent = id(&args.session)?;
+    let plan = store.fork(
+        &parent,
+        ForkOptions {
+            at: args.at,
+            anchor: args.anchor,
+            label: args.label,
+            reason: args.reason,
+            principal: args.principal,
+            id: args.id,
+            summarize: args.summarize,
+            request_id: args.request_id,
+            dry_run: args.dry_run,
+        },
+    )?;
+    if args.json {
+        return print_json(out, &plan);
+    }
+    let verb = match (args.dry_run, plan.reused) {
+        (true, _) => "would fork",
+        (false, true) => "already forked (same request id)",
+        (false, false) => "forked",
+    };
+    writeln!(
+        out,
+        "{}\n{verb} {} at index {} as branch {} (depth {}, root {})",
+        plan.session, plan.parent, plan.forked_at_index, plan.branch, plan.depth, plan.fork_root
+    )?;
+    if let Some(summary) = &plan.summary {
+        writeln!(out, "summary: {summary}")?;
+    }
+    Ok(())
+}
+
+fn is_locked(e: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        e.downcast_ref::<forktrail::Error>(),
+        Some(forktrail::Error::StoreLocked { .. })
+    )
+}
+
+fn open_when_free(path: &Path) -> Result<Store, Box<dyn std::error::Error>> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        match open(path) {
-            Err(forktrail::Error::StoreLocked { .. }) if std::time::Instant::now() < deadline => {
+        match open(path, false) {
+            Err(e) if is_locked(e.as_ref()) && std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(100))
             }
             other => return other,
@@ -775,7 +948,35 @@ fn open_when_free(path: &Path) -> Result<Store, forktrail::Error> {
     }
 }
 
-fn regenerate(store: Store, path: &Path, args: RegenerateArgs) -> CliResult {
+/// A regeneration job that ended `failed` or `cancelled`: the command fails with it.
+#[derive(Debug)]
+struct JobEnded(String);
+
+impl std::fmt::Display for JobEnded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for JobEnded {}
+
+/// `Ok` for a job that is complete or still running (in the background); the job's
+/// outcome as an error otherwise.
+fn job_outcome(job: &Job) -> CliResult {
+    match job.status.as_str() {
+        "failed" => Err(JobEnded(format!(
+            "regeneration job {} failed: {} (see `forktrail jobs show {}`)",
+            job.job,
+            job.error.as_deref().unwrap_or("no reason recorded"),
+            job.job
+        ))
+        .into()),
+        "cancelled" => Err(JobEnded(format!("regeneration job {} was cancelled", job.job)).into()),
+        _ => Ok(()),
+    }
+}
+
+fn regenerate(out: Out, store: Store, path: &Path, args: RegenerateArgs) -> CliResult {
     let session = id(&args.session)?;
     let read = |file: &Path| {
         std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))
@@ -797,6 +998,7 @@ fn regenerate(store: Store, path: &Path, args: RegenerateArgs) -> CliResult {
         temperature: args.temperature,
         reason: args.reason,
         request_id: args.request_id,
+        again: args.again,
         max_context_tokens: Some(args.max_context_tokens),
         allow_remote: args.allow_remote,
         timeout_secs: Some(args.timeout),
@@ -805,23 +1007,26 @@ fn regenerate(store: Store, path: &Path, args: RegenerateArgs) -> CliResult {
     if args.dry_run {
         let plan = store.plan_regeneration(&session, &options)?;
         if args.json {
-            return print_json(&plan);
+            return print_json(out, &plan);
         }
-        println!("would fork {} at index {}", plan.session, plan.at);
-        println!("messages          {}", plan.messages);
-        println!(
+        writeln!(out, "would fork {} at index {}", plan.session, plan.at)?;
+        writeln!(out, "messages          {}", plan.messages)?;
+        writeln!(
+            out,
             "estimated tokens  {} ({})",
             plan.estimated_tokens, plan.estimate_method
-        );
-        println!("endpoint          {}", plan.endpoint);
-        println!("model             {}", plan.model);
+        )?;
+        writeln!(out, "endpoint          {}", plan.endpoint)?;
+        writeln!(out, "model             {}", plan.model)?;
         if !plan.swapped.is_empty() {
-            println!("swapped           {}", plan.swapped.join(", "));
+            writeln!(out, "swapped           {}", plan.swapped.join(", "))?;
         }
         return Ok(());
     }
     let job = store.begin_regeneration(&session, &options)?;
-    let job = if args.background && job.status == "running" {
+    let job = if job.status != "running" {
+        job
+    } else if args.background {
         drop(store);
         std::process::Command::new(std::env::current_exe()?)
             .arg("--store")
@@ -837,27 +1042,23 @@ fn regenerate(store: Store, path: &Path, args: RegenerateArgs) -> CliResult {
         store.run_job(&job.job)?
     };
     if args.json {
-        print_json(&job)
-    } else {
-        render::job(&job);
-        Ok(())
+        print_json(out, &job)?;
+    } else if job_outcome(&job).is_ok() {
+        render::job(out, &job)?;
     }
+    job_outcome(&job)
 }
 
-fn jobs(store: &Store, action: Option<JobsAction>, json: bool) -> CliResult {
+fn jobs(out: Out, store: &Store, action: Option<JobsAction>, json: bool) -> CliResult {
     match action {
-        None if json => print_json(&store.jobs()?),
-        None => {
-            render::jobs(&store.jobs()?);
-            Ok(())
-        }
+        None if json => print_json(out, &store.jobs()?),
+        None => Ok(render::jobs(out, &store.jobs()?)?),
         Some(JobsAction::Show { job, json }) => {
             let job = store.job(&job)?;
             if json {
-                print_json(&job)
+                print_json(out, &job)
             } else {
-                render::job(&job);
-                Ok(())
+                Ok(render::job(out, &job)?)
             }
         }
         Some(JobsAction::Run { job }) => {
@@ -870,13 +1071,10 @@ fn jobs(store: &Store, action: Option<JobsAction>, json: bool) -> CliResult {
 
 /// Cancels a job. If a background worker holds the store, a cancel file asks it to
 /// stop, and this waits for the store to report the outcome.
-fn cancel_job(path: &Path, job: &str) -> CliResult {
-    if !path.exists() {
-        return Err(format!("no store at {}", path.display()).into());
-    }
-    let store = match open(path) {
+fn cancel_job(out: Out, path: &Path, job: &str) -> CliResult {
+    let store = match open(path, false) {
         Ok(store) => store,
-        Err(forktrail::Error::StoreLocked { .. }) => {
+        Err(e) if is_locked(e.as_ref()) => {
             let file = Store::cancel_file(path, job);
             if let Some(dir) = file.parent() {
                 std::fs::create_dir_all(dir)?;
@@ -884,110 +1082,107 @@ fn cancel_job(path: &Path, job: &str) -> CliResult {
             std::fs::write(&file, b"")?;
             open_when_free(path)?
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     let done = store.cancel_job(job)?;
     let _ = std::fs::remove_file(Store::cancel_file(path, job));
-    render::job(&done);
-    Ok(())
-}
-
-/// What `import` reads.
-enum Source {
-    Rdf(ImportFormat),
-    OpenAi,
-    ClaudeCode,
-}
-
-impl Source {
-    fn parse(text: &str) -> Result<Self, String> {
-        match text {
-            "openai" => Ok(Self::OpenAi),
-            "claude-code" => Ok(Self::ClaudeCode),
-            other => other.parse().map(Self::Rdf).map_err(|_| {
-                format!(
-                    "unknown import format {other:?} (expected trig, nquads, openai or claude-code)"
-                )
-            }),
-        }
-    }
+    Ok(render::job(out, &done)?)
 }
 
 fn import(
+    out: Out,
     store: &Store,
     file: &Path,
     format: Option<&str>,
     skip_invalid: bool,
     json: bool,
 ) -> CliResult {
-    let extension = file.extension().and_then(|e| e.to_str()).unwrap_or("");
-    let source = match (format, extension) {
-        (Some(f), _) => Source::parse(f)?,
-        (None, "nq" | "nquads") => Source::Rdf(ImportFormat::NQuads),
-        (None, "json") => Source::OpenAi,
-        (None, _) => Source::Rdf(ImportFormat::TriG),
-    };
-    let read_err = |e: std::io::Error| format!("cannot read {}: {e}", file.display());
-    let report = match source {
-        Source::Rdf(format) => {
-            let reader = std::fs::File::open(file).map_err(read_err)?;
-            let ids = store.import(std::io::BufReader::new(reader), format)?;
-            forktrail::TranscriptReport {
-                sessions: ids,
-                ..Default::default()
-            }
-        }
-        transcript => {
-            let text = std::fs::read_to_string(file).map_err(read_err)?;
-            // A progress bar on a terminal only, and never with --json.
-            let bar = (!json && std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                .then(|| indicatif::ProgressBar::new(0));
-            let progress = |done: u64, total: u64| {
-                if let Some(bar) = &bar {
-                    bar.set_length(total);
-                    bar.set_position(done);
-                }
-            };
-            let options = forktrail::TranscriptOptions {
-                skip_invalid,
-                progress: Some(&progress),
-            };
-            let report = match transcript {
-                Source::OpenAi => store.import_openai(&text, NewSession::default(), &options),
-                _ => store.import_claude_code(&text, &options),
-            };
-            if let Some(bar) = &bar {
-                bar.finish_and_clear();
-            }
-            report?
+    let format = format.map(str::parse::<ImportFormat>).transpose()?;
+    // A progress bar on a terminal only, and never with --json.
+    let bar = (!json && std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .then(|| indicatif::ProgressBar::new(0));
+    let progress = |done: u64, total: u64| {
+        if let Some(bar) = &bar {
+            bar.set_length(total);
+            bar.set_position(done);
         }
     };
-    if json {
-        print_json(&report)?;
+    let options = forktrail::TranscriptOptions {
+        skip_invalid,
+        progress: Some(&progress),
+    };
+    let report = if file.is_dir() {
+        match format {
+            None | Some(ImportFormat::ClaudeCode) => store.import_claude_code_path(file, &options),
+            Some(other) => {
+                return Err(format!(
+                    "{} is a folder: only a Claude Code project folder can be imported \
+                     (--format claude-code), not {other:?}",
+                    file.display()
+                )
+                .into())
+            }
+        }
     } else {
-        for id in &report.sessions {
-            println!("imported {id}");
+        let bytes =
+            std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let what = file.display().to_string();
+        match format {
+            Some(format) => Ok(format),
+            None => ImportFormat::sniff_or_explain(&bytes, &what),
         }
-        if report.turns > 0 {
-            println!("{} turns", report.turns);
-        }
-        for (kind, n) in &report.skipped_types {
-            println!("skipped {n} line(s) of type {kind}");
-        }
-        if !report.skipped_invalid.is_empty() {
-            let lines: Vec<String> = report.skipped_invalid.iter().map(u64::to_string).collect();
-            println!("skipped malformed lines: {}", lines.join(", "));
-        }
+        .and_then(|format| match format {
+            // From disk, so that its sub-agents' transcripts come along.
+            ImportFormat::ClaudeCode => store.import_claude_code_path(file, &options),
+            other => store.import_with(&bytes, Some(other), &options),
+        })
+    };
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    if json {
+        return print_json(out, &report);
+    }
+    for id in &report.sessions {
+        writeln!(out, "imported {id}")?;
+    }
+    for id in &report.extended {
+        writeln!(out, "extended {id}")?;
+    }
+    if report.sessions.is_empty() && report.extended.is_empty() {
+        writeln!(out, "up to date: nothing new in {}", file.display())?;
+    }
+    if report.turns > 0 {
+        writeln!(out, "{}", render::count(report.turns, "turn", "turns"))?;
+    }
+    for (kind, n) in &report.skipped_types {
+        writeln!(
+            out,
+            "skipped {} of type {kind}",
+            render::count(*n, "line", "lines")
+        )?;
+    }
+    if !report.skipped_invalid.is_empty() {
+        let lines: Vec<String> = report.skipped_invalid.iter().map(u64::to_string).collect();
+        writeln!(out, "skipped malformed lines: {}", lines.join(", "))?;
+    }
+    for id in &report.unresolved_subagents {
+        writeln!(
+            out,
+            "sub-agent {id}: the turn that launched it is not in the store (link unresolved)"
+        )?;
     }
     Ok(())
 }
 
 #[cfg(feature = "server")]
-fn serve(store: Store, args: ServeArgs) -> CliResult {
+fn serve(out: Out, store: Store, args: ServeArgs) -> CliResult {
     if args.demo && store.list()?.is_empty() {
         let tree = demo::build(&store)?;
-        println!("loaded the demo tree (root {})", tree.root);
+        writeln!(out, "loaded the demo tree (root {})", tree.root)?;
     }
+    out.flush()?;
     let config = forktrail::server::ServerConfig {
         bind: args.bind,
         token: args.token.filter(|t| !t.is_empty()),
@@ -1005,15 +1200,19 @@ fn serve(store: Store, args: ServeArgs) -> CliResult {
         std::sync::Arc::new(store),
         config,
         move |addr| {
-            println!("forktrail is serving on http://{addr} ({})", if writable { "writes need the token" } else { "read-only" });
-            println!("try: curl -H 'Accept: text/csv' --data-urlencode 'query=SELECT ?id ?branch WHERE {{ ?s <https://w3id.org/forktrail/ns#sessionId> ?id ; <https://w3id.org/forktrail/ns#branch> ?branch }}' http://{addr}/sparql");
-            println!("     curl http://{addr}/sessions");
+            // Written, not println!: nobody reading stdout must not stop the server.
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "forktrail is serving on http://{addr} ({})", if writable { "writes need the token" } else { "read-only" });
+            let _ = writeln!(out, "try: curl -H 'Accept: text/csv' --data-urlencode 'query=SELECT ?id ?branch WHERE {{ ?s <https://w3id.org/forktrail/ns#sessionId> ?id ; <https://w3id.org/forktrail/ns#branch> ?branch }}' http://{addr}/sparql");
+            let _ = writeln!(out, "     curl http://{addr}/sessions");
+            let _ = writeln!(out, "     curl http://{addr}/queries");
+            let _ = out.flush();
         },
     ))?;
     Ok(())
 }
 
-fn append(store: &Store, args: AppendArgs) -> CliResult {
+fn append(out: Out, store: &Store, args: AppendArgs) -> CliResult {
     let session = id(&args.session)?;
     let role: Role = args.role.parse()?;
     let kind: Kind = args.kind.parse()?;
@@ -1039,9 +1238,9 @@ fn append(store: &Store, args: AppendArgs) -> CliResult {
     turn.tool_calls = args.tool_calls;
     let index = store.append(&session, turn)?;
     if args.json {
-        print_json(&json!({ "session": session.as_str(), "index": index }))?;
+        print_json(out, &json!({ "session": session.as_str(), "index": index }))?;
     } else {
-        println!("{index}");
+        writeln!(out, "{index}")?;
     }
     Ok(())
 }
@@ -1056,38 +1255,32 @@ fn utf8(bytes: Vec<u8>, source: &str) -> Result<String, forktrail::Error> {
     })
 }
 
-/// `NAME=VALUE`: `<...>` is an IRI, `"..."` a string, digits an integer, anything else a
-/// string.
+/// `NAME=VALUE`, the value read as [`forktrail::binding_value`] reads it.
 fn parse_binding(text: &str) -> Result<(String, Term), String> {
     let (name, value) = text
         .split_once('=')
         .ok_or_else(|| format!("--bind {text:?}: expected NAME=VALUE"))?;
     let name = name.trim_start_matches(['?', '$']).to_string();
-    let quoted = value
-        .strip_prefix('"')
-        .and_then(|v| v.strip_suffix('"'))
-        .filter(|_| value.len() >= 2);
-    let term: Term = if let Some(text) = quoted {
-        Literal::new_simple_literal(text).into()
-    } else if let Some(iri) = value.strip_prefix('<').and_then(|v| v.strip_suffix('>')) {
-        NamedNode::new(iri)
-            .map_err(|e| format!("--bind {name}: invalid IRI <{iri}>: {e}"))?
-            .into()
-    } else if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        Literal::new_typed_literal(value, oxigraph::model::vocab::xsd::INTEGER).into()
-    } else {
-        Literal::new_simple_literal(value).into()
-    };
+    let term = forktrail::binding_value(value).map_err(|e| format!("--bind {name}: {e}"))?;
     Ok((name, term))
 }
 
-fn query(store: &Store, args: QueryArgs) -> CliResult {
-    let sparql = match (&args.sparql, &args.file) {
-        (Some(text), _) => text.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
-        (None, None) => return Err("give a SPARQL query or --file".into()),
-    };
+fn query_list(out: Out, format: &str) -> CliResult {
+    let all = forktrail::queries::ALL;
+    match format {
+        "json" => {
+            let list: Vec<serde_json::Value> = all
+                .iter()
+                .map(|q| json!({ "name": q.name, "help": q.help(), "inputs": q.inputs() }))
+                .collect();
+            print_json(out, &list)
+        }
+        "table" => Ok(render::query_list(out, all)?),
+        other => Err(format!("--list prints as table or json, not {other:?}").into()),
+    }
+}
+
+fn query(out: Out, store: &Store, args: QueryArgs) -> CliResult {
     let bindings = args
         .bindings
         .iter()
@@ -1097,6 +1290,109 @@ fn query(store: &Store, args: QueryArgs) -> CliResult {
         .iter()
         .map(|(n, t)| (n.as_str(), t.clone()))
         .collect();
-    let results = store.query(&sparql, &bindings)?;
-    render::query_results(results, &args.format, std::io::stdout().lock())
+    let results = match (&args.sparql, &args.file) {
+        (Some(text), _) => match NamedQuery::find(text) {
+            Some(named) => store.query_named(&named, &bindings)?,
+            None if is_query_name(text) => {
+                return Err(format!(
+                    "no shipped query is named {text:?}; `forktrail query --list` shows them \
+                     (or give SPARQL text)"
+                )
+                .into())
+            }
+            None => store.query(text, &bindings)?,
+        },
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            store.query(&text, &bindings)?
+        }
+        (None, None) => return Err("give a SPARQL query, a query name or --file".into()),
+    };
+    render::query_results(results, &args.format, out)
+}
+
+/// A word like a query's name (`audit-turn-origin`), which no SPARQL query is.
+fn is_query_name(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag, option and argument of every command says what it is for.
+    #[test]
+    fn every_argument_of_every_command_has_help_text() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments().filter(|a| !a.is_hide_set()) {
+                if arg
+                    .get_help()
+                    .is_none_or(|h| h.to_string().trim().is_empty())
+                {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_about().is_none() && !sub.is_hide_set() {
+                    missing.push(format!("{path} {} (no about)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        let mut command = Cli::command();
+        command.build();
+        walk(&command, "forktrail", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
+    }
+
+    #[test]
+    fn the_export_format_help_lists_every_export_format() {
+        let command = Cli::command();
+        let export = command.find_subcommand("export").unwrap();
+        let format = export
+            .get_arguments()
+            .find(|a| a.get_id() == "format")
+            .unwrap();
+        let help = format.get_help().unwrap().to_string();
+        for name in ExportFormat::NAMES {
+            assert!(
+                help.contains(name),
+                "export --format help lacks {name}: {help}"
+            );
+        }
+        let import = command.find_subcommand("import").unwrap();
+        let help = import
+            .get_arguments()
+            .find(|a| a.get_id() == "format")
+            .unwrap()
+            .get_help()
+            .unwrap()
+            .to_string();
+        for name in ImportFormat::NAMES {
+            assert!(
+                help.contains(name),
+                "import --format help lacks {name}: {help}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_broken_pipe_is_found_through_wrapped_errors() {
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let wrapped = forktrail::Error::Io {
+            context: "cannot write the export".into(),
+            source: std::io::Error::from(std::io::ErrorKind::BrokenPipe),
+        };
+        let boxed: Box<dyn std::error::Error> = Box::new(pipe);
+        assert!(is_broken_pipe(boxed.as_ref()));
+        let boxed: Box<dyn std::error::Error> = Box::new(wrapped);
+        assert!(is_broken_pipe(boxed.as_ref()));
+        let other: Box<dyn std::error::Error> = "no store".into();
+        assert!(!is_broken_pipe(other.as_ref()));
+    }
 }

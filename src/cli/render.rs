@@ -1,66 +1,161 @@
-//! Human-readable output: tables, trees (text, DOT, Mermaid), query results.
+//! Human-readable output: tables, trees (text, DOT, Mermaid), turns, query results.
+//!
+//! Everything is written to a caller's writer and every write error is returned, so a
+//! reader that goes away (`forktrail list | head -1`) ends the command quietly instead
+//! of a panic in `println!`.
 
 use forktrail::demo::{DemoTree, MODEL_A};
 use forktrail::{
-    queries, AnchorInfo, BranchInfo, Job, ReplayRecord, SessionDiff, SessionInfo, Store, TreeNode,
+    queries, AnchorInfo, BranchInfo, DeletePlan, DetachPlan, Job, Kind, NamedQuery, Role,
+    SessionDiff, SessionInfo, Store, TreeNode, Turn,
 };
 use oxigraph::io::{RdfFormat, RdfSerializer};
 use oxigraph::model::Term;
 use oxigraph::sparql::results::{QueryResultsFormat, QueryResultsSerializer};
 use oxigraph::sparql::QueryResults;
 use std::fmt::Write as _;
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::Path;
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;
 
-pub fn replay(records: &[ReplayRecord]) {
-    for r in records {
-        let mut lines = r.content.lines();
-        let first = lines.next().unwrap_or("");
-        println!("[{}] {} ({}): {first}", r.index, r.role, r.branch);
-        for line in lines {
-            println!("      {line}");
-        }
+/// `1 turn`, `2 turns`.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// At most `max` characters of `text` on one line, with `…` when cut.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.replace(['\n', '\r', '\t'], " ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max - 1).collect::<String>())
+    } else {
+        flat
     }
 }
 
-pub fn show(i: &SessionInfo) {
-    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    println!("session      {}", i.session);
-    println!("branch       {}", i.branch);
-    if let Some(title) = &i.title {
-        println!("title        {title}");
+/// The tool calls of a turn as `name(arguments)` lines; the raw JSON if it is not a list
+/// of OpenAI-style calls.
+fn calls(json: &str) -> Vec<String> {
+    let parsed: Result<Vec<serde_json::Value>, _> = serde_json::from_str(json);
+    let Ok(list) = parsed else {
+        return vec![one_line(json, 200)];
+    };
+    list.iter()
+        .map(|call| {
+            let name = call
+                .pointer("/function/name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("?");
+            let arguments = match call.pointer("/function/arguments") {
+                Some(serde_json::Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            format!("{name}({})", one_line(&arguments, 160))
+        })
+        .collect()
+}
+
+/// One turn per block: `[index] role (branch): content`, continuation lines indented,
+/// tool calls as `→ name(arguments)`, a tool result's call id after `←`.
+pub fn turns(out: &mut dyn Write, turns: &[Turn]) -> io::Result<()> {
+    for t in turns {
+        let mut head = format!("[{}] {} ({})", t.index, t.role, t.branch);
+        if t.role == Role::Tool {
+            if let Some(name) = &t.name {
+                head += &format!(" {name}");
+            }
+            if let Some(id) = &t.tool_call_id {
+                head += &format!(" ← {id}");
+            }
+        }
+        if !matches!(t.kind, Kind::Message | Kind::ToolCall) {
+            head += &format!(" [{}]", t.kind);
+        }
+        let mut lines: Vec<String> = t.content.lines().map(str::to_string).collect();
+        if let Some(json) = &t.tool_calls {
+            lines.extend(calls(json).into_iter().map(|c| format!("→ {c}")));
+        }
+        let mut lines = lines.into_iter();
+        match lines.next() {
+            Some(first) => writeln!(out, "{head}: {first}")?,
+            None => writeln!(out, "{head}:")?,
+        }
+        for line in lines {
+            writeln!(out, "      {line}")?;
+        }
     }
-    println!("principal    {}", opt(&i.principal));
-    println!("parent       {}", opt(&i.parent));
-    println!(
+    Ok(())
+}
+
+pub fn show(out: &mut dyn Write, i: &SessionInfo) -> io::Result<()> {
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    writeln!(out, "session      {}", i.session)?;
+    writeln!(out, "branch       {}", i.branch)?;
+    if let Some(title) = &i.title {
+        writeln!(out, "title        {title}")?;
+    }
+    writeln!(out, "principal    {}", opt(&i.principal))?;
+    writeln!(out, "parent       {}", opt(&i.parent))?;
+    writeln!(
+        out,
         "forked at    {}",
         i.forked_at_index.map_or("-".into(), |k| k.to_string())
-    );
-    println!("fork root    {}", i.fork_root);
-    println!("depth        {}", i.depth);
-    println!(
+    )?;
+    writeln!(out, "fork root    {}", i.fork_root)?;
+    writeln!(out, "depth        {}", i.depth)?;
+    writeln!(
+        out,
         "turns        {} ({} own, {} inherited)",
         i.length, i.own_turns, i.inherited_turns
-    );
+    )?;
     if let (Some(own), Some(inherited)) = (i.own_content_bytes, i.inherited_content_bytes) {
-        println!("content      {own} bytes own, {inherited} bytes inherited");
+        writeln!(
+            out,
+            "content      {} own, {} inherited",
+            count(own, "byte", "bytes"),
+            count(inherited, "byte", "bytes")
+        )?;
     }
     if let Some(summary) = &i.summary {
-        println!("summary      {summary}");
+        writeln!(out, "summary      {summary}")?;
     }
     if !i.models.is_empty() {
-        println!("models       {}", i.models.join(", "));
+        writeln!(out, "models       {}", i.models.join(", "))?;
     }
     if let Some(t) = &i.tokens {
-        println!(
+        writeln!(
+            out,
             "tokens       {} in, {} out (regeneration)",
             t.input, t.output
-        );
+        )?;
     }
-    println!("created      {}", opt(&i.created_at));
-    println!("head digest  {}", opt(&i.head_digest));
+    if let Some(agent) = &i.subagent {
+        let launch = match &agent.spawned_by {
+            Some(turn) => format!("turn {} of {}", turn.index, turn.session),
+            None => format!(
+                "unresolved (in {})",
+                agent
+                    .spawned_in_session
+                    .as_deref()
+                    .unwrap_or("an unknown session")
+            ),
+        };
+        let call = agent
+            .tool_call_id
+            .as_ref()
+            .map(|c| format!(", tool call {c}"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "sub-agent    {} launched by {launch}{call}",
+            agent.agent_id
+        )?;
+    }
+    writeln!(out, "created      {}", opt(&i.created_at))?;
+    writeln!(out, "head digest  {}", opt(&i.head_digest))
 }
 
 fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -70,26 +165,36 @@ fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+    let mut text = String::new();
+    let line = |text: &mut String, cells: &mut dyn Iterator<Item = &str>| {
         let parts: Vec<String> = cells
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}", w = *w))
             .collect();
-        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+        let _ = writeln!(text, "{}", parts.join("  ").trim_end());
     };
-    line(&mut out, &mut headers.iter().copied());
+    line(&mut text, &mut headers.iter().copied());
     for row in rows {
-        line(&mut out, &mut row.iter().map(String::as_str));
+        line(&mut text, &mut row.iter().map(String::as_str));
     }
-    out
+    text
 }
 
-pub fn branches(branches: &[BranchInfo]) {
-    if branches.is_empty() {
-        println!("no branches");
-        return;
+/// A table, or `empty` when there are no rows.
+fn table_or(
+    out: &mut dyn Write,
+    empty: &str,
+    headers: &[&str],
+    rows: &[Vec<String>],
+) -> io::Result<()> {
+    if rows.is_empty() {
+        writeln!(out, "{empty}")
+    } else {
+        write!(out, "{}", table(headers, rows))
     }
+}
+
+pub fn branches(out: &mut dyn Write, branches: &[BranchInfo]) -> io::Result<()> {
     let rows: Vec<Vec<String>> = branches
         .iter()
         .map(|b| {
@@ -103,27 +208,18 @@ pub fn branches(branches: &[BranchInfo]) {
             ]
         })
         .collect();
-    print!(
-        "{}",
-        table(
-            &[
-                "BRANCH",
-                "SESSION",
-                "FORKED AT",
-                "OWN TURNS",
-                "CREATED",
-                "SUMMARY"
-            ],
-            &rows
-        )
-    );
+    let headers = [
+        "BRANCH",
+        "SESSION",
+        "FORKED AT",
+        "OWN TURNS",
+        "CREATED",
+        "SUMMARY",
+    ];
+    table_or(out, "no branches", &headers, &rows)
 }
 
-pub fn anchors(anchors: &[AnchorInfo]) {
-    if anchors.is_empty() {
-        println!("no anchors");
-        return;
-    }
+pub fn anchors(out: &mut dyn Write, anchors: &[AnchorInfo]) -> io::Result<()> {
     let rows: Vec<Vec<String>> = anchors
         .iter()
         .map(|a| {
@@ -135,32 +231,40 @@ pub fn anchors(anchors: &[AnchorInfo]) {
             ]
         })
         .collect();
-    print!("{}", table(&["ANCHOR", "AT", "SESSION", "STATE"], &rows));
+    table_or(
+        out,
+        "no anchors",
+        &["ANCHOR", "AT", "SESSION", "STATE"],
+        &rows,
+    )
 }
 
-pub fn job(j: &Job) {
-    println!("job        {} ({})", j.job, j.status);
-    println!("session    {} at index {}", j.session, j.at);
-    println!("model      {} via {}", j.model, j.endpoint);
+pub fn job(out: &mut dyn Write, j: &Job) -> io::Result<()> {
+    writeln!(out, "job        {} ({})", j.job, j.status)?;
+    writeln!(out, "session    {} at index {}", j.session, j.at)?;
+    writeln!(out, "model      {} via {}", j.model, j.endpoint)?;
     if let Some(fork) = &j.fork {
-        println!("fork       {fork}");
+        writeln!(out, "fork       {fork}")?;
+    }
+    if j.reused {
+        writeln!(
+            out,
+            "reused     an identical earlier request (pass --again for a new sample)"
+        )?;
     }
     if let (Some(i), Some(o)) = (j.input_tokens, j.output_tokens) {
-        println!("tokens     {i} in, {o} out");
+        writeln!(out, "tokens     {i} in, {o} out")?;
     }
     if let Some(ms) = j.latency_ms {
-        println!("latency    {ms} ms");
+        writeln!(out, "latency    {ms} ms")?;
     }
     if let Some(error) = &j.error {
-        println!("error      {error}");
+        writeln!(out, "error      {error}")?;
     }
+    Ok(())
 }
 
-pub fn jobs(jobs: &[Job]) {
-    if jobs.is_empty() {
-        println!("no jobs");
-        return;
-    }
+pub fn jobs(out: &mut dyn Write, jobs: &[Job]) -> io::Result<()> {
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|j| {
@@ -174,36 +278,39 @@ pub fn jobs(jobs: &[Job]) {
             ]
         })
         .collect();
-    print!(
-        "{}",
-        table(
-            &["JOB", "STATUS", "FROM", "MODEL", "FORK", "CREATED"],
-            &rows
-        )
-    );
+    let headers = ["JOB", "STATUS", "FROM", "MODEL", "FORK", "CREATED"];
+    table_or(out, "no jobs", &headers, &rows)
 }
 
-pub fn diff(d: &SessionDiff) {
-    println!(
-        "common prefix  {} turns ({})",
-        d.common_prefix,
-        match (&d.common_ancestor, d.found_by) {
-            (Some(a), _) => format!("common ancestor {a}"),
-            (None, "digest") => "equal digests; no common ancestor by lineage".into(),
-            _ => "unrelated".into(),
-        }
-    );
-    for (name, tail) in [(&d.a, &d.a_tail), (&d.b, &d.b_tail)] {
-        println!("\n--- {name}: {} turns after the common prefix", tail.len());
-        replay(tail);
+/// `diff`: the shared prefix, then both tails as turns (`a_tail`, `b_tail` loaded in full).
+pub fn diff(
+    out: &mut dyn Write,
+    d: &SessionDiff,
+    a_tail: &[Turn],
+    b_tail: &[Turn],
+) -> io::Result<()> {
+    let relation = match (&d.common_ancestor, d.found_by) {
+        (Some(a), _) => format!("common ancestor {a}"),
+        (None, "digest") => "equal digests; no common ancestor by lineage".into(),
+        _ => "unrelated".into(),
+    };
+    writeln!(
+        out,
+        "common prefix  {} ({relation})",
+        count(d.common_prefix, "turn", "turns")
+    )?;
+    for (name, tail) in [(&d.a, a_tail), (&d.b, b_tail)] {
+        writeln!(
+            out,
+            "\n--- {name}: {} after the common prefix",
+            count(tail.len() as u64, "turn", "turns")
+        )?;
+        turns(out, tail)?;
     }
+    Ok(())
 }
 
-pub fn list(sessions: &[SessionInfo]) {
-    if sessions.is_empty() {
-        println!("no sessions");
-        return;
-    }
+pub fn list(out: &mut dyn Write, sessions: &[SessionInfo]) -> io::Result<()> {
     let rows: Vec<Vec<String>> = sessions
         .iter()
         .map(|s| {
@@ -216,21 +323,59 @@ pub fn list(sessions: &[SessionInfo]) {
             ]
         })
         .collect();
-    print!(
-        "{}",
-        table(&["SESSION", "BRANCH", "PARENT", "TURNS", "TITLE"], &rows)
-    );
+    let headers = ["SESSION", "BRANCH", "PARENT", "TURNS", "TITLE"];
+    table_or(out, "no sessions", &headers, &rows)
+}
+
+pub fn delete(out: &mut dyn Write, plan: &DeletePlan, dry_run: bool) -> io::Result<()> {
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    for s in &plan.sessions {
+        writeln!(
+            out,
+            "{verb} {} ({}, {})",
+            s.session,
+            s.branch,
+            count(s.own_turns, "own turn", "own turns")
+        )?;
+    }
+    Ok(())
+}
+
+pub fn detach(out: &mut dyn Write, plan: &DetachPlan, dry_run: bool) -> io::Result<()> {
+    let verb = if dry_run { "would detach" } else { "detached" };
+    writeln!(
+        out,
+        "{verb} {} from {}: {} copied in",
+        plan.session,
+        plan.parent,
+        count(plan.copied_turns, "inherited turn", "inherited turns")
+    )?;
+    for span in &plan.copied_from {
+        writeln!(
+            out,
+            "  turns {}..{} from {} ({})",
+            span.from,
+            span.to - 1,
+            span.session,
+            span.branch
+        )?;
+    }
+    for moved in &plan.moved_up {
+        writeln!(
+            out,
+            "  {} moves up: depth {} -> {}",
+            moved.session, moved.depth_before, moved.depth_after
+        )?;
+    }
+    Ok(())
 }
 
 fn node_line(n: &TreeNode) -> String {
-    let line = match n.forked_at_index {
-        Some(k) => format!(
-            "{} {} (forked at {k}, {} turns)",
-            n.branch, n.session, n.length
-        ),
-        None => format!("{} {} ({} turns)", n.branch, n.session, n.length),
+    let turns = count(n.length, "turn", "turns");
+    let mut line = match n.forked_at_index {
+        Some(k) => format!("{} {} (forked at {k}, {turns})", n.branch, n.session),
+        None => format!("{} {} ({turns})", n.branch, n.session),
     };
-    let mut line = line;
     if !n.models.is_empty() {
         line += &format!(" [{}]", n.models.join(", "));
     }
@@ -281,8 +426,10 @@ pub fn tree_dot(root: &TreeNode) -> String {
     for (i, (n, parent)) in nodes.iter().enumerate() {
         let _ = writeln!(
             out,
-            "  n{i} [label=\"{}\\n{}\\n{} turns\"];",
-            n.branch, n.session, n.length
+            "  n{i} [label=\"{}\\n{}\\n{}\"];",
+            n.branch,
+            n.session,
+            count(n.length, "turn", "turns")
         );
         if let (Some(p), Some(k)) = (parent, n.forked_at_index) {
             let _ = writeln!(out, "  n{p} -> n{i} [label=\"at {k}\"];");
@@ -299,8 +446,10 @@ pub fn tree_mermaid(root: &TreeNode) -> String {
     for (i, (n, parent)) in nodes.iter().enumerate() {
         let _ = writeln!(
             out,
-            "  n{i}[\"{}<br/>{}<br/>{} turns\"]",
-            n.branch, n.session, n.length
+            "  n{i}[\"{}<br/>{}<br/>{}\"]",
+            n.branch,
+            n.session,
+            count(n.length, "turn", "turns")
         );
         if let (Some(p), Some(k)) = (parent, n.forked_at_index) {
             let _ = writeln!(out, "  n{p} -->|at {k}| n{i}");
@@ -316,12 +465,21 @@ fn cell(term: Option<&Term>) -> String {
         Some(Term::NamedNode(n)) => format!("<{}>", n.as_str()),
         Some(other) => other.to_string(),
     };
-    let flat = text.replace(['\n', '\r', '\t'], " ");
-    if flat.chars().count() > 80 {
-        format!("{}…", flat.chars().take(79).collect::<String>())
-    } else {
-        flat
+    one_line(&text, 80)
+}
+
+/// `--list`: each shipped query with its header comment.
+pub fn query_list(out: &mut dyn Write, all: &[NamedQuery]) -> io::Result<()> {
+    for (i, q) in all.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        writeln!(out, "{}", q.name)?;
+        for line in q.help().lines() {
+            writeln!(out, "    {line}")?;
+        }
     }
+    Ok(())
 }
 
 pub fn query_results(
@@ -330,14 +488,15 @@ pub fn query_results(
     mut out: impl Write,
 ) -> CliResult {
     let results_format = match format {
-        "table" | "turtle" | "ntriples" => None,
+        "table" | "turtle" | "ntriples" | "rdfxml" => None,
         "json" => Some(QueryResultsFormat::Json),
         "xml" => Some(QueryResultsFormat::Xml),
         "csv" => Some(QueryResultsFormat::Csv),
         "tsv" => Some(QueryResultsFormat::Tsv),
         other => {
             return Err(format!(
-                "unknown format {other:?} (expected table, json, csv, tsv, xml, turtle or ntriples)"
+                "unknown format {other:?} (expected table, json, csv, tsv, xml, turtle, \
+                 ntriples or rdfxml)"
             )
             .into())
         }
@@ -362,12 +521,20 @@ pub fn query_results(
                 }
                 let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
                 write!(out, "{}", table(&headers, &rows))?;
-                writeln!(out, "({} rows)", rows.len())?;
+                writeln!(out, "({})", count(rows.len() as u64, "row", "rows"))?;
             } else {
                 return Err(format!("solutions cannot be printed as {format}").into());
             }
         }
         QueryResults::Boolean(value) => match results_format {
+            // The SPARQL 1.1 CSV and TSV results formats define SELECT results only.
+            Some(QueryResultsFormat::Csv | QueryResultsFormat::Tsv) => {
+                return Err(format!(
+                    "an ASK result cannot be printed as {format}: the SPARQL CSV and TSV \
+                     results formats cover SELECT only; use json, xml or table"
+                )
+                .into())
+            }
             Some(f) => {
                 QueryResultsSerializer::from_format(f)
                     .serialize_boolean_to_writer(&mut out, value)?;
@@ -377,6 +544,7 @@ pub fn query_results(
         QueryResults::Graph(triples) => {
             let rdf = match format {
                 "ntriples" => RdfFormat::NTriples,
+                "rdfxml" => RdfFormat::RdfXml,
                 "table" | "turtle" => RdfFormat::Turtle,
                 other => return Err(format!("a graph result cannot be printed as {other}").into()),
             };
@@ -394,23 +562,26 @@ pub fn query_results(
     Ok(())
 }
 
-pub fn demo(store: &Store, tree: &DemoTree, path: &Path) -> CliResult {
-    println!(
+pub fn demo(out: &mut dyn Write, store: &Store, tree: &DemoTree, path: &Path) -> CliResult {
+    writeln!(
+        out,
         "Built a demo conversation and its forks in {}\n",
         path.display()
-    );
-    println!("Fork tree:");
-    print!("{}", tree_text(&store.tree(&tree.root)?));
-    println!(
+    )?;
+    writeln!(out, "Fork tree:")?;
+    write!(out, "{}", tree_text(&store.tree(&tree.root)?))?;
+    writeln!(
+        out,
         "\nReplay of the deepest fork ({}, branch booking):",
         tree.booking
-    );
-    replay(&store.replay(&tree.booking, None)?);
-    println!(
-        "\nAudit (queries/{}.rq): who produced each turn of {}, following the chain:",
+    )?;
+    turns(out, &store.load(&tree.booking, None)?)?;
+    writeln!(
+        out,
+        "\nAudit ({}): who produced each turn of {}, following the chain:",
         queries::AUDIT_TURN_ORIGIN.name,
         tree.booking
-    );
+    )?;
     let results = store.query_named(
         &queries::AUDIT_TURN_ORIGIN,
         &[(
@@ -418,22 +589,25 @@ pub fn demo(store: &Store, tree: &DemoTree, path: &Path) -> CliResult {
             oxigraph::model::Literal::from(tree.booking.as_str()).into(),
         )],
     )?;
-    query_results(results, "table", std::io::stdout().lock())?;
+    query_results(results, "table", &mut *out)?;
     // Name the binary as it was started (e.g. target/release/forktrail), so the hints run.
     let exe = std::env::args()
         .next()
         .unwrap_or_else(|| "forktrail".into());
     let store_arg = format!("{exe} --store {}", path.display());
-    println!("\nTry next:");
-    println!("  {store_arg} tree {} --mermaid", tree.root);
-    println!(
-        "  {store_arg} query --file queries/{}.rq --bind model={MODEL_A}",
+    writeln!(out, "\nTry next:")?;
+    writeln!(out, "  {store_arg} tree {} --mermaid", tree.root)?;
+    writeln!(out, "  {store_arg} query --list")?;
+    writeln!(
+        out,
+        "  {store_arg} query {} --bind model={MODEL_A}",
         queries::AUDIT_TURNS_BY_MODEL.name
-    );
-    println!(
-        "  {store_arg} query --file queries/{}.rq --bind id={}",
+    )?;
+    writeln!(
+        out,
+        "  {store_arg} query {} --bind id={}",
         queries::AUDIT_DESCENDANTS.name,
         tree.root
-    );
+    )?;
     Ok(())
 }
