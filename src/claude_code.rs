@@ -839,6 +839,13 @@ fn read_families(
     let mut done = 0u64;
     let mut families: BTreeMap<Option<String>, Family> = BTreeMap::new();
     for (index, file) in files.iter().enumerate() {
+        // Lines that name no log (snapshots, summaries) belong to the file's log.
+        let file_key = crate::transcript::lines(&file.text)
+            .into_iter()
+            .find_map(|(_, line)| {
+                let value: Value = serde_json::from_str(line).ok()?;
+                value.get("sessionId")?.as_str().map(str::to_string)
+            });
         for (n, line) in crate::transcript::lines(&file.text) {
             done += 1;
             if let Some(progress) = options.progress {
@@ -852,9 +859,9 @@ fn read_families(
                 Ok(Line::Other { log_session, .. }) => log_session.clone(),
                 Err(_) => None,
             };
-            // A line that names no log belongs with the lines read before it.
-            let key = key.or_else(|| families.keys().next().cloned().flatten());
-            let family = families.entry(key).or_default();
+            let family = families
+                .entry(key.or_else(|| file_key.clone()))
+                .or_default();
             match parsed {
                 Ok(Line::Message(node)) if node.turns.is_empty() => {
                     // Thinking or images only: nothing to keep, but children hang on.

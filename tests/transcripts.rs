@@ -546,3 +546,24 @@ fn thinking_only_lines_are_skipped_and_a_log_of_nothing_else_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_line_that_names_no_session_still_links_the_lines_around_it() {
+    let s = Store::in_memory().unwrap();
+    let user = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"t3","message":{"role":"user","content":"Why?"}}"#;
+    let system = r#"{"type":"system","uuid":"s1","parentUuid":"u1","content":"Compacted"}"#;
+    let answer = r#"{"type":"assistant","uuid":"a1","parentUuid":"s1","sessionId":"t3","message":{"role":"assistant","model":"m","content":"Because."}}"#;
+    let snapshot = r#"{"type":"file-history-snapshot","messageId":"u1","snapshot":{}}"#;
+    let report = s
+        .import_claude_code(
+            &format!("{snapshot}\n{user}\n{system}\n{answer}\n"),
+            &TranscriptOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        report.sessions,
+        ["t3"],
+        "one session, not a second root: {report:?}"
+    );
+    assert_eq!(contents(&s, "t3").len(), 2);
+}
