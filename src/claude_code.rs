@@ -20,7 +20,9 @@
 //! committed in one transaction: all or nothing.
 
 use crate::error::{Error, Result};
-use crate::model::{Agent, ForkOptions, Kind, Label, NewSession, NewTurn, Role, SessionId};
+use crate::model::{
+    Agent, ForkOptions, Kind, Label, NewSession, NewTurn, Role, SessionId, MAX_FORK_DEPTH,
+};
 use crate::prov::{self, ForkRecord, SessionRecord};
 use crate::store::Store;
 use crate::transcript::{TranscriptOptions, TranscriptReport};
@@ -56,9 +58,10 @@ struct Node {
     agent: Option<String>,
     log_session: Option<String>,
     turns: Vec<NewTurn>,
-    /// `(tool call id, sub-agent id)` of sub-agents this line reports on: a tool result
-    /// with `toolUseResult.agentId`, or an `agentId: <id>` line in its text.
-    spawned: Vec<(String, String)>,
+    /// `(tool call id, sub-agent id, structured)` of sub-agents this line reports on: a
+    /// tool result with `toolUseResult.agentId` (structured), or an `agentId: <id>` line
+    /// in its text.
+    spawned: Vec<(String, String, bool)>,
 }
 
 /// What a line is.
@@ -151,6 +154,7 @@ impl Store {
                 report: &mut report,
                 options,
                 calls: HashMap::new(),
+                stored_spawns: Vec::new(),
                 imported: HashMap::new(),
                 labels: BTreeSet::new(),
                 main: None,
@@ -193,17 +197,23 @@ impl Store {
                     "session {id} changed while it was being imported into; import again"
                 )));
             }
+            // A sub-agent linked now hangs on a session that must still be there.
+            let facts = scratch.require(id)?;
+            if let Some(parent) = &facts.parent {
+                self.check_parent(&facts, parent, &written.created)?;
+            }
         }
         for id in &written.created {
             if self.exists(id)? {
                 return Err(Error::Conflict(format!(
-                    "session {id} already exists in the store and was not imported from \
-                     this log; delete it first or import into another store"
+                    "session {id} was created in the store while this import ran; import \
+                     again"
                 )));
             }
             // A fork of a session already here must still have a label of its own.
             let facts = scratch.require(id)?;
             if let Some(parent) = &facts.parent {
+                self.check_parent(&facts, parent, &written.created)?;
                 let label = Label::new(facts.branch.clone())?;
                 if let Some(existing) = self.child_with_label(parent, &label)? {
                     return Err(Error::DuplicateLabel {
@@ -236,6 +246,40 @@ impl Store {
         let mut cache = self.cache();
         for iri in touched {
             cache.forget(iri.as_str());
+        }
+        Ok(())
+    }
+
+    /// The parent a fork of the import hangs on is still in the store (unless the
+    /// import creates it too), with the same turns below the fork point.
+    fn check_parent(
+        &self,
+        fork: &crate::replay::Facts,
+        parent: &NamedNode,
+        created: &[SessionId],
+    ) -> Result<()> {
+        let parent_id = self
+            .iris
+            .session_id(parent.as_ref())
+            .unwrap_or_else(|| parent.as_str().to_string());
+        if created.iter().any(|c| c.as_str() == parent_id) {
+            return Ok(());
+        }
+        let changed = || {
+            Error::Conflict(format!(
+                "session {parent_id} changed while this import ran; import again"
+            ))
+        };
+        let Some(here) = self.facts_of(parent.as_ref())? else {
+            return Err(changed());
+        };
+        let k = fork.own_start();
+        if k > 0 {
+            let id = SessionId::new(here.id.clone())?;
+            let digest = self.digest_in_chain(&self.chain(&id)?, k - 1)?;
+            if fork.base_digest.as_deref() != Some(digest.as_str()) {
+                return Err(changed());
+            }
         }
         Ok(())
     }
@@ -286,6 +330,8 @@ struct Build<'a, 'o> {
     options: &'a TranscriptOptions<'o>,
     /// Tool call id → the session and index of the turn that made it.
     calls: HashMap<String, (SessionId, u64)>,
+    /// `(tool call id, sub-agent id)` that tool results already in the store report.
+    stored_spawns: Vec<(String, String)>,
     /// Source uuid → the session holding its turns and the index after its last one.
     imported: HashMap<String, (SessionId, u64)>,
     /// Labels already used in this family.
@@ -300,7 +346,8 @@ impl Build<'_, '_> {
         let nodes = &self.family.nodes;
         let parents: Vec<Option<usize>> = nodes
             .iter()
-            .map(|n| resolve(&self.family, n.parent.clone()))
+            .enumerate()
+            .map(|(i, n)| resolve(&self.family, n.parent.clone()).filter(|p| *p != i))
             .collect();
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
         for (i, p) in parents.iter().enumerate() {
@@ -370,7 +417,7 @@ impl Build<'_, '_> {
         for (i, node) in self.family.nodes.iter().enumerate() {
             if !visited[i] {
                 if self.options.skip_invalid {
-                    self.report.skipped_invalid.push(node.line);
+                    skip(self.report, self.files, node.file, node.line);
                 } else {
                     return Err(invalid(
                         self.files,
@@ -387,74 +434,127 @@ impl Build<'_, '_> {
         Ok(())
     }
 
-    /// Copies the sessions an earlier import of this log made into the scratch store,
-    /// and notes which source lines they already hold.
+    /// Copies the sessions an earlier import of this log made into the scratch store:
+    /// the main session and its subtree, sub-agent sessions imported alone, any other
+    /// session holding one of the log's lines (a second root), and their chains. Notes
+    /// which lines they hold, where their tool calls are, and which labels are taken.
     fn copy_existing(&mut self) -> Result<()> {
-        let Some(log) = self.log.clone() else {
-            return Ok(());
-        };
         let store = self.store;
-        let mut family: Vec<SessionId> = Vec::new();
-        if let Ok(main) = SessionId::new(log.clone()) {
-            if let Some(facts) = store.facts_of(store.session_iri(&main).as_ref())? {
-                if !store.has_source_ids(&facts.iri)? {
-                    return Err(Error::Conflict(format!(
-                        "session {main} already exists and was not imported from a Claude Code \
-                         log; delete it first or import into another store"
-                    )));
-                }
-                for f in store.subtree_of(facts)? {
-                    family.push(SessionId::new(f.id)?);
-                }
-                self.main = Some(main);
-            }
-        }
-        // Sub-agents imported alone earlier are roots: found by their ids.
+        let mut roots: Vec<crate::replay::Facts> = Vec::new();
+        let not_imported = |id: &SessionId| {
+            Error::Conflict(format!(
+                "session {id} already exists and was not imported from a Claude Code log; \
+                 delete it first or import into another store"
+            ))
+        };
+        let log = self.log.clone().unwrap_or_default();
+        let mut named: Vec<SessionId> = SessionId::new(log.clone()).into_iter().collect();
         let agents: BTreeSet<&String> = self
             .family
             .nodes
             .iter()
             .filter_map(|n| n.agent.as_ref())
             .collect();
-        for agent in agents {
-            if let Ok(id) = SessionId::new(agent_session_id(&log, agent)) {
-                if !family.contains(&id) && store.exists(&id)? {
-                    family.push(id);
+        named.extend(
+            agents
+                .into_iter()
+                .filter_map(|a| SessionId::new(agent_session_id(&log, a)).ok()),
+        );
+        for id in named {
+            if let Some(facts) = store.facts_of(store.session_iri(&id).as_ref())? {
+                if !store.has_source_ids(&facts.iri)? {
+                    return Err(not_imported(&id));
+                }
+                if self.log.as_deref() == Some(id.as_str()) {
+                    self.main = Some(id);
+                }
+                roots.push(facts);
+            }
+        }
+        for node in &self.family.nodes {
+            if let Some(facts) = store.session_holding(&node.uuid)? {
+                roots.push(facts);
+            }
+        }
+        let mut copied: BTreeSet<String> = BTreeSet::new();
+        let mut order: Vec<crate::replay::Facts> = Vec::new();
+        for root in roots {
+            let id = SessionId::new(root.id.clone())?;
+            for f in store.chain(&id)?.into_iter().chain(store.subtree_of(root)?) {
+                if copied.insert(f.id.clone()) {
+                    order.push(f);
                 }
             }
         }
-        for id in family {
-            let iri = store.session_iri(&id);
-            let quads = store.graph_quads(&iri)?;
-            self.scratch.inner.extend(quads.iter().cloned())?;
-            for quad in &quads {
-                if quad.predicate == ft::BRANCH
-                    && quad.subject == NamedOrBlankNode::from(iri.clone())
-                {
-                    if let Term::Literal(l) = &quad.object {
-                        self.labels.insert(l.value().to_string());
-                    }
+        for facts in order {
+            self.copy_session(&facts)?;
+        }
+        Ok(())
+    }
+
+    /// Copies one session of the store into the scratch store and notes what it holds.
+    fn copy_session(&mut self, facts: &crate::replay::Facts) -> Result<()> {
+        let store = self.store;
+        let id = SessionId::new(facts.id.clone())?;
+        let quads = store.graph_quads(&facts.iri)?;
+        self.scratch.inner.extend(quads.iter().cloned())?;
+        self.labels.insert(facts.branch.clone());
+        for child in store.children_of(&facts.iri)? {
+            self.labels.insert(child.branch);
+        }
+        let mut results: HashMap<NamedNode, (Option<String>, Option<String>)> = HashMap::new();
+        // Turns a detach copied in are not where their lines were imported.
+        let copies: std::collections::HashSet<&NamedOrBlankNode> = quads
+            .iter()
+            .filter(|q| q.predicate == p::WAS_DERIVED_FROM)
+            .map(|q| &q.subject)
+            .collect();
+        for quad in &quads {
+            let NamedOrBlankNode::NamedNode(turn) = &quad.subject else {
+                continue;
+            };
+            let Term::Literal(value) = &quad.object else {
+                continue;
+            };
+            if copies.contains(&quad.subject) {
+                continue;
+            }
+            let Some((_, index)) = store.iris.turn_index(turn.as_ref()) else {
+                continue;
+            };
+            if quad.predicate == ft::SOURCE_ID {
+                let slot = self
+                    .imported
+                    .entry(value.value().to_string())
+                    .or_insert((id.clone(), index + 1));
+                if slot.0 == id {
+                    slot.1 = slot.1.max(index + 1);
                 }
-                if quad.predicate != ft::SOURCE_ID {
-                    continue;
+            } else if quad.predicate == ft::TOOL_CALL_ID || quad.predicate == ft::CONTENT {
+                // A tool result that names the sub-agent it launched (`agentId: …`).
+                let entry = results.entry(turn.clone()).or_default();
+                if quad.predicate == ft::TOOL_CALL_ID {
+                    entry.0 = Some(value.value().to_string());
+                } else {
+                    entry.1 = agent_in_text(value.value());
                 }
-                let (NamedOrBlankNode::NamedNode(turn), Term::Literal(uuid)) =
-                    (&quad.subject, &quad.object)
-                else {
-                    continue;
-                };
-                if let Some((_, index)) = store.iris.turn_index(turn.as_ref()) {
-                    let slot = self
-                        .imported
-                        .entry(uuid.value().to_string())
-                        .or_insert((id.clone(), index + 1));
-                    if slot.0 == id {
-                        slot.1 = slot.1.max(index + 1);
+            } else if quad.predicate == ft::TOOL_CALLS {
+                let calls = serde_json::from_str::<Value>(value.value()).unwrap_or_default();
+                for call in calls.as_array().into_iter().flatten() {
+                    if let Some(call) = call.get("id").and_then(Value::as_str) {
+                        self.calls
+                            .entry(call.to_string())
+                            .or_insert((id.clone(), index));
                     }
                 }
             }
-            self.written.existing.insert(id, quads);
         }
+        for (call, agent) in results.into_values() {
+            if let (Some(call), Some(agent)) = (call, agent) {
+                self.stored_spawns.push((call, agent));
+            }
+        }
+        self.written.existing.insert(id, quads);
         Ok(())
     }
 
@@ -641,7 +741,13 @@ impl Build<'_, '_> {
         let label = self.next_label(&agent_label(agent));
         let reason = format!("sub-agent {agent} launched by turn {index} of {parent}");
         match self.scratch.adopt(id, &parent, &label, &reason) {
-            Ok(()) | Err(Error::ForkTooDeep { .. }) => {}
+            Ok(moved) => {
+                for session in &moved {
+                    self.extended(session);
+                }
+            }
+            // Deeper than forks may go: it stays a root, linked to its launch.
+            Err(Error::ForkTooDeep { .. }) => {}
             Err(e) => return Err(e),
         }
         let links = self.launch_links(&parent, index);
@@ -687,14 +793,28 @@ impl Build<'_, '_> {
     /// The tool call that launched sub-agent `agent`: from its `meta.json`, else from a
     /// tool result that names it.
     fn spawn_call(&self, agent: &str) -> Option<String> {
-        self.spawns.get(agent).cloned().or_else(|| {
+        let reported = |structured: bool| {
             self.family
                 .nodes
                 .iter()
                 .flat_map(|n| &n.spawned)
+                .find(|(_, a, s)| a == agent && *s == structured)
+                .map(|(call, _, _)| call.clone())
+        };
+        // The meta file, then the tool result's own field, then its text, which any
+        // tool result could happen to contain.
+        let stored = || {
+            self.stored_spawns
+                .iter()
                 .find(|(_, a)| a == agent)
                 .map(|(call, _)| call.clone())
-        })
+        };
+        self.spawns
+            .get(agent)
+            .cloned()
+            .or_else(|| reported(true))
+            .or_else(|| reported(false))
+            .or_else(stored)
     }
 
     /// The tool call ids made in sub-agent `agent`'s transcript.
@@ -878,7 +998,7 @@ fn read_families(
                     };
                     if let Some(&first) = family.by_uuid.get(&node.uuid) {
                         if options.skip_invalid {
-                            report.skipped_invalid.push(n);
+                            skip(report, files, index, n);
                             continue;
                         }
                         let first: &Node = &family.nodes[first];
@@ -900,7 +1020,7 @@ fn read_families(
                         family.passthrough.insert(uuid, parent);
                     }
                 }
-                Err(_) if options.skip_invalid => report.skipped_invalid.push(n),
+                Err(_) if options.skip_invalid => skip(report, files, index, n),
                 Err(why) => return Err(invalid(files, index, n, why)),
             }
         }
@@ -956,6 +1076,19 @@ fn agent_label(agent: &str) -> String {
         text
     } else {
         "agent".into()
+    }
+}
+
+/// Notes a malformed line skipped under `skip_invalid`: its number, and for an import
+/// of several files, under its file's name too.
+fn skip(report: &mut TranscriptReport, files: &[SourceFile], file: usize, line: u64) {
+    report.skipped_invalid.push(line);
+    if let (true, Some(name)) = (files.len() > 1, &files[file].name) {
+        report
+            .skipped_invalid_in
+            .entry(name.clone())
+            .or_default()
+            .push(line);
     }
 }
 
@@ -1065,7 +1198,7 @@ fn named_agents(text: &str) -> BTreeSet<String> {
             .map_err(|e| e.to_string())
             .and_then(|v| claude_line(&v))
         {
-            out.extend(node.spawned.into_iter().map(|(_, agent)| agent));
+            out.extend(node.spawned.into_iter().map(|(_, agent, _)| agent));
         }
     }
     out
@@ -1085,10 +1218,12 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
     let text = |key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
     let kind = text("type").ok_or("a line needs a \"type\"")?;
     if kind != "user" && kind != "assistant" {
+        // A compaction boundary starts a fresh chain (no parentUuid) but names the
+        // message it continues: the conversation goes on through it.
         return Ok(Line::Other {
             kind,
             uuid: text("uuid"),
-            parent: text("parentUuid"),
+            parent: text("parentUuid").or_else(|| text("logicalParentUuid")),
             log_session: text("sessionId"),
         });
     }
@@ -1141,13 +1276,14 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
                         let mut t = NewTurn::new(Role::Tool, content.clone());
                         if let Some(id) = block.get("tool_use_id").and_then(Value::as_str) {
                             t = t.tool_call_id(id);
-                            let agent = v
+                            let structured = v
                                 .pointer("/toolUseResult/agentId")
                                 .and_then(Value::as_str)
-                                .map(str::to_string)
-                                .or_else(|| agent_in_text(&content));
-                            if let Some(agent) = agent {
-                                spawned.push((id.to_string(), agent));
+                                .map(|a| (a.to_string(), true));
+                            let agent =
+                                structured.or_else(|| agent_in_text(&content).map(|a| (a, false)));
+                            if let Some((agent, structured)) = agent {
+                                spawned.push((id.to_string(), agent, structured));
                             }
                         }
                         results.push(t);
@@ -1212,18 +1348,33 @@ impl Store {
 
     /// Makes root session `child` (with no inherited turns) a fork at 0 of `parent`
     /// labelled `label`: its node gets the lineage and fork activity a fork made at 0
-    /// has. Its turns chain from the empty digest either way, so they stay as they are.
+    /// has, and its descendants move down with it. Its turns chain from the empty
+    /// digest either way, so they stay as they are. Returns the sessions it changed.
     fn adopt(
         &self,
         child: &SessionId,
         parent: &SessionId,
         label: &str,
         reason: &str,
-    ) -> Result<()> {
+    ) -> Result<Vec<SessionId>> {
         let _guard = self.write_guard();
         let facts = self.require(child)?;
         let chain = self.chain(parent)?;
         let parent_facts = chain.last().expect("a chain has a leaf");
+        let shift = chain.len() as u64;
+        let subtree = self.subtree_of(facts.clone())?;
+        let deepest = subtree
+            .iter()
+            .map(|f| f.depth + shift)
+            .max()
+            .unwrap_or(shift);
+        if deepest > MAX_FORK_DEPTH as u64 {
+            return Err(Error::ForkTooDeep {
+                parent: parent.to_string(),
+                depth: deepest as usize,
+                max: MAX_FORK_DEPTH,
+            });
+        }
         let principal = facts
             .principal
             .as_ref()
@@ -1234,7 +1385,7 @@ impl Store {
             .as_deref()
             .map(|c| Literal::new_typed_literal(c, crate::vocab::xsd::DATE_TIME))
             .unwrap_or_else(prov::now);
-        let quads = prov::session_quads(
+        let mut inserts = prov::session_quads(
             &self.iris,
             &SessionRecord {
                 id: child.as_str(),
@@ -1252,17 +1403,8 @@ impl Store {
                 reason: Some(reason),
             }),
         );
-        let node: Vec<Quad> = self
-            .inner
-            .quads_for_pattern(
-                Some(facts.iri.as_ref().into()),
-                None,
-                None,
-                Some(facts.iri.as_ref().into()),
-            )
-            .collect::<std::result::Result<_, _>>()?;
         // The node's lineage facts are replaced; what else it says (its import links)
-        // stays.
+        // stays. Below it, depths grow by the new chain and the fork root changes.
         let lineage = [
             ft::BRANCH,
             ft::FORK_DEPTH,
@@ -1273,12 +1415,82 @@ impl Store {
             crate::vocab::dcterms::CREATED,
             crate::vocab::dcterms::TITLE,
         ];
-        let removes: Vec<Quad> = node
-            .into_iter()
-            .filter(|q| lineage.contains(&q.predicate.as_ref()))
-            .collect();
-        self.commit(&quads, &removes)?;
-        self.cache().forget(facts.iri.as_str());
-        Ok(())
+        let mut removes = Vec::new();
+        for (i, f) in subtree.iter().enumerate() {
+            let graph = GraphName::NamedNode(f.iri.clone());
+            for quad in self.inner.quads_for_pattern(
+                Some(f.iri.as_ref().into()),
+                None,
+                None,
+                Some(f.iri.as_ref().into()),
+            ) {
+                let quad = quad?;
+                let replaced = if i == 0 {
+                    lineage.contains(&quad.predicate.as_ref())
+                } else {
+                    quad.predicate == ft::FORK_DEPTH || quad.predicate == ft::FORK_ROOT
+                };
+                if replaced {
+                    removes.push(quad);
+                }
+            }
+            if i > 0 {
+                let depth = Literal::from(f.depth + shift);
+                inserts.push(Quad::new(
+                    f.iri.clone(),
+                    ft::FORK_DEPTH,
+                    depth,
+                    graph.clone(),
+                ));
+                inserts.push(Quad::new(
+                    f.iri.clone(),
+                    ft::FORK_ROOT,
+                    chain[0].iri.clone(),
+                    graph,
+                ));
+            }
+        }
+        self.commit(&inserts, &removes)?;
+        let mut cache = self.cache();
+        for f in &subtree {
+            cache.forget(f.iri.as_str());
+        }
+        drop(cache);
+        subtree.into_iter().map(|f| SessionId::new(f.id)).collect()
+    }
+
+    /// The session that holds the turns imported from source line `uuid` (not a copy
+    /// a detach made), if any.
+    fn session_holding(&self, uuid: &str) -> Result<Option<crate::replay::Facts>> {
+        let literal = Literal::new_simple_literal(uuid);
+        for quad in self.inner.quads_for_pattern(
+            None,
+            Some(ft::SOURCE_ID),
+            Some(literal.as_ref().into()),
+            None,
+        ) {
+            let quad = quad?;
+            let (NamedOrBlankNode::NamedNode(turn), GraphName::NamedNode(graph)) =
+                (&quad.subject, &quad.graph_name)
+            else {
+                continue;
+            };
+            let copy = self
+                .inner
+                .quads_for_pattern(
+                    Some(turn.as_ref().into()),
+                    Some(p::WAS_DERIVED_FROM),
+                    None,
+                    Some(graph.as_ref().into()),
+                )
+                .next()
+                .is_some();
+            if !copy {
+                if let Some(facts) = self.facts_of(graph.as_ref())? {
+                    return Ok(Some(facts));
+                }
+            }
+        }
+        Ok(None)
     }
 }

@@ -674,7 +674,7 @@ impl Store {
     }
 
     /// The digest of turn `index` as seen from the leaf of `chain`.
-    fn digest_in_chain(&self, chain: &[Facts], index: u64) -> Result<String> {
+    pub(crate) fn digest_in_chain(&self, chain: &[Facts], index: u64) -> Result<String> {
         let leaf = chain.last().expect("a chain has a leaf");
         let owner = Store::owner_of(chain, index).ok_or_else(|| Error::Corrupt {
             session: leaf.id.clone(),

@@ -30,6 +30,9 @@ pub struct TranscriptReport {
     pub skipped_types: BTreeMap<String, u64>,
     /// Malformed lines skipped under `skip_invalid`, by line number.
     pub skipped_invalid: Vec<u64>,
+    /// The same lines by file, for an import of several files (a Claude Code folder).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub skipped_invalid_in: BTreeMap<String, Vec<u64>>,
     /// Sessions holding a sub-agent's transcript whose launching turn is not in the
     /// store (imported as roots, the launch recorded but unresolved).
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -567,3 +567,172 @@ fn a_line_that_names_no_session_still_links_the_lines_around_it() {
     );
     assert_eq!(contents(&s, "t3").len(), 2);
 }
+
+/// A Claude Code message line of log `log`.
+fn cc_line(log: &str, uuid: &str, parent: Option<&str>, role: &str, text: &str) -> String {
+    let parent = parent.map_or("null".to_string(), |p| format!("\"{p}\""));
+    format!(
+        "{{\"type\":\"{role}\",\"uuid\":\"{uuid}\",\"parentUuid\":{parent},\"sessionId\":\"{log}\",\"message\":{{\"role\":\"{role}\",\"content\":\"{text}\"}}}}\n"
+    )
+}
+
+#[test]
+fn compacted_and_multi_root_logs_import_again_without_duplicates() {
+    for s in stores() {
+        // A compaction boundary: a system line with no parentUuid that names the line
+        // it continues; and a second root the log holds besides.
+        let log = cc_line("c1", "u1", None, "user", "Plan the release.")
+            + &cc_line("c1", "a1", Some("u1"), "assistant", "Three steps.")
+            + "{\"type\":\"system\",\"subtype\":\"compact_boundary\",\"uuid\":\"b1\",\"parentUuid\":null,\"logicalParentUuid\":\"a1\",\"sessionId\":\"c1\",\"content\":\"Conversation compacted\"}\n"
+            + &cc_line("c1", "u2", Some("b1"), "user", "Continue from the summary.")
+            + &cc_line("c1", "x1", None, "user", "An orphan question.");
+        let first = s
+            .import_claude_code(&log, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(
+            first.sessions.len(),
+            2,
+            "the main chain and the orphan: {first:?}"
+        );
+        assert_eq!(
+            contents(&s, "c1")
+                .into_iter()
+                .map(|(_, _, c)| c)
+                .collect::<Vec<_>>(),
+            [
+                "Plan the release.",
+                "Three steps.",
+                "Continue from the summary."
+            ],
+            "the conversation goes on through the compaction"
+        );
+        let before = quads(&s);
+        let again = s
+            .import_claude_code(&log, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!((again.sessions.len(), again.turns), (0, 0), "{again:?}");
+        assert_eq!(before, quads(&s), "{}", s.kind);
+        // The orphan's chain grows: appended to its own session.
+        let grown = log + &cc_line("c1", "x2", Some("x1"), "assistant", "An answer.");
+        let third = s
+            .import_claude_code(&grown, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(third.extended, [first.sessions[1].clone()], "{third:?}");
+        assert_eq!(contents(&s, &first.sessions[1]).len(), 2);
+    }
+}
+
+#[test]
+fn a_sub_agent_with_branches_imported_alone_then_linked_keeps_its_branches_below_it() {
+    let log = "d1";
+    let agent_file = |lines: &[(&str, Option<&str>, &str)]| -> String {
+        lines
+            .iter()
+            .map(|(uuid, parent, text)| {
+                cc_line(log, uuid, *parent, "user", text).replacen(
+                    "\"sessionId\"",
+                    "\"isSidechain\":true,\"agentId\":\"ag1\",\"sessionId\"",
+                    1,
+                )
+            })
+            .collect()
+    };
+    let sub = agent_file(&[
+        ("s1", None, "Look around."),
+        ("s2", Some("s1"), "First look."),
+        ("s3", Some("s1"), "Second look."),
+    ]);
+    let trunk = cc_line(log, "t1", None, "user", "Go.")
+        + "{\"type\":\"assistant\",\"uuid\":\"t2\",\"parentUuid\":\"t1\",\"sessionId\":\"d1\",\"message\":{\"role\":\"assistant\",\"model\":\"m\",\"content\":[{\"type\":\"tool_use\",\"id\":\"call-9\",\"name\":\"Task\",\"input\":{}}]}}\n"
+        + "{\"type\":\"user\",\"uuid\":\"t3\",\"parentUuid\":\"t2\",\"sessionId\":\"d1\",\"toolUseResult\":{\"agentId\":\"ag1\"},\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"call-9\",\"content\":\"done\"}]}}\n";
+    for s in stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let alone = dir.path().join("agent-ag1.jsonl");
+        std::fs::write(&alone, &sub).unwrap();
+        let report = s
+            .import_claude_code_path(&alone, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(
+            report.sessions.len(),
+            2,
+            "the agent and its branch: {report:?}"
+        );
+        let agent = "d1:agent-ag1";
+        let branch = s.branches(&sid(agent)).unwrap()[0].session.clone();
+        assert_eq!(s.info(&sid(&branch)).unwrap().depth, 1);
+        // Now the whole folder: the agent is linked under the trunk's turn 1, and its
+        // branch moves down with it rather than being made again.
+        std::fs::write(dir.path().join("d1.jsonl"), &trunk).unwrap();
+        let report = s
+            .import_claude_code_path(dir.path(), &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(report.sessions, ["d1"], "{report:?}");
+        assert!(report.extended.contains(&branch.to_string()), "{report:?}");
+        let info = s.info(&sid(agent)).unwrap();
+        assert_eq!((info.parent.as_deref(), info.depth), (Some("d1"), 1));
+        let moved = s.info(&sid(&branch)).unwrap();
+        assert_eq!((moved.depth, moved.fork_root.as_str()), (2, "d1"));
+        assert_eq!(s.branches(&sid(agent)).unwrap().len(), 1);
+        assert_eq!(contents(&s, &branch).len(), 2);
+    }
+}
+
+#[test]
+fn a_sub_agent_imported_after_its_trunk_is_linked_to_the_stored_launch() {
+    let s = Store::in_memory().unwrap();
+    let trunk = std::fs::read_to_string(project().join(format!("{PROJECT_MAIN}.jsonl"))).unwrap();
+    s.import_claude_code(&trunk, &TranscriptOptions::default())
+        .unwrap();
+    let sub = std::fs::read_to_string(
+        project()
+            .join(PROJECT_MAIN)
+            .join("subagents/agent-a1b2c3d4.jsonl"),
+    )
+    .unwrap();
+    // As text, with no meta file: the tool result's agentId names the launch.
+    let report = s
+        .import_claude_code(&sub, &TranscriptOptions::default())
+        .unwrap();
+    let explore = format!("{PROJECT_MAIN}:agent-a1b2c3d4");
+    assert!(report.unresolved_subagents.is_empty(), "{report:?}");
+    let info = s.info(&sid(&explore)).unwrap();
+    assert_eq!(info.parent.as_deref(), Some(PROJECT_MAIN));
+    let launch = info.subagent.unwrap().spawned_by.unwrap();
+    assert_eq!((launch.session.as_str(), launch.index), (PROJECT_MAIN, 1));
+}
+
+#[test]
+fn skipped_lines_of_a_folder_are_named_by_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    };
+    let trunk = format!("{PROJECT_MAIN}.jsonl");
+    copy(&project().join(&trunk), &dir.path().join(&trunk));
+    let sub = format!("{PROJECT_MAIN}/subagents/agent-e5f6a7b8.jsonl");
+    let mut text = std::fs::read_to_string(project().join(&sub)).unwrap();
+    text.push_str("{not json\n");
+    std::fs::create_dir_all(dir.path().join(format!("{PROJECT_MAIN}/subagents"))).unwrap();
+    std::fs::write(dir.path().join(&sub), text).unwrap();
+    let s = Store::in_memory().unwrap();
+    let err = fails_unchanged(&s, || {
+        s.import_claude_code_path(dir.path(), &TranscriptOptions::default())
+    });
+    assert!(
+        err.to_string().contains("agent-e5f6a7b8.jsonl line 3:"),
+        "{err}"
+    );
+    let report = s
+        .import_claude_code_path(
+            dir.path(),
+            &TranscriptOptions {
+                skip_invalid: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let (file, lines) = report.skipped_invalid_in.iter().next().unwrap();
+    assert!(file.ends_with("agent-e5f6a7b8.jsonl"), "{file}");
+    assert_eq!(lines, &[3]);
+}

@@ -1163,9 +1163,20 @@ fn import(
             render::count(*n, "line", "lines")
         )?;
     }
-    if !report.skipped_invalid.is_empty() {
-        let lines: Vec<String> = report.skipped_invalid.iter().map(u64::to_string).collect();
-        writeln!(out, "skipped malformed lines: {}", lines.join(", "))?;
+    let numbers = |lines: &[u64]| -> String {
+        let lines: Vec<String> = lines.iter().map(u64::to_string).collect();
+        lines.join(", ")
+    };
+    if !report.skipped_invalid_in.is_empty() {
+        for (file, lines) in &report.skipped_invalid_in {
+            writeln!(out, "skipped malformed lines of {file}: {}", numbers(lines))?;
+        }
+    } else if !report.skipped_invalid.is_empty() {
+        writeln!(
+            out,
+            "skipped malformed lines: {}",
+            numbers(&report.skipped_invalid)
+        )?;
     }
     for id in &report.unresolved_subagents {
         writeln!(
