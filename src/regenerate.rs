@@ -340,7 +340,13 @@ impl Store {
                 (&quad.subject, &quad.graph_name)
             {
                 let job = self.read_job(iri, graph)?;
-                let usable = job.status == "complete" || (by_request_id && job.status == "running");
+                // A complete job whose fork was deleted since has nothing to give back.
+                let fork_there = match &job.fork {
+                    Some(fork) => self.exists(&SessionId::new(fork.clone())?)?,
+                    None => false,
+                };
+                let usable = (job.status == "complete" && fork_there)
+                    || (by_request_id && job.status == "running");
                 let newer = found
                     .as_ref()
                     .is_none_or(|f| (&job.created_at, &job.job) > (&f.created_at, &f.job));

@@ -478,3 +478,18 @@ fn a_failed_what_if_is_not_reused_and_again_does_not_go_with_a_request_id() {
     });
     assert!(err.to_string().contains("one or the other"), "{err}");
 }
+
+#[test]
+fn a_completed_what_if_whose_fork_was_deleted_is_asked_again() {
+    let s = Store::in_memory().unwrap();
+    let root = conversation(&s);
+    let stub = stub::start(Mode::Echo);
+    let first = s.regenerate(&root, &options(&stub, 4)).unwrap();
+    s.delete(&first.fork.clone().unwrap().parse().unwrap(), false)
+        .unwrap();
+    let second = s.regenerate(&root, &options(&stub, 4)).unwrap();
+    assert!(!second.reused);
+    assert_ne!(second.fork, first.fork);
+    assert_eq!(stub.requests().len(), 2);
+    assert!(s.exists(&second.fork.unwrap().parse().unwrap()).unwrap());
+}
