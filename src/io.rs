@@ -87,7 +87,15 @@ impl ImportFormat {
     /// assert_eq!(ImportFormat::sniff(b"Dear diary,"), None);
     /// ```
     pub fn sniff(content: &[u8]) -> Option<Self> {
-        let text = String::from_utf8_lossy(&content[..content.len().min(1 << 20)]);
+        const WINDOW: usize = 1 << 20;
+        let window = String::from_utf8_lossy(&content[..content.len().min(WINDOW)]);
+        // Past the window, the last line read may be cut: keep whole lines only, unless
+        // the first line alone is longer than the window.
+        let (text, first_is_cut) = match window.rfind('\n') {
+            Some(end) if content.len() > WINDOW => (&window[..end], false),
+            None if content.len() > WINDOW => (&window[..], true),
+            _ => (&window[..], false),
+        };
         let mut lines = text
             .lines()
             .map(str::trim)
@@ -108,9 +116,16 @@ impl ImportFormat {
                 "isSidechain",
                 "messageId",
             ];
+            if first_is_cut {
+                // One line longer than the window: judge by the keys it shows.
+                let has = |key: &str| first.contains(&format!("\"{key}\":"));
+                if has("type") && claude_keys.iter().any(|k| has(k)) {
+                    return Some(Self::ClaudeCode);
+                }
+                return has("role").then_some(Self::OpenAi);
+            }
             for line in std::iter::once(first).chain(lines).take(50) {
-                // A line cut at the sniffing limit, or one that is not an object,
-                // says nothing either way.
+                // A line that is not an object says nothing either way.
                 let Ok(serde_json::Value::Object(object)) = serde_json::from_str(line) else {
                     continue;
                 };
@@ -134,7 +149,15 @@ impl ImportFormat {
         }
         if first.starts_with('<') || first.starts_with("_:") {
             // A whole N-Quads statement on the line; anything else (a graph block, a
-            // Turtle-style statement) is TriG.
+            // Turtle-style statement) is TriG. A line longer than the window is judged
+            // by what it shows: a TriG graph block opens with `{` early.
+            if first_is_cut {
+                return Some(if first.contains('{') {
+                    Self::TriG
+                } else {
+                    Self::NQuads
+                });
+            }
             let nquads = RdfParser::from_format(RdfFormat::NQuads)
                 .for_slice(first.as_bytes())
                 .collect::<std::result::Result<Vec<_>, _>>();

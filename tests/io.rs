@@ -125,3 +125,36 @@ fn imports_that_would_break_the_model_are_refused_whole() {
     assert_eq!(s.import(ok.as_bytes(), ImportFormat::TriG).unwrap(), ["x"]);
     assert_eq!(s.replay(&sid("x"), None).unwrap().len(), 2);
 }
+
+#[test]
+fn formats_are_told_from_the_content_even_past_the_sniffing_window() {
+    use forktrail::ImportFormat;
+    let long = "x".repeat(2 << 20);
+    let cases: [(String, Option<ImportFormat>); 5] = [
+        (
+            format!("<urn:s> <urn:p> \"{long}\" <urn:g> .\n"),
+            Some(ImportFormat::NQuads),
+        ),
+        (
+            format!("<urn:g> {{ <urn:s> <urn:p> \"{long}\" . }}\n"),
+            Some(ImportFormat::TriG),
+        ),
+        (
+            format!("{{\"type\":\"user\",\"uuid\":\"u\",\"sessionId\":\"s\",\"message\":{{\"role\":\"user\",\"content\":\"{long}\"}}}}\n"),
+            Some(ImportFormat::ClaudeCode),
+        ),
+        (
+            format!("<urn:s> <urn:p> <urn:o> <urn:g> .\n<urn:s> <urn:p> \"{long}\" <urn:g> .\n"),
+            Some(ImportFormat::NQuads),
+        ),
+        (format!("Dear diary, {long}"), None),
+    ];
+    for (content, expected) in cases {
+        assert_eq!(
+            ImportFormat::sniff(content.as_bytes()),
+            expected,
+            "{}",
+            &content[..40]
+        );
+    }
+}

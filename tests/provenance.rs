@@ -319,7 +319,23 @@ fn a_prov_tool_reads_turns_as_entities_models_as_agents_and_every_relation() {
     assert_eq!(found["models"], models, "{found}");
     assert_eq!(found["attributions"], attributions, "{found}");
     assert_eq!(found["derivations"], derivations, "{found}");
-    for relation in ["generations", "associations", "usages", "activities"] {
-        assert!(found[relation].as_u64().unwrap() > 0, "{relation}: {found}");
-    }
+    let pairs = |pattern: &str| {
+        distinct(
+            &s,
+            &format!("{p} SELECT DISTINCT ?x ?y WHERE {{ {pattern} }}"),
+        )
+    };
+    let generations = pairs("?x prov:wasGeneratedBy ?y");
+    assert_eq!(found["generations"], generations, "{found}");
+    assert_eq!(found["usages"], pairs("?x prov:used ?y"), "{found}");
+    assert_eq!(
+        found["associations"],
+        pairs("?x prov:wasAssociatedWith ?y"),
+        "{found}"
+    );
+    let activities = distinct(
+        &s,
+        &format!("{p} SELECT DISTINCT ?a WHERE {{ ?a a prov:Activity }}"),
+    );
+    assert_eq!(found["activities"], activities, "{found}");
 }

@@ -142,7 +142,7 @@ async fn json_errors(
     let mut reply = ApiError::new(status, code, message).into_response();
     for (name, value) in parts.headers.iter() {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
-            reply.headers_mut().insert(name.clone(), value.clone());
+            reply.headers_mut().append(name.clone(), value.clone());
         }
     }
     reply
