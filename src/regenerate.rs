@@ -134,6 +134,15 @@ fn text(s: &str) -> Literal {
     Literal::new_simple_literal(s)
 }
 
+/// When a job started, for ordering (the stored text does not sort by time), then its
+/// id (UUID v7, time-ordered).
+fn started(job: &Job) -> (Option<chrono::DateTime<chrono::FixedOffset>>, String) {
+    (
+        crate::replay::instant(job.created_at.as_deref()),
+        job.job.clone(),
+    )
+}
+
 impl Store {
     /// Builds the request a regeneration of `session` at `options.at` would send, and
     /// checks it (fork point, endpoint, size) without writing or calling anything.
@@ -347,9 +356,7 @@ impl Store {
                 };
                 let usable = (job.status == "complete" && fork_there)
                     || (by_request_id && job.status == "running");
-                let newer = found
-                    .as_ref()
-                    .is_none_or(|f| (&job.created_at, &job.job) > (&f.created_at, &f.job));
+                let newer = found.as_ref().is_none_or(|f| started(&job) > started(f));
                 if usable && newer {
                     found = Some(job);
                 }
@@ -454,7 +461,7 @@ impl Store {
                 out.push(self.read_job(iri, graph)?);
             }
         }
-        out.sort_by(|a, b| (&a.created_at, &a.job).cmp(&(&b.created_at, &b.job)));
+        out.sort_by_cached_key(started);
         Ok(out)
     }
 

@@ -44,7 +44,7 @@ impl Facts {
 
 /// A stored `xsd:dateTime` as an instant, for ordering: Oxigraph writes it back in
 /// canonical form (`.900Z` as `.9Z`), so the text does not sort by time.
-fn instant(text: Option<&str>) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+pub(crate) fn instant(text: Option<&str>) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     text.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
 }
 
