@@ -1462,19 +1462,7 @@ impl Store {
     /// The session that holds the turns imported from source line `uuid` (not a copy
     /// a detach made), if any.
     fn session_holding(&self, uuid: &str) -> Result<Option<crate::replay::Facts>> {
-        let literal = Literal::new_simple_literal(uuid);
-        for quad in self.inner.quads_for_pattern(
-            None,
-            Some(ft::SOURCE_ID),
-            Some(literal.as_ref().into()),
-            None,
-        ) {
-            let quad = quad?;
-            let (NamedOrBlankNode::NamedNode(turn), GraphName::NamedNode(graph)) =
-                (&quad.subject, &quad.graph_name)
-            else {
-                continue;
-            };
+        for (turn, graph) in self.subjects_with(ft::SOURCE_ID, uuid)? {
             let copy = self
                 .inner
                 .quads_for_pattern(

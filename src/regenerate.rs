@@ -336,30 +336,19 @@ impl Store {
     /// The job an earlier identical request made: found by its request key, `running`
     /// or `complete` when a request id made it, else the latest `complete` one.
     fn job_of_request(&self, key: &str, by_request_id: bool) -> Result<Option<Job>> {
-        let literal = text(key);
         let mut found: Option<Job> = None;
-        for quad in self.inner.quads_for_pattern(
-            None,
-            Some(ft::REQUEST_KEY),
-            Some(literal.as_ref().into()),
-            None,
-        ) {
-            let quad = quad?;
-            if let (NamedOrBlankNode::NamedNode(iri), GraphName::NamedNode(graph)) =
-                (&quad.subject, &quad.graph_name)
-            {
-                let job = self.read_job(iri, graph)?;
-                // A complete job whose fork was deleted since has nothing to give back.
-                let fork_there = match &job.fork {
-                    Some(fork) => self.exists(&SessionId::new(fork.clone())?)?,
-                    None => false,
-                };
-                let usable = (job.status == "complete" && fork_there)
-                    || (by_request_id && job.status == "running");
-                let newer = found.as_ref().is_none_or(|f| started(&job) > started(f));
-                if usable && newer {
-                    found = Some(job);
-                }
+        for (iri, graph) in self.subjects_with(ft::REQUEST_KEY, key)? {
+            let job = self.read_job(&iri, &graph)?;
+            // A complete job whose fork was deleted since has nothing to give back.
+            let fork_there = match &job.fork {
+                Some(fork) => self.exists(&SessionId::new(fork.clone())?)?,
+                None => false,
+            };
+            let usable = (job.status == "complete" && fork_there)
+                || (by_request_id && job.status == "running");
+            let newer = found.as_ref().is_none_or(|f| started(&job) > started(f));
+            if usable && newer {
+                found = Some(job);
             }
         }
         Ok(found.map(|job| Job {
@@ -482,21 +471,7 @@ impl Store {
     }
 
     fn job_node(&self, id: &str) -> Result<Option<(NamedNode, NamedNode)>> {
-        let literal = text(id);
-        for quad in self.inner.quads_for_pattern(
-            None,
-            Some(ft::JOB_ID),
-            Some(literal.as_ref().into()),
-            None,
-        ) {
-            let quad = quad?;
-            if let (NamedOrBlankNode::NamedNode(iri), GraphName::NamedNode(graph)) =
-                (quad.subject, quad.graph_name)
-            {
-                return Ok(Some((iri, graph)));
-            }
-        }
-        Ok(None)
+        Ok(self.subjects_with(ft::JOB_ID, id)?.into_iter().next())
     }
 
     fn job_literal(

@@ -341,18 +341,9 @@ impl Store {
         key: &str,
         digest: &str,
     ) -> Result<Option<ForkPlan>> {
-        let literal = Literal::new_simple_literal(key);
-        for quad in self.inner.quads_for_pattern(
-            None,
-            Some(ft::REQUEST_ID),
-            Some(literal.as_ref().into()),
-            None,
-        ) {
-            let quad = quad?;
-            let NamedOrBlankNode::NamedNode(s) = &quad.subject else {
-                continue;
-            };
-            if quad.graph_name.as_ref() != GraphNameRef::NamedNode(s.as_ref()) {
+        for (s, graph) in self.subjects_with(ft::REQUEST_ID, key)? {
+            // A session node, in its own graph.
+            if graph != s {
                 continue;
             }
             let Some(f) = self.facts_of(s.as_ref())? else {

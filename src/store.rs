@@ -168,6 +168,31 @@ impl Store {
         self
     }
 
+    /// The `(subject, graph)` of every quad `?s predicate "value" GRAPH ?g` whose subject
+    /// and graph are IRIs: how a job, a request or an imported line is found by its key.
+    pub(crate) fn subjects_with(
+        &self,
+        predicate: oxigraph::model::NamedNodeRef<'_>,
+        value: &str,
+    ) -> Result<Vec<(NamedNode, NamedNode)>> {
+        let literal = oxigraph::model::Literal::new_simple_literal(value);
+        let mut out = Vec::new();
+        for quad in
+            self.inner
+                .quads_for_pattern(None, Some(predicate), Some(literal.as_ref().into()), None)
+        {
+            let quad = quad?;
+            if let (
+                oxigraph::model::NamedOrBlankNode::NamedNode(subject),
+                oxigraph::model::GraphName::NamedNode(graph),
+            ) = (quad.subject, quad.graph_name)
+            {
+                out.push((subject, graph));
+            }
+        }
+        Ok(out)
+    }
+
     /// Serialises writers: read-then-write sequences run under this guard.
     pub(crate) fn write_guard(&self) -> MutexGuard<'_, ()> {
         // A panic while holding the lock left no partial write (the transaction was
