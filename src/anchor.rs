@@ -1,12 +1,10 @@
 //! Anchors: named points in a session, and forks from them.
 
+use crate::chain::Chain;
 use crate::error::{Error, Result};
 use crate::model::{check_key, AnchorInfo, SessionId};
-use crate::prov::{self, GraphWriter};
-use crate::replay::Facts;
+use crate::rdf::{self, anchor_quads, AnchorNode};
 use crate::store::Store;
-use crate::vocab::{ft, prov as p, rdf};
-use oxigraph::model::{Literal, NamedOrBlankNode, Term};
 
 impl Store {
     /// Names the current length of `session` as anchor `name`, with optional JSON
@@ -27,10 +25,11 @@ impl Store {
                 })
             })
             .transpose()?;
-        let _guard = self.write_guard();
+        let mut tx = self.write();
         let facts = self.require(session)?;
         if let Some(existing) = self
-            .own_anchors(&facts)?
+            .rdf()
+            .anchors_of(&facts)?
             .into_iter()
             .find(|a| a.name == name)
         {
@@ -39,67 +38,37 @@ impl Store {
                 existing.at_index
             )));
         }
-        let iri = self
-            .iris
-            .activity(session.as_str(), &format!("anchor/{name}"));
-        let created = prov::now();
-        let mut w = GraphWriter::new(facts.iri.clone());
-        w.add(&iri, rdf::TYPE, ft::ANCHOR);
-        w.add(&iri, rdf::TYPE, p::ENTITY);
-        w.add(&iri, ft::ANCHOR_NAME, Literal::new_simple_literal(name));
-        w.add(&iri, ft::ANCHOR_OF, facts.iri.clone());
-        w.add(&iri, ft::AT_INDEX, Literal::from(facts.length));
-        if let Some(state) = &state {
-            w.add(
-                &iri,
-                ft::STATE,
-                Literal::new_simple_literal(state.to_string()),
-            );
-        }
-        w.add(&iri, p::GENERATED_AT_TIME, created.clone());
-        self.commit(&w.quads, &[])?;
-        Ok(AnchorInfo {
+        let created = rdf::now();
+        let anchor = AnchorNode {
             name: name.to_string(),
-            session: session.to_string(),
             at_index: facts.length,
             state,
-            created_at: Some(created.value().to_string()),
-        })
+            created: Some(created.value().to_string()),
+        };
+        tx.insert(anchor_quads(&self.iris, &facts, &anchor, created));
+        tx.commit()?;
+        Ok(info(session, anchor))
     }
 
     /// The anchors visible from `session`: its own, and those of its ancestors that
     /// lie within the prefix it inherits. Ordered by index, then name.
     pub fn anchors(&self, session: &SessionId) -> Result<Vec<AnchorInfo>> {
-        let chain = self.chain(session)?;
-        let mut out = Vec::new();
-        for (level, facts) in chain.iter().enumerate() {
-            // What the leaf sees of this level: up to the lowest fork point below it.
-            let visible = chain[level + 1..]
-                .iter()
-                .map(Facts::own_start)
-                .min()
-                .unwrap_or(u64::MAX);
-            out.extend(
-                self.own_anchors(facts)?
-                    .into_iter()
-                    .filter(|a| a.at_index <= visible),
-            );
-        }
+        let mut out = visible(self, &self.chain(session)?)?;
         out.sort_by(|a, b| (a.at_index, &a.name).cmp(&(b.at_index, &b.name)));
         Ok(out)
     }
 
-    /// The fork point anchor `name` names, as seen from `parent` (its own anchor first,
-    /// then the nearest ancestor's).
+    /// The fork point anchor `name` names, as seen from `parent` (whose chain is
+    /// `chain`): its own anchor first, then the nearest ancestor's.
     pub(crate) fn anchor_index(
         &self,
         parent: &SessionId,
-        chain: &[Facts],
+        chain: &Chain,
         name: &str,
     ) -> Result<u64> {
         check_key("anchor name", name)?;
-        let visible = self.anchors(parent)?;
-        for facts in chain.iter().rev() {
+        let visible = visible(self, chain)?;
+        for facts in chain.levels().iter().rev() {
             if let Some(a) = visible
                 .iter()
                 .find(|a| a.name == name && a.session == facts.id)
@@ -117,51 +86,32 @@ impl Store {
             }
         )))
     }
+}
 
-    /// The anchors stored in the graph of session `f`.
-    fn own_anchors(&self, f: &Facts) -> Result<Vec<AnchorInfo>> {
-        let mut out = Vec::new();
-        for quad in self.inner.quads_for_pattern(
-            None,
-            Some(rdf::TYPE),
-            Some(ft::ANCHOR.into()),
-            Some(f.iri.as_ref().into()),
-        ) {
-            let NamedOrBlankNode::NamedNode(anchor) = quad?.subject else {
-                continue;
-            };
-            let mut a = AnchorInfo {
-                name: String::new(),
-                session: f.id.clone(),
-                at_index: 0,
-                state: None,
-                created_at: None,
-            };
-            for q in self.inner.quads_for_pattern(
-                Some(anchor.as_ref().into()),
-                None,
-                None,
-                Some(f.iri.as_ref().into()),
-            ) {
-                let q = q?;
-                let Term::Literal(l) = &q.object else {
-                    continue;
-                };
-                if q.predicate == ft::ANCHOR_NAME {
-                    a.name = l.value().to_string();
-                } else if q.predicate == ft::AT_INDEX {
-                    a.at_index = l.value().parse().map_err(|_| Error::Corrupt {
-                        session: f.id.clone(),
-                        detail: format!("anchor {anchor} has a bad ft:atIndex"),
-                    })?;
-                } else if q.predicate == ft::STATE {
-                    a.state = serde_json::from_str(l.value()).ok();
-                } else if q.predicate == p::GENERATED_AT_TIME {
-                    a.created_at = Some(l.value().to_string());
-                }
-            }
-            out.push(a);
-        }
-        Ok(out)
+/// The anchors the leaf of `chain` sees: each level's own, up to what it sees of that
+/// level.
+fn visible(store: &Store, chain: &Chain) -> Result<Vec<AnchorInfo>> {
+    let mut out = Vec::new();
+    for (level, facts) in chain.levels().iter().enumerate() {
+        let limit = chain.visible_limit(level);
+        out.extend(
+            store
+                .rdf()
+                .anchors_of(facts)?
+                .into_iter()
+                .filter(|a| a.at_index <= limit)
+                .map(|a| info(&facts.id, a)),
+        );
+    }
+    Ok(out)
+}
+
+fn info(session: &SessionId, a: AnchorNode) -> AnchorInfo {
+    AnchorInfo {
+        name: a.name,
+        session: session.clone(),
+        at_index: a.at_index,
+        state: a.state,
+        created_at: a.created,
     }
 }

@@ -11,7 +11,7 @@
 //! entry of a session deleted (and perhaps re-created) meanwhile.
 
 use crate::model::ReplayRecord;
-use crate::replay::Facts;
+use crate::rdf::SessionNode as Facts;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 

@@ -33,13 +33,13 @@ fn fork(
     let plan = store.fork(
         parent,
         ForkOptions {
-            at: Some(at as i64),
+            at: Some(at),
             label: Some(label.into()),
             reason: Some(reason.into()),
             ..ForkOptions::default()
         },
     )?;
-    plan.session.parse()
+    Ok(plan.session)
 }
 
 /// Builds the demo tree in `store` (fresh ids each time, so it can run twice).

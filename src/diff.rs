@@ -1,7 +1,7 @@
 //! Where two sessions part: lowest common ancestor and first divergent index.
 
 use crate::error::Result;
-use crate::model::{ReplayRecord, SessionDiff, SessionId};
+use crate::model::{FoundBy, ReplayRecord, SessionDiff, SessionId};
 use crate::store::Store;
 
 impl Store {
@@ -11,9 +11,10 @@ impl Store {
     pub fn diff(&self, a: &SessionId, b: &SessionId) -> Result<SessionDiff> {
         let (chain_a, chain_b) = (self.chain(a)?, self.chain(b)?);
         let common_ancestor = chain_a
+            .levels()
             .iter()
             .rev()
-            .find(|f| chain_b.iter().any(|g| g.iri == f.iri))
+            .find(|f| chain_b.levels().iter().any(|g| g.iri == f.iri))
             .map(|f| f.id.clone());
         let (turns_a, turns_b) = (self.load(a, None)?, self.load(b, None)?);
         // Digests chain, so the first difference ends the shared prefix.
@@ -23,9 +24,9 @@ impl Store {
             .take_while(|(x, y)| x.digest == y.digest)
             .count();
         let found_by = match (&common_ancestor, common_prefix) {
-            (Some(_), _) => "lineage",
-            (None, 0) => "none",
-            (None, _) => "digest",
+            (Some(_), _) => FoundBy::Lineage,
+            (None, 0) => FoundBy::None,
+            (None, _) => FoundBy::Digest,
         };
         let tail = |turns: &[crate::Turn]| -> Vec<ReplayRecord> {
             turns[common_prefix..]
@@ -34,8 +35,8 @@ impl Store {
                 .collect()
         };
         Ok(SessionDiff {
-            a: a.to_string(),
-            b: b.to_string(),
+            a: a.clone(),
+            b: b.clone(),
             common_ancestor,
             common_prefix: common_prefix as u64,
             found_by,

@@ -15,7 +15,7 @@
 //! store.append(&root, NewTurn::new(Role::Assistant, "4").model("model-a"))?;
 //! // Fork after the question and answer differently: the fork stores one turn.
 //! let fork = store.fork(&root, ForkOptions { at: Some(1), label: Some("retry".into()), ..Default::default() })?;
-//! let fork = fork.session.parse()?;
+//! let fork = fork.session;
 //! store.append(&fork, NewTurn::new(Role::Assistant, "Four.").model("model-b"))?;
 //! let replay = store.replay(&fork, None)?;
 //! assert_eq!(replay[0].content, "What is 2+2?");
@@ -25,43 +25,42 @@
 
 mod anchor;
 mod cache;
-mod claude_code;
+mod chain;
 pub mod demo;
 mod diff;
 mod error;
 mod io;
 mod merge;
 mod model;
-mod prov;
 mod query;
 mod query_check;
+mod rdf;
+mod read;
 mod regenerate;
-mod replay;
 #[cfg(feature = "server")]
 pub mod server;
-mod session;
+mod storage;
 mod store;
 mod summary;
-mod transcript;
 pub mod vocab;
+mod write;
 
 pub use error::{Error, Result};
-pub use io::{ExportFormat, ImportFormat};
+pub use io::{ExportFormat, ImportFormat, TranscriptOptions, TranscriptReport};
 pub use merge::SessionWriter;
 pub use model::{
     Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,
-    DetachPlan, ForkOptions, ForkPlan, Kind, Label, MergeOptions, MergePlan, MovedSession,
-    NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId, SessionInfo, SubAgentInfo,
-    TokenTotals, TreeNode, Turn, TurnRef, TurnSpan, MAX_FORK_DEPTH,
+    DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus, Kind, Label, MergeOptions,
+    MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId,
+    SessionInfo, SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan, MAX_FORK_DEPTH,
 };
-pub use prov::turn_digest;
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};
+pub use rdf::{turn_digest, DEFAULT_BASE_IRI};
 pub use regenerate::{
-    Job, RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
+    RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
     ESTIMATE_METHOD,
 };
-pub use store::{Store, DEFAULT_BASE_IRI};
-pub use transcript::{TranscriptOptions, TranscriptReport};
+pub use store::Store;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -2,10 +2,8 @@
 
 use crate::error::{Error, Result};
 use crate::model::{ForkOptions, Kind, MergeOptions, MergePlan, NewTurn, Role, SessionId};
-use crate::prov::{self, GraphWriter};
+use crate::rdf::{abandon_quads, merge_quads, MergeRecord};
 use crate::store::Store;
-use crate::vocab::{ft, prov as p, rdf};
-use oxigraph::model::{GraphNameRef, Literal, NamedOrBlankNode, QuadRef, Term};
 
 impl Store {
     /// Appends one `fork_result` turn to the child's parent (or `options.into`) that
@@ -14,20 +12,17 @@ impl Store {
     /// merged is refused. PROV: an `ft:Merge` activity used the child and generated the
     /// turn, which `prov:wasDerivedFrom` the child.
     pub fn merge(&self, child: &SessionId, options: MergeOptions) -> Result<MergePlan> {
-        let into = options.into.as_deref().map(SessionId::new).transpose()?;
-        let _guard = self.write_guard();
+        let mut tx = self.write();
         let chain = self.chain(child)?;
-        let facts = chain.last().expect("a chain has a leaf").clone();
-        let into = match into {
-            Some(into) => into,
-            None => match chain.len().checked_sub(2).map(|i| &chain[i]) {
-                Some(parent) => SessionId::new(parent.id.clone())?,
-                None => {
-                    return Err(Error::InvalidInput(format!(
-                        "session {child} is not a fork: say which session to merge into (--into)"
-                    )))
-                }
-            },
+        let facts = chain.leaf().clone();
+        let into = match (options.into, chain.parent()) {
+            (Some(into), _) => into,
+            (None, Some(parent)) => parent.id.clone(),
+            (None, None) => {
+                return Err(Error::InvalidInput(format!(
+                    "session {child} is not a fork: say which session to merge into (--into)"
+                )))
+            }
         };
         if into == *child {
             return Err(Error::InvalidInput(format!(
@@ -37,7 +32,7 @@ impl Store {
         self.not_held(&into)?;
         let target = self.require(&into)?;
         let k = facts.own_start();
-        let merged_to = self.merged_up_to(&facts.iri)?;
+        let merged_to = self.rdf().merged_up_to(&facts.iri)?;
         let first = merged_to.map_or(k, |end| end + 1).max(k);
         if first >= facts.length {
             return Err(Error::Conflict(match merged_to {
@@ -67,8 +62,8 @@ impl Store {
         let reference = format!("{child}@{k}:turns:{first}-{last}");
         let content = format!("[fork_result {reference}]\n{summary}\n[/fork_result]");
         let plan = MergePlan {
-            child: child.to_string(),
-            into: into.to_string(),
+            child: child.clone(),
+            into: into.clone(),
             index: target.length,
             first,
             last,
@@ -78,68 +73,21 @@ impl Store {
         if options.dry_run {
             return Ok(plan);
         }
-        let child_iri = facts.iri.clone();
-        let principal = target.principal.clone();
         let turn = NewTurn::new(Role::Assistant, content).kind(Kind::ForkResult);
-        self.append_locked(&target, turn, |w: &mut GraphWriter, turn, index| {
-            let activity = self.iris.activity(into.as_str(), &format!("merge/{index}"));
-            w.add(&activity, rdf::TYPE, ft::MERGE);
-            w.add(&activity, rdf::TYPE, p::ACTIVITY);
-            w.add(&activity, p::USED, child_iri.clone());
-            w.add(&activity, ft::RANGE_START, Literal::from(first));
-            w.add(&activity, ft::RANGE_END, Literal::from(last));
-            w.add(&activity, ft::MERGED_AT_INDEX, Literal::from(index));
-            w.add(&activity, p::STARTED_AT_TIME, prov::now());
-            if let Some(principal) = principal {
-                w.add(&activity, p::WAS_ASSOCIATED_WITH, principal);
-            }
-            w.add(turn, p::WAS_GENERATED_BY, activity);
-            w.add(turn, p::WAS_DERIVED_FROM, child_iri.clone());
-        })?;
-        Ok(plan)
-    }
-
-    /// [`Error::Busy`] if a [`SessionWriter`] holds `session`.
-    pub(crate) fn not_held(&self, session: &SessionId) -> Result<()> {
-        if self.writers().contains(session.as_str()) {
-            return Err(Error::Busy {
-                session: session.to_string(),
-            });
-        }
-        Ok(())
-    }
-
-    /// The last child index any merge of `child` covered, if it was merged.
-    fn merged_up_to(&self, child: &oxigraph::model::NamedNode) -> Result<Option<u64>> {
-        let mut end = None;
-        for quad in
-            self.inner
-                .quads_for_pattern(None, Some(p::USED), Some(child.as_ref().into()), None)
-        {
-            let quad = quad?;
-            let NamedOrBlankNode::NamedNode(activity) = &quad.subject else {
-                continue;
+        self.append_in(&mut tx, &target, turn, |w, turn, index| {
+            let merge = MergeRecord {
+                into: into.as_str(),
+                index,
+                turn,
+                child: &facts.iri,
+                first,
+                last,
+                principal: target.principal.as_ref(),
             };
-            let graph = quad.graph_name.as_ref();
-            if !self
-                .inner
-                .contains(QuadRef::new(activity, rdf::TYPE, ft::MERGE, graph))?
-            {
-                continue;
-            }
-            for q in self.inner.quads_for_pattern(
-                Some(activity.as_ref().into()),
-                Some(ft::RANGE_END),
-                None,
-                Some(graph),
-            ) {
-                if let Term::Literal(l) = q?.object {
-                    let value: u64 = l.value().parse().unwrap_or(0);
-                    end = Some(end.map_or(value, |e: u64| e.max(value)));
-                }
-            }
-        }
-        Ok(end)
+            merge_quads(&self.iris, w, &merge);
+        })?;
+        tx.commit()?;
+        Ok(plan)
     }
 
     /// An exclusive writer for `session`: until it is dropped, a second writer, and
@@ -147,7 +95,7 @@ impl Store {
     /// [`Error::Busy`] in this process.
     pub fn writer(&self, session: &SessionId) -> Result<SessionWriter<'_>> {
         self.require(session)?;
-        if !self.writers().insert(session.to_string()) {
+        if !self.writers().insert(session.clone()) {
             return Err(Error::Busy {
                 session: session.to_string(),
             });
@@ -171,12 +119,12 @@ impl Store {
         let plan = self.fork(
             parent,
             ForkOptions {
-                at: at.map(|k| k as i64),
+                at,
                 reason: Some("with_fork".into()),
                 ..ForkOptions::default()
             },
         )?;
-        let child = SessionId::new(plan.session)?;
+        let child = plan.session;
         let outcome = {
             let writer = self.writer(&child)?;
             work(&writer)
@@ -185,7 +133,7 @@ impl Store {
             Ok(summary) => self.merge(
                 &child,
                 MergeOptions {
-                    into: Some(parent.to_string()),
+                    into: Some(parent.clone()),
                     summary,
                     dry_run: false,
                 },
@@ -205,25 +153,13 @@ impl Store {
 
     /// Records that the work in fork `child` ended without a merge.
     fn abandon(&self, child: &SessionId, why: &str) -> Result<()> {
-        let _guard = self.write_guard();
+        let mut tx = self.write();
         let facts = self.require(child)?;
-        let activity = self
-            .iris
-            .activity(child.as_str(), &format!("abandon/{}", facts.length));
-        let graph = GraphNameRef::NamedNode(facts.iri.as_ref());
-        if self
-            .inner
-            .contains(QuadRef::new(&activity, rdf::TYPE, ft::ABANDON, graph))?
-        {
+        if self.rdf().abandoned(&facts)? {
             return Ok(());
         }
-        let mut w = GraphWriter::new(facts.iri.clone());
-        w.add(&activity, rdf::TYPE, ft::ABANDON);
-        w.add(&activity, rdf::TYPE, p::ACTIVITY);
-        w.add(&activity, p::USED, facts.iri.clone());
-        w.add(&activity, ft::REASON, Literal::new_simple_literal(why));
-        w.add(&activity, p::ENDED_AT_TIME, prov::now());
-        self.commit(&w.quads, &[])
+        tx.insert(abandon_quads(&self.iris, &facts, why));
+        tx.commit()
     }
 }
 
@@ -242,14 +178,16 @@ impl SessionWriter<'_> {
 
     /// Appends a turn to the held session and returns its index.
     pub fn append(&self, turn: NewTurn) -> Result<u64> {
-        let _guard = self.store.write_guard();
+        let mut tx = self.store.write();
         let facts = self.store.require(&self.session)?;
-        self.store.append_locked(&facts, turn, |_, _, _| {})
+        let index = self.store.append_in(&mut tx, &facts, turn, |_, _, _| {})?;
+        tx.commit()?;
+        Ok(index)
     }
 }
 
 impl Drop for SessionWriter<'_> {
     fn drop(&mut self) {
-        self.store.writers().remove(self.session.as_str());
+        self.store.writers().remove(&self.session);
     }
 }

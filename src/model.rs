@@ -44,7 +44,8 @@ fn check_name(value: &str, max: usize) -> std::result::Result<(), String> {
 /// assert!("x> } ; DROP ALL ; #".parse::<SessionId>().is_err());
 /// assert!("..".parse::<SessionId>().is_err());
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct SessionId(String);
 
 impl SessionId {
@@ -72,6 +73,57 @@ impl FromStr for SessionId {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
         Self::new(s)
+    }
+}
+
+impl TryFrom<String> for SessionId {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        Self::new(s)
+    }
+}
+
+impl From<SessionId> for String {
+    fn from(id: SessionId) -> String {
+        id.0
+    }
+}
+
+impl PartialEq<str> for SessionId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for SessionId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for SessionId {
+    fn eq(&self, other: &String) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<SessionId> for &str {
+    fn eq(&self, other: &SessionId) -> bool {
+        *self == other.0
+    }
+}
+
+/// A session id reads as the text it is: `&id` goes where a `&str` is asked for.
+impl std::ops::Deref for SessionId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for SessionId {
+    fn as_ref(&self) -> &str {
+        &self.0
     }
 }
 
@@ -177,93 +229,88 @@ impl Agent {
     }
 }
 
-/// The role of a turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-    Tool,
-}
-
-impl Role {
-    /// The role as stored and printed.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
+/// An enum stored and printed by name: `as_str`, `NAMES`, `FromStr` (an unknown name
+/// is the error given), `Display`, and serde through the name.
+macro_rules! named {
+    (
+        $(#[$meta:meta])*
+        pub enum $ty:ident { $($(#[$vmeta:meta])* $variant:ident = $name:literal),* $(,)? }
+        unknown($text:ident) => $err:expr
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(into = "&'static str", try_from = "String")]
+        pub enum $ty {
+            $($(#[$vmeta])* $variant),*
         }
-    }
-}
 
-impl FromStr for Role {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "system" => Role::System,
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            "tool" => Role::Tool,
-            _ => return Err(Error::InvalidRole { value: s.into() }),
-        })
-    }
-}
+        impl $ty {
+            /// Every name, in order.
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
 
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What a turn is; `message` unless said otherwise.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    #[default]
-    Message,
-    ToolCall,
-    Usage,
-    Compaction,
-    Note,
-    ForkResult,
-}
-
-impl Kind {
-    /// The kind as stored and printed.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Message => "message",
-            Kind::ToolCall => "tool_call",
-            Kind::Usage => "usage",
-            Kind::Compaction => "compaction",
-            Kind::Note => "note",
-            Kind::ForkResult => "fork_result",
+            /// The name as stored and printed.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),*
+                }
+            }
         }
-    }
+
+        impl FromStr for $ty {
+            type Err = Error;
+            fn from_str($text: &str) -> Result<Self> {
+                match $text {
+                    $($name => Ok($ty::$variant),)*
+                    _ => Err($err),
+                }
+            }
+        }
+
+        impl TryFrom<String> for $ty {
+            type Error = Error;
+            fn try_from(text: String) -> Result<Self> {
+                text.parse()
+            }
+        }
+
+        impl From<$ty> for &'static str {
+            fn from(value: $ty) -> Self {
+                value.as_str()
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
 }
 
-impl FromStr for Kind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "message" => Kind::Message,
-            "tool_call" => Kind::ToolCall,
-            "usage" => Kind::Usage,
-            "compaction" => Kind::Compaction,
-            "note" => Kind::Note,
-            "fork_result" => Kind::ForkResult,
-            _ => return Err(Error::InvalidKind { value: s.into() }),
-        })
+named! {
+    /// The role of a turn.
+    pub enum Role {
+        System = "system",
+        User = "user",
+        Assistant = "assistant",
+        Tool = "tool",
     }
+    unknown(text) => Error::InvalidRole { value: text.into() }
 }
 
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+named! {
+    /// What a turn is; `message` unless said otherwise.
+    #[derive(Default)]
+    pub enum Kind {
+        #[default]
+        Message = "message",
+        ToolCall = "tool_call",
+        Usage = "usage",
+        Compaction = "compaction",
+        Note = "note",
+        ForkResult = "fork_result",
     }
+    unknown(text) => Error::InvalidKind { value: text.into() }
 }
 
 /// A turn to append.
@@ -302,6 +349,20 @@ impl NewTurn {
         }
     }
 
+    /// A turn whose role and kind are given by name, as the REST API takes them; an
+    /// unknown name is [`Error::InvalidRole`] or [`Error::InvalidKind`].
+    ///
+    /// ```
+    /// use forktrail::{Kind, NewTurn, Role};
+    /// let turn = NewTurn::parse("user", "note", "remember this")?;
+    /// assert_eq!((turn.role, turn.kind), (Role::User, Kind::Note));
+    /// assert!(NewTurn::parse("robot", "message", "x").is_err());
+    /// # Ok::<(), forktrail::Error>(())
+    /// ```
+    pub fn parse(role: &str, kind: &str, content: impl Into<String>) -> Result<Self> {
+        Ok(Self::new(role.parse()?, content).kind(kind.parse()?))
+    }
+
     /// Sets the kind.
     pub fn kind(mut self, kind: Kind) -> Self {
         self.kind = kind;
@@ -334,22 +395,18 @@ impl NewTurn {
 }
 
 /// A stored turn, as loaded.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Turn {
     pub index: u64,
     pub role: Role,
     pub kind: Kind,
     pub content: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// The session that owns (stored) this turn.
-    pub session: String,
+    pub session: SessionId,
     /// The branch label of the session the turn was first written on.
     pub branch: String,
     pub created_at: Option<String>,
@@ -357,7 +414,8 @@ pub struct Turn {
     pub digest: String,
 }
 
-/// The plain record replay returns: one per turn, in order.
+/// The plain record replay returns: one per turn, in order. It deserializes too, so
+/// the JSON and JSONL replays (`replay --json`, `export --format jsonl`) read back.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayRecord {
     pub index: u64,
@@ -387,31 +445,80 @@ pub struct NewSession {
     pub principal: Option<String>,
 }
 
-/// Options of a fork. Deserializes from the JSON body of `POST /sessions/{id}/fork`
-/// (every field optional).
-#[derive(Clone, Debug, Default, Deserialize)]
+/// Options of a fork: the CLI's `fork` flags (clap) and the JSON body of
+/// `POST /sessions/{id}/fork` (serde, every field optional) are both this struct, and
+/// [`ForkOptions::request_text`] names every field, so a new option reaches all three
+/// or does not compile.
+#[derive(Clone, Debug, Default, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct ForkOptions {
-    /// The fork point `k`: the child inherits turns `0..k`. Default: the parent's length.
-    pub at: Option<i64>,
-    /// Fork at this anchor of the parent (its own or an ancestor's within the inherited
-    /// prefix) instead of at an index.
+    /// The fork point K: the fork inherits turns 0..K-1 (default: the parent's length).
+    #[arg(long, value_parser = turn_index, allow_negative_numbers = true, conflicts_with = "anchor")]
+    pub at: Option<u64>,
+    /// Fork at this anchor (the parent's own, or an ancestor's within what it inherits).
+    #[arg(long)]
     pub anchor: Option<String>,
-    /// The branch label; `fork-<8 hex>` when absent.
+    /// The branch label (default: fork-<8 hex>); unique among the parent's children.
+    #[arg(long)]
     pub label: Option<String>,
-    /// Why the fork was made (recorded on the fork activity).
+    /// Why the fork is made (recorded in its provenance).
+    #[arg(long)]
     pub reason: Option<String>,
-    /// Who forks; the parent's principal when absent.
+    /// Who forks (default: the parent's principal).
+    #[arg(long)]
     pub principal: Option<String>,
-    /// The child's id; a UUID v7 when absent.
+    /// The fork's session id (default: a fresh UUID v7).
+    #[arg(long)]
     pub id: Option<String>,
-    /// Store a short deterministic summary of the inherited prefix on the fork.
+    /// Store a short summary of the inherited prefix on the fork (turns per role, tool
+    /// calls, models, the last user request).
+    #[arg(long)]
     pub summarize: bool,
-    /// A caller's key that makes the fork idempotent: a retry with the same key and the
-    /// same options returns the fork made the first time.
+    /// Make the fork idempotent: a retry with the same id and options returns the same
+    /// fork; the same id with other options is an error.
+    #[arg(long)]
     pub request_id: Option<String>,
-    /// Validate and return the plan, write nothing.
+    /// Print the plan and write nothing.
+    #[arg(long)]
     pub dry_run: bool,
+}
+
+/// A turn index as a flag gives it: a whole number, 0 or more.
+fn turn_index(text: &str) -> std::result::Result<u64, String> {
+    text.parse()
+        .map_err(|_| format!("{text:?} is not a turn index (a whole number, 0 or more)"))
+}
+
+impl ForkOptions {
+    /// What a fork request asked for, as given (not as resolved), as one canonical text
+    /// whose SHA-256 is the request digest: a retry matches even after the parent has
+    /// grown. Every option is named here, so a
+    /// new one does not compile until it is placed: in the digest if it changes the
+    /// fork; the request id is the key itself, and a dry run writes nothing.
+    pub(crate) fn request_text(&self, parent: &SessionId) -> String {
+        let ForkOptions {
+            at,
+            anchor,
+            label,
+            reason,
+            principal,
+            id,
+            summarize,
+            request_id: _,
+            dry_run: _,
+        } = self;
+        let fields = serde_json::json!([
+            parent.as_str(),
+            at,
+            anchor,
+            label,
+            reason,
+            principal,
+            id,
+            summarize
+        ]);
+        fields.to_string()
+    }
 }
 
 /// Validates a name used as an anchor name or request id (the branch-label rules).
@@ -424,11 +531,11 @@ pub(crate) fn check_key(what: &'static str, value: &str) -> Result<()> {
 }
 
 /// A named point in a session: its length when the anchor was set.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AnchorInfo {
     pub name: String,
     /// The session that set the anchor (an ancestor, for inherited anchors).
-    pub session: String,
+    pub session: SessionId,
     /// The session's length when the anchor was set: a fork point.
     pub at_index: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -436,23 +543,27 @@ pub struct AnchorInfo {
     pub created_at: Option<String>,
 }
 
-/// Options of a merge-back.
-#[derive(Clone, Debug, Default, Deserialize)]
+/// Options of a merge-back: the CLI's `merge` flags and the JSON body of
+/// `POST /sessions/{id}/merge`.
+#[derive(Clone, Debug, Default, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct MergeOptions {
-    /// The session that gains the result turn; the child's parent when absent.
-    pub into: Option<String>,
-    /// The summary; the child's last assistant turn when absent.
+    /// The session to append the result to (default: the child's parent).
+    #[arg(long)]
+    pub into: Option<SessionId>,
+    /// The summary (default: the child's last assistant turn).
+    #[arg(long)]
     pub summary: Option<String>,
-    /// Validate and return the plan, write nothing.
+    /// Print the plan and write nothing.
+    #[arg(long)]
     pub dry_run: bool,
 }
 
 /// What a merge did (or, for a dry run, would do).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MergePlan {
-    pub child: String,
-    pub into: String,
+    pub child: SessionId,
+    pub into: SessionId,
     /// The index of the `fork_result` turn in `into` (its length before the merge).
     pub index: u64,
     /// The child's own turns the merge covers, inclusive.
@@ -467,27 +578,30 @@ pub struct MergePlan {
 /// How two sessions relate and where they part.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SessionDiff {
-    pub a: String,
-    pub b: String,
+    pub a: SessionId,
+    pub b: SessionId,
     /// The deepest session both chains share, if their lineage meets.
-    pub common_ancestor: Option<String>,
+    pub common_ancestor: Option<SessionId>,
     /// The number of leading turns both histories share (equal digests).
     pub common_prefix: u64,
-    /// `lineage` when the chains meet, `digest` when only digests show the shared
-    /// prefix (e.g. after a detach), `none` when nothing is shared.
-    pub found_by: &'static str,
+    /// How the shared prefix was found.
+    pub found_by: FoundBy,
     /// The turns of `a` from `common_prefix` on.
     pub a_tail: Vec<ReplayRecord>,
     pub b_tail: Vec<ReplayRecord>,
 }
 
-/// Options of a delete. Deserializes from the query of `DELETE /sessions/{id}`.
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
+/// Options of a delete: the CLI's `delete` flags and the query of
+/// `DELETE /sessions/{id}`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct DeleteOptions {
-    /// Delete the whole subtree; without it a session with children is refused.
+    /// Delete the whole subtree in one transaction (without it a session with children
+    /// is refused).
+    #[arg(long)]
     pub cascade: bool,
-    /// Validate and return the plan, write nothing.
+    /// Print what would be deleted (or why it is refused) and write nothing.
+    #[arg(long)]
     pub dry_run: bool,
 }
 
@@ -496,7 +610,7 @@ pub struct DeleteOptions {
 pub struct DeletePlan {
     /// The deleted sessions' ids: the named one first, then its descendants, parents
     /// before children.
-    pub deleted: Vec<String>,
+    pub deleted: Vec<SessionId>,
     /// The same sessions with what each held.
     pub sessions: Vec<DeletedSession>,
     /// Turns removed, over all of them (inherited turns are not theirs to remove).
@@ -506,26 +620,28 @@ pub struct DeletePlan {
 /// One session a delete removes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DeletedSession {
-    pub session: String,
+    pub session: SessionId,
     pub branch: String,
-    pub parent: Option<String>,
+    pub parent: Option<SessionId>,
     pub own_turns: u64,
 }
 
-/// Options of a detach. Deserializes from the JSON body of `POST /sessions/{id}/detach`.
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
+/// Options of a detach: the CLI's `detach` flags and the JSON body of
+/// `POST /sessions/{id}/detach`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetachOptions {
-    /// Validate and return the plan, write nothing.
+    /// Print what would be copied and which descendants would move up; write nothing.
+    #[arg(long)]
     pub dry_run: bool,
 }
 
 /// What a detach did (or, for a dry run, would do).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DetachPlan {
-    pub session: String,
+    pub session: SessionId,
     /// The parent whose link is dropped.
-    pub parent: String,
+    pub parent: SessionId,
     /// Inherited turns copied into the session: indices `0..copied_turns`.
     pub copied_turns: u64,
     /// Where the copies come from, one span per ancestor, in index order.
@@ -537,7 +653,7 @@ pub struct DetachPlan {
 /// Turns `from..to` (exclusive) stored by one session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TurnSpan {
-    pub session: String,
+    pub session: SessionId,
     pub branch: String,
     pub from: u64,
     pub to: u64,
@@ -546,19 +662,31 @@ pub struct TurnSpan {
 /// A descendant of a detached session: its depth before and after.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MovedSession {
-    pub session: String,
+    pub session: SessionId,
     pub depth_before: u64,
     pub depth_after: u64,
+}
+
+/// How [`SessionDiff`] found what two sessions share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FoundBy {
+    /// Their chains meet: a common ancestor.
+    Lineage,
+    /// No common ancestor, but equal digests (e.g. after a detach).
+    Digest,
+    /// Nothing is shared.
+    None,
 }
 
 /// What a fork did (or, for a dry run, would do).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ForkPlan {
-    pub session: String,
-    pub parent: String,
+    pub session: SessionId,
+    pub parent: SessionId,
     pub forked_at_index: u64,
     pub branch: String,
-    pub fork_root: String,
+    pub fork_root: SessionId,
     pub depth: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
@@ -570,14 +698,14 @@ pub struct ForkPlan {
 /// Facts about one session, without its turns.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SessionInfo {
-    pub session: String,
+    pub session: SessionId,
     pub branch: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     pub principal: Option<String>,
-    pub parent: Option<String>,
+    pub parent: Option<SessionId>,
     pub forked_at_index: Option<u64>,
-    pub fork_root: String,
+    pub fork_root: SessionId,
     pub depth: usize,
     /// Number of turns, inherited ones included (the next index).
     pub length: u64,
@@ -619,7 +747,8 @@ pub struct SubAgentInfo {
     /// The id of the launching tool call, as the source names it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
-    /// The session the source says launched it.
+    /// The session the source says launched it, by the source's own id (kept as the
+    /// source wrote it: it need not name a session in this store).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spawned_in_session: Option<String>,
 }
@@ -627,8 +756,51 @@ pub struct SubAgentInfo {
 /// A turn, by the session that stores it and its index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TurnRef {
-    pub session: String,
+    pub session: SessionId,
     pub index: u64,
+}
+
+named! {
+    /// Where a regeneration job is.
+    pub enum JobStatus {
+        /// Recorded, the model called or about to be.
+        Running = "running",
+        /// The answer is recorded in its fork.
+        Complete = "complete",
+        /// The call or the answer failed; nothing but the status is written.
+        Failed = "failed",
+        /// Stopped by a caller; nothing but the status is written.
+        Cancelled = "cancelled",
+    }
+    unknown(text) => Error::Corrupt {
+        session: "(a regeneration job)".into(),
+        detail: format!("unknown job status {text:?}"),
+    }
+}
+
+/// A regeneration job.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Job {
+    pub job: String,
+    pub status: JobStatus,
+    pub session: SessionId,
+    pub at: u64,
+    pub model: String,
+    pub endpoint: String,
+    pub reason: String,
+    /// The fork holding the answer, once complete.
+    pub fork: Option<SessionId>,
+    pub created_at: Option<String>,
+    pub completed_at: Option<String>,
+    pub error: Option<String>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub latency_ms: Option<u64>,
+    /// SHA-256 of the exact request body (stored whole as `ft:requestBody`).
+    pub request_digest: String,
+    /// True when an identical earlier request's job is returned instead of a new call.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// Input and output tokens, as the model endpoints reported them.
@@ -641,7 +813,7 @@ pub struct TokenTotals {
 /// A direct child of a session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BranchInfo {
-    pub session: String,
+    pub session: SessionId,
     pub branch: String,
     pub forked_at_index: u64,
     pub created_at: Option<String>,
@@ -653,7 +825,7 @@ pub struct BranchInfo {
 /// A session and its descendants.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TreeNode {
-    pub session: String,
+    pub session: SessionId,
     pub branch: String,
     pub forked_at_index: Option<u64>,
     pub length: u64,
@@ -664,4 +836,80 @@ pub struct TreeNode {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenTotals>,
     pub children: Vec<TreeNode>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{Args, FromArgMatches};
+    use serde_json::json;
+
+    /// The fields a struct's serde derive knows, from the error `deny_unknown_fields`
+    /// gives for a field it does not.
+    fn serde_fields<T: serde::de::DeserializeOwned + fmt::Debug>() -> Vec<String> {
+        let err = serde_json::from_value::<T>(json!({ "no_such_option": 1 })).unwrap_err();
+        let text = err.to_string();
+        let list = text.split_once("expected one of ").unwrap().1;
+        list.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Each fork option is a CLI flag and a REST body field that mean the same, and is
+    /// in the request digest unless it is the request id (the key itself) or dry run
+    /// (which writes nothing): a new option that misses one of these fails here.
+    #[test]
+    fn every_fork_option_reaches_the_cli_rest_and_the_request_digest() {
+        let parent = SessionId::new("p").unwrap();
+        let command = ForkOptions::augment_args(clap::Command::new("fork").no_binary_name(true));
+        let flags: Vec<String> = command
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        assert_eq!(
+            flags,
+            serde_fields::<ForkOptions>(),
+            "CLI flags vs REST fields"
+        );
+        let default = ForkOptions::default();
+        for arg in command.get_arguments() {
+            let name = arg.get_id().as_str();
+            let takes_value = arg.get_action().takes_values();
+            let (text, value) = match (takes_value, name) {
+                (false, _) => (None, json!(true)),
+                (true, "at") => (Some("3"), json!(3)),
+                (true, _) => (Some("x1"), json!("x1")),
+            };
+            let mut argv = vec![format!("--{}", arg.get_long().unwrap())];
+            argv.extend(text.map(str::to_string));
+            let matches = command.clone().try_get_matches_from(&argv).unwrap();
+            let from_cli = ForkOptions::from_arg_matches(&matches).unwrap();
+            let from_rest: ForkOptions = serde_json::from_value(json!({ name: value })).unwrap();
+            assert_eq!(format!("{from_cli:?}"), format!("{from_rest:?}"), "{name}");
+            assert_ne!(
+                format!("{from_cli:?}"),
+                format!("{default:?}"),
+                "{name} unset"
+            );
+            let in_digest = from_cli.request_text(&parent) != default.request_text(&parent);
+            let exempt = ["request_id", "dry_run"].contains(&name);
+            assert_eq!(in_digest, !exempt, "{name}: in the request digest?");
+        }
+    }
+
+    #[test]
+    fn a_session_id_reads_as_its_text_and_rejects_bad_ones() {
+        let id = SessionId::new("a.b:c-1").unwrap();
+        assert_eq!(&*id, "a.b:c-1");
+        assert_eq!(id, "a.b:c-1");
+        assert_eq!(serde_json::to_value(&id).unwrap(), json!("a.b:c-1"));
+        assert_eq!(
+            serde_json::from_value::<SessionId>(json!("x")).unwrap(),
+            "x"
+        );
+        assert!(serde_json::from_value::<SessionId>(json!("x y")).is_err());
+        assert!("x y".parse::<SessionId>().is_err());
+    }
 }

@@ -1,13 +1,13 @@
 //! `queries/*.rq`, parsed once, and SPARQL over the store with values bound as terms.
 
+use crate::chain::Chain;
 use crate::error::{Error, Result};
 use crate::model::{ReplayRecord, SessionId};
+use crate::rdf::SessionNode;
+use crate::storage::Sparql;
 use crate::store::Store;
-use oxigraph::model::{GraphName, Literal, NamedNode, NamedOrBlankNode, Term, Variable};
-use oxigraph::sparql::{
-    CancellationToken, PreparedSparqlQuery, QueryEvaluationError, QueryResults, QuerySolution,
-    SparqlEvaluator,
-};
+use oxigraph::model::{Literal, NamedNode, Term, Variable};
+use oxigraph::sparql::{CancellationToken, QueryResults, QuerySolution};
 use std::sync::OnceLock;
 
 /// One shipped query: a file of `queries/`, one question each, built into the binary.
@@ -133,10 +133,10 @@ pub mod queries {
     }
 }
 
-/// A query ready to run, with the variables a binding may give a value.
+/// A parsed query, with the variables a binding may give a value.
 #[derive(Clone)]
 struct Prepared {
-    query: PreparedSparqlQuery,
+    query: spargebra::Query,
     projection: Vec<Variable>,
 }
 
@@ -155,20 +155,9 @@ fn parsed(query: &NamedQuery) -> Result<Prepared> {
 }
 
 fn prepare(sparql: &str) -> Result<Prepared> {
-    prepare_with(sparql, None)
-}
-
-fn prepare_with(sparql: &str, cancel: Option<&CancellationToken>) -> Result<Prepared> {
     let query = crate::query_check::parse_query(sparql)?;
     let projection = crate::query_check::projection(&query);
-    let mut evaluator = SparqlEvaluator::new();
-    if let Some(token) = cancel {
-        evaluator = evaluator.with_cancellation_token(token.clone());
-    }
-    Ok(Prepared {
-        query: evaluator.for_query(query),
-        projection,
-    })
+    Ok(Prepared { query, projection })
 }
 
 /// Where and how a query runs (see [`Store::query_with`]).
@@ -182,21 +171,6 @@ pub struct QueryOptions {
     pub named_graphs: Vec<NamedNode>,
     /// Cancels the evaluation when cancelled (from another thread).
     pub cancellation: Option<CancellationToken>,
-}
-
-/// Maps evaluation errors to forktrail's: SERVICE is never followed, cancellation is
-/// its own error.
-pub(crate) fn evaluation_error(e: QueryEvaluationError) -> Error {
-    match e {
-        QueryEvaluationError::Cancelled => Error::Cancelled("time limit or caller".into()),
-        QueryEvaluationError::UnsupportedService(_)
-        | QueryEvaluationError::UnboundService
-        | QueryEvaluationError::InvalidServiceName(_)
-        | QueryEvaluationError::Service(_) => {
-            Error::Query("SERVICE is not allowed: forktrail never calls other endpoints".into())
-        }
-        other => Error::Query(other.to_string()),
-    }
 }
 
 impl Store {
@@ -220,7 +194,7 @@ impl Store {
     /// # Ok::<(), forktrail::Error>(())
     /// ```
     pub fn query(&self, sparql: &str, bindings: &[(&str, Term)]) -> Result<QueryResults<'static>> {
-        self.run(prepare(sparql)?, bindings)
+        self.run(prepare(sparql)?, bindings, &QueryOptions::default())
     }
 
     /// [`Store::query`] with a dataset and a cancellation token: what the SPARQL
@@ -231,9 +205,7 @@ impl Store {
         bindings: &[(&str, Term)],
         options: &QueryOptions,
     ) -> Result<QueryResults<'static>> {
-        let mut prepared = prepare_with(sparql, options.cancellation.as_ref())?;
-        self.with_dataset(&mut prepared, options);
-        self.run(prepared, bindings)
+        self.run(prepare(sparql)?, bindings, options)
     }
 
     /// [`Store::query_named`] with a dataset and a cancellation token, as
@@ -244,34 +216,7 @@ impl Store {
         bindings: &[(&str, Term)],
         options: &QueryOptions,
     ) -> Result<QueryResults<'static>> {
-        let mut prepared = parsed(query)?;
-        if let Some(token) = &options.cancellation {
-            // The cached parse has no token: prepare this one afresh.
-            prepared = prepare_with(query.source, Some(token))?;
-        }
-        self.with_dataset(&mut prepared, options);
-        self.run(prepared, bindings)
-    }
-
-    fn with_dataset(&self, prepared: &mut Prepared, options: &QueryOptions) {
-        if !options.default_graphs.is_empty() {
-            let graphs = options.default_graphs.iter().cloned().map(GraphName::from);
-            prepared
-                .query
-                .dataset_mut()
-                .set_default_graph(graphs.collect());
-        }
-        if !options.named_graphs.is_empty() {
-            let graphs = options
-                .named_graphs
-                .iter()
-                .cloned()
-                .map(NamedOrBlankNode::from);
-            prepared
-                .query
-                .dataset_mut()
-                .set_available_named_graphs(graphs.collect());
-        }
+        self.run(parsed(query)?, bindings, options)
     }
 
     /// Runs a SPARQL 1.1 Update under the store's write lock, in one transaction.
@@ -281,16 +226,14 @@ impl Store {
     /// the store's own default graph is empty. `LOAD` and `SERVICE` are refused:
     /// forktrail never fetches anything.
     pub fn update(&self, sparql: &str, cancel: Option<&CancellationToken>) -> Result<()> {
-        let mut evaluator = SparqlEvaluator::new();
-        if let Some(token) = cancel {
-            evaluator = evaluator.with_cancellation_token(token.clone());
-        }
-        let update = evaluator.for_update(crate::query_check::parse_update(sparql)?);
-        let _guard = self.write_guard();
-        // An update may change anything: drop the derived read cache.
-        let result = update.on_store(&self.inner).execute();
-        self.clear_caches();
-        result.map_err(|e| Error::Query(e.to_string()))
+        let update = crate::query_check::parse_update(sparql)?;
+        let mut tx = self.write();
+        let result = self.backend().update(update, cancel.cloned());
+        // An update may change anything: the derived read cache goes, whatever the
+        // outcome.
+        tx.forget_all();
+        tx.commit()?;
+        result
     }
 
     /// Runs one of the shipped [`queries`] with `bindings` (see [`Store::query`]).
@@ -299,7 +242,7 @@ impl Store {
         query: &NamedQuery,
         bindings: &[(&str, Term)],
     ) -> Result<QueryResults<'static>> {
-        self.run(parsed(query)?, bindings)
+        self.run(parsed(query)?, bindings, &QueryOptions::default())
     }
 
     /// The rows of a shipped SELECT query.
@@ -319,18 +262,18 @@ impl Store {
         }
     }
 
-    fn run(&self, prepared: Prepared, bindings: &[(&str, Term)]) -> Result<QueryResults<'static>> {
-        let Prepared {
-            query: mut prepared,
-            projection,
-        } = prepared;
-        if prepared.dataset().is_default_dataset() {
-            prepared.dataset_mut().set_default_graph_as_union();
-        }
+    fn run(
+        &self,
+        prepared: Prepared,
+        bindings: &[(&str, Term)],
+        options: &QueryOptions,
+    ) -> Result<QueryResults<'static>> {
+        let Prepared { query, projection } = prepared;
+        let mut bound = Vec::with_capacity(bindings.len());
         for (name, value) in bindings {
             let variable = Variable::new(*name)
                 .map_err(|e| Error::InvalidInput(format!("invalid variable name {name:?}: {e}")))?;
-            // Oxigraph substitutes only projected variables: any other binding would be
+            // Only projected variables are substituted: any other binding would be
             // dropped without a word, and the query would answer for every value.
             if !projection.contains(&variable) {
                 let names: Vec<String> = projection
@@ -347,12 +290,15 @@ impl Store {
                     }
                 )));
             }
-            prepared = prepared.substitute_variable(variable, value.clone());
+            bound.push((variable, value.clone()));
         }
-        prepared
-            .on_store(&self.inner)
-            .execute()
-            .map_err(evaluation_error)
+        self.backend().query(Sparql {
+            query,
+            bindings: bound,
+            default_graphs: options.default_graphs.clone(),
+            named_graphs: options.named_graphs.clone(),
+            cancellation: options.cancellation.clone(),
+        })
     }
 
     /// Replay through the shipped `.rq` files (fork chain, then the turns of each level
@@ -380,10 +326,7 @@ impl Store {
         // The shallowest level must be a root: otherwise its parent is missing, or the
         // chain is a cycle that `ft:parentSession*` absorbed.
         if let Some(Term::NamedNode(parent)) = levels[0].get("levelParent") {
-            let parent_id = self
-                .iris
-                .session_id(parent.as_ref())
-                .unwrap_or_else(|| parent.as_str().to_string());
+            let parent_id = self.iris.name_of(parent.as_ref());
             let ids: Vec<String> = levels.iter().map(|l| text(l, "levelId")).collect();
             return Err(if ids.contains(&parent_id) {
                 Error::CycleDetected {
@@ -397,18 +340,30 @@ impl Store {
                 }
             });
         }
+        // The chain as the query gave it, for the visibility rule (`Chain::visible_limit`).
+        let mut nodes = Vec::with_capacity(levels.len());
+        for level in &levels {
+            let level_id = SessionId::new(text(level, "levelId"))?;
+            let parent = match level.get("levelParent") {
+                Some(Term::NamedNode(parent)) => Some(parent.clone()),
+                _ => None,
+            };
+            let iri = self.session_iri(&level_id);
+            nodes.push(SessionNode::lineage(
+                level_id,
+                iri,
+                parent,
+                int(level, "forkedAtIndex"),
+            ));
+        }
+        let chain = Chain::new(nodes).expect("the query found the session");
         let end = up_to.map_or(u64::MAX, |n| n.saturating_add(1));
         let mut out: Vec<ReplayRecord> = Vec::new();
-        for (i, level) in levels.iter().enumerate() {
-            let cut = levels[i + 1..]
-                .iter()
-                .filter_map(|next| int(next, "forkedAtIndex"))
-                .min()
-                .unwrap_or(u64::MAX)
-                .min(end)
-                .min(i64::MAX as u64); // xsd:integer values are 64-bit signed here
+        for (i, level) in chain.levels().iter().enumerate() {
+            // xsd:integer values are 64-bit signed here.
+            let cut = chain.visible_limit(i).min(end).min(i64::MAX as u64);
             let bindings = [
-                ("id", Literal::from(text(level, "levelId")).into()),
+                ("id", Literal::from(level.id.as_str()).into()),
                 ("cut", Literal::from(cut).into()),
             ];
             for row in self.select(&queries::SESSION_TURNS, &bindings)? {
@@ -418,7 +373,7 @@ impl Store {
                 }
                 if index != out.len() as u64 {
                     return Err(Error::Corrupt {
-                        session: text(level, "levelId"),
+                        session: level.id.to_string(),
                         detail: format!("turn {} is missing", out.len()),
                     });
                 }

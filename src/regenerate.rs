@@ -9,12 +9,10 @@
 //! status is written).
 
 use crate::error::{Error, Result};
-use crate::model::{Agent, ForkOptions, Kind, NewTurn, Role, SessionId};
-use crate::prov::{self, GraphWriter};
-use crate::store::Store;
-use crate::transcript::openai_messages;
-use crate::vocab::{ft, prov as p, rdf};
-use oxigraph::model::{GraphName, Literal, NamedNode, NamedOrBlankNode, Quad, QuadRef, Term};
+use crate::io::openai_messages;
+use crate::model::{Agent, ForkOptions, Job, JobStatus, Kind, NewTurn, Role, SessionId};
+use crate::rdf::{self, instant, JobNode, JobRecord};
+use crate::store::{Store, WriteTx};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -29,47 +27,66 @@ pub const DEFAULT_MAX_CONTEXT_TOKENS: u64 = 32_768;
 /// How the context size is estimated before a call.
 pub const ESTIMATE_METHOD: &str = "characters of the request body / 4, rounded up";
 
-/// Options of a regeneration. Deserializes from the JSON body of
-/// `POST /sessions/{id}/regenerate`.
-#[derive(Clone, Debug, Default, Deserialize)]
+/// Options of a regeneration: the CLI's `regenerate` flags (the system prompt and the
+/// tools come from files there) and the JSON body of `POST /sessions/{id}/regenerate`.
+#[derive(Clone, Debug, Default, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct RegenerateOptions {
-    /// The fork point K: the model sees turns `0..K` and answers turn K.
+    /// The fork point K: the model sees turns 0..K-1 and answers turn K.
+    #[arg(long)]
     pub at: u64,
-    /// The model to ask; default: the model of the last assistant turn before K.
+    /// The model (default: the model of the last assistant turn before K).
+    #[arg(long)]
     pub model: Option<String>,
     /// Replaces the system message (or adds one first).
+    #[arg(skip)]
     pub system_prompt: Option<String>,
     /// Replaces the tool list: an array of OpenAI tool definitions.
+    #[arg(skip)]
     pub tools: Option<Value>,
-    /// The OpenAI-compatible base URL (`…/v1`); default `$OPENAI_BASE_URL`, else
-    /// [`DEFAULT_ENDPOINT`].
+    /// The OpenAI-compatible base URL (default: $OPENAI_BASE_URL, else
+    /// http://127.0.0.1:11434/v1). An API key is read from $OPENAI_API_KEY only, and
+    /// never stored.
+    #[arg(long)]
     pub endpoint: Option<String>,
+    /// The most tokens the model may answer with (sent as max_tokens).
+    #[arg(long)]
     pub max_tokens: Option<u32>,
+    /// The sampling temperature, 0 to 2 (sent as temperature; default: the endpoint's).
+    #[arg(long)]
     pub temperature: Option<f64>,
-    /// `what-if` (default), `benchmark` or `manual`.
+    /// what-if (default), benchmark or manual.
+    #[arg(long)]
     pub reason: Option<String>,
-    /// A caller's key: a retry with the same key and the same request returns the job
-    /// made the first time (running or complete) instead of calling the model again.
+    /// A caller's key: a retry with the same request id and request returns the first
+    /// job (running or complete) instead of calling the model again.
+    #[arg(long, conflicts_with = "again")]
     pub request_id: Option<String>,
     /// Ask the model again even if an identical request (same session, fork point,
     /// model, system prompt, tools, sampling parameters and endpoint) already completed;
-    /// without it, that job and its fork are returned. Not with `request_id`.
+    /// by default that job and its fork are returned and the model is not called.
+    #[arg(long)]
     pub again: bool,
-    /// Refuse above this estimated context size ([`DEFAULT_MAX_CONTEXT_TOKENS`]).
+    /// Refuse contexts estimated above this many tokens (characters / 4; default
+    /// 32768).
+    #[arg(long)]
     pub max_context_tokens: Option<u64>,
-    /// Allow an endpoint that is not on loopback.
+    /// Allow an endpoint that is not on this machine.
+    #[arg(long)]
     pub allow_remote: bool,
-    /// The longest wait for the model's answer, in seconds (default 300).
+    /// The longest wait for the answer, in seconds (default 300).
+    #[arg(long = "timeout", value_name = "SECONDS")]
     pub timeout_secs: Option<u64>,
-    /// Only plan: [`Store::plan_regeneration`] (the CLI's and REST's `dry_run`).
+    /// Print the plan (fork point, messages, estimated tokens, endpoint, model) and
+    /// write nothing.
+    #[arg(long)]
     pub dry_run: bool,
 }
 
 /// What a regeneration would send, where, and how big it is.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RegeneratePlan {
-    pub session: String,
+    pub session: SessionId,
     pub at: u64,
     pub model: String,
     pub endpoint: String,
@@ -81,32 +98,6 @@ pub struct RegeneratePlan {
     pub swapped: Vec<&'static str>,
     /// The exact request body.
     pub request: Value,
-}
-
-/// A regeneration job.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Job {
-    pub job: String,
-    /// `running`, `complete`, `failed` or `cancelled`.
-    pub status: String,
-    pub session: String,
-    pub at: u64,
-    pub model: String,
-    pub endpoint: String,
-    pub reason: String,
-    /// The fork holding the answer, once complete.
-    pub fork: Option<String>,
-    pub created_at: Option<String>,
-    pub completed_at: Option<String>,
-    pub error: Option<String>,
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub latency_ms: Option<u64>,
-    /// SHA-256 of the exact request body (stored whole as `ft:requestBody`).
-    pub request_digest: String,
-    /// True when an identical earlier request's job is returned instead of a new call.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub reused: bool,
 }
 
 /// Whether `endpoint` connects to this machine. Parsed as ureq parses it, and refused
@@ -130,17 +121,10 @@ fn is_loopback(endpoint: &str) -> Result<bool> {
     })
 }
 
-fn text(s: &str) -> Literal {
-    Literal::new_simple_literal(s)
-}
-
 /// When a job started, for ordering (the stored text does not sort by time), then its
 /// id (UUID v7, time-ordered).
 fn started(job: &Job) -> (Option<chrono::DateTime<chrono::FixedOffset>>, String) {
-    (
-        crate::replay::instant(job.created_at.as_deref()),
-        job.job.clone(),
-    )
+    (instant(job.created_at.as_deref()), job.job.clone())
 }
 
 impl Store {
@@ -240,7 +224,7 @@ impl Store {
             )));
         }
         Ok(RegeneratePlan {
-            session: session.to_string(),
+            session: session.clone(),
             at,
             model,
             endpoint,
@@ -289,8 +273,8 @@ impl Store {
             plan.endpoint,
             options.request_id
         ]);
-        let key = prov::sha256_hex(&[parts.to_string().as_bytes()]);
-        let _guard = self.write_guard();
+        let key = rdf::sha256_hex(&[parts.to_string().as_bytes()]);
+        let mut tx = self.write();
         if !options.again {
             if let Some(job) = self.job_of_request(&key, options.request_id.is_some())? {
                 return Ok(job);
@@ -298,54 +282,38 @@ impl Store {
         }
         let facts = self.require(session)?;
         let id = uuid::Uuid::now_v7().to_string();
-        let body = plan.request.to_string();
-        let iri = self
-            .iris
-            .activity(session.as_str(), &format!("regeneration/{id}"));
         let model = Agent::model(plan.model.clone())?;
-        let mut w = GraphWriter::new(facts.iri.clone());
-        let model_iri = w.agent(&self.iris, &model);
-        w.add(&iri, rdf::TYPE, ft::REGENERATION);
-        w.add(&iri, rdf::TYPE, p::ACTIVITY);
-        w.add(&iri, ft::JOB_ID, text(&id));
-        w.add(&iri, ft::STATUS, text("running"));
-        w.add(&iri, p::USED, facts.iri.clone());
-        w.add(&iri, ft::AT_INDEX, Literal::from(plan.at));
-        w.add(&iri, p::WAS_ASSOCIATED_WITH, model_iri);
-        w.add(&iri, ft::ENDPOINT, text(&plan.endpoint));
-        w.add(
-            &iri,
-            ft::REASON,
-            text(options.reason.as_deref().unwrap_or("what-if")),
-        );
-        w.add(&iri, ft::REQUEST_BODY, text(&body));
-        w.add(
-            &iri,
-            ft::REQUEST_DIGEST,
-            text(&prov::sha256_hex(&[body.as_bytes()])),
-        );
-        w.add(&iri, ft::REQUEST_KEY, text(&key));
-        if let Some(secs) = options.timeout_secs {
-            w.add(&iri, ft::TIMEOUT_SECS, Literal::from(secs));
-        }
-        w.add(&iri, p::STARTED_AT_TIME, prov::now());
-        self.commit(&w.quads, &[])?;
+        let record = JobRecord {
+            id: &id,
+            session: &facts,
+            at: plan.at,
+            model: &model,
+            endpoint: &plan.endpoint,
+            reason: options.reason.as_deref().unwrap_or("what-if"),
+            body: &plan.request.to_string(),
+            key: &key,
+            timeout_secs: options.timeout_secs,
+        };
+        let (_, quads) = record.quads(&self.iris);
+        tx.insert(quads);
+        tx.commit()?;
         self.job(&id)
     }
 
     /// The job an earlier identical request made: found by its request key, `running`
-    /// or `complete` when a request id made it, else the latest `complete` one.
+    /// or `complete` when a request id made it, else the latest `complete` one whose
+    /// fork is still there.
     fn job_of_request(&self, key: &str, by_request_id: bool) -> Result<Option<Job>> {
         let mut found: Option<Job> = None;
-        for (iri, graph) in self.subjects_with(ft::REQUEST_KEY, key)? {
-            let job = self.read_job(&iri, &graph)?;
+        for node in self.rdf().jobs_with_key(key)? {
+            let job = self.rdf().job(&node)?;
             // A complete job whose fork was deleted since has nothing to give back.
             let fork_there = match &job.fork {
-                Some(fork) => self.exists(&SessionId::new(fork.clone())?)?,
+                Some(fork) => self.exists(fork)?,
                 None => false,
             };
-            let usable = (job.status == "complete" && fork_there)
-                || (by_request_id && job.status == "running");
+            let usable = (job.status == JobStatus::Complete && fork_there)
+                || (by_request_id && job.status == JobStatus::Running);
             let newer = found.as_ref().is_none_or(|f| started(&job) > started(f));
             if usable && newer {
                 found = Some(job);
@@ -360,7 +328,7 @@ impl Store {
     /// Begins and runs a regeneration in this thread; returns the finished job.
     pub fn regenerate(&self, session: &SessionId, options: &RegenerateOptions) -> Result<Job> {
         let job = self.begin_regeneration(session, options)?;
-        if job.status != "running" {
+        if job.status != JobStatus::Running {
             return Ok(job);
         }
         self.run_job(&job.job)
@@ -370,20 +338,12 @@ impl Store {
     /// (with the job) if it is not running. Cancellation ([`Store::cancel_job`], or a
     /// cancel file for a job run by another process) is noticed within 50 ms.
     pub fn run_job(&self, id: &str) -> Result<Job> {
-        let job = self.job(id)?;
-        if job.status != "running" {
+        let node = self.job_node(id)?;
+        let job = self.rdf().job(&node)?;
+        if job.status != JobStatus::Running {
             return Ok(job);
         }
-        let (iri, graph) = self.job_node(id)?.ok_or_else(|| Error::JobNotFound {
-            job: id.to_string(),
-        })?;
-        let body = self
-            .job_literal(&iri, &graph, ft::REQUEST_BODY)?
-            .unwrap_or_default();
-        let timeout = self
-            .job_literal(&iri, &graph, ft::TIMEOUT_SECS)?
-            .and_then(|t| t.parse().ok())
-            .unwrap_or(300);
+        let (body, timeout) = self.rdf().job_request(&node)?;
         // One runner per job in this process: a second caller gets the job as it is.
         let flag = Arc::new(AtomicBool::new(false));
         {
@@ -393,14 +353,14 @@ impl Store {
             }
             running.insert(id.to_string(), Arc::clone(&flag));
         }
-        let outcome = self.call_model(&job.endpoint, body, timeout, id, &flag);
+        let outcome = self.call_model(&job.endpoint, body, timeout.unwrap_or(300), id, &flag);
         let result = match outcome {
-            Call::Cancelled => self.finish(id, "cancelled", None, None),
-            Call::Failed(message) => self.finish(id, "failed", Some(message), None),
+            Call::Cancelled => self.finish(&node, JobStatus::Cancelled, None),
+            Call::Failed(message) => self.finish(&node, JobStatus::Failed, Some(&message)),
             Call::Answered(answer, latency) => {
-                match self.record_answer(&job, &iri, &graph, &answer, latency, &flag) {
+                match self.record_answer(&job, &node, &answer, latency, &flag) {
                     Ok(job) => Ok(job),
-                    Err(e) => self.finish(id, "failed", Some(e.to_string()), None),
+                    Err(e) => self.finish(&node, JobStatus::Failed, Some(&e.to_string())),
                 }
             }
         };
@@ -423,8 +383,9 @@ impl Store {
     /// whose runner is gone is marked `cancelled`. Either way nothing but the status is
     /// written. Finished jobs are left as they are.
     pub fn cancel_job(&self, id: &str) -> Result<Job> {
-        let job = self.job(id)?;
-        if job.status != "running" {
+        let node = self.job_node(id)?;
+        let job = self.rdf().job(&node)?;
+        if job.status != JobStatus::Running {
             return Ok(job);
         }
         let flag = self.running_jobs().get(id).cloned();
@@ -433,33 +394,24 @@ impl Store {
         }
         // Recorded here, under the write lock: a runner that gets its answer later finds
         // the job no longer running and writes nothing.
-        self.finish(id, "cancelled", None, None)
+        self.finish(&node, JobStatus::Cancelled, None)
     }
 
     /// Every regeneration job in the store, oldest first.
     pub fn jobs(&self) -> Result<Vec<Job>> {
-        let mut out = Vec::new();
-        for quad in
-            self.inner
-                .quads_for_pattern(None, Some(rdf::TYPE), Some(ft::REGENERATION.into()), None)
-        {
-            let quad = quad?;
-            if let (NamedOrBlankNode::NamedNode(iri), GraphName::NamedNode(graph)) =
-                (&quad.subject, &quad.graph_name)
-            {
-                out.push(self.read_job(iri, graph)?);
-            }
-        }
+        let rdf = self.rdf();
+        let mut out = rdf
+            .jobs()?
+            .iter()
+            .map(|node| rdf.job(node))
+            .collect::<Result<Vec<_>>>()?;
         out.sort_by_cached_key(started);
         Ok(out)
     }
 
     /// One job by id, or [`Error::JobNotFound`].
     pub fn job(&self, id: &str) -> Result<Job> {
-        let (iri, graph) = self.job_node(id)?.ok_or_else(|| Error::JobNotFound {
-            job: id.to_string(),
-        })?;
-        self.read_job(&iri, &graph)
+        self.rdf().job(&self.job_node(id)?)
     }
 
     /// The file whose existence asks the runner of job `id` in another process to stop
@@ -470,143 +422,35 @@ impl Store {
         PathBuf::from(dir).join(format!("{id}.cancel"))
     }
 
-    fn job_node(&self, id: &str) -> Result<Option<(NamedNode, NamedNode)>> {
-        Ok(self.subjects_with(ft::JOB_ID, id)?.into_iter().next())
-    }
-
-    fn job_literal(
-        &self,
-        iri: &NamedNode,
-        graph: &NamedNode,
-        predicate: oxigraph::model::NamedNodeRef<'_>,
-    ) -> Result<Option<String>> {
-        for quad in self.inner.quads_for_pattern(
-            Some(iri.as_ref().into()),
-            Some(predicate),
-            None,
-            Some(graph.as_ref().into()),
-        ) {
-            if let Term::Literal(l) = quad?.object {
-                return Ok(Some(l.value().to_string()));
-            }
-        }
-        Ok(None)
-    }
-
-    fn read_job(&self, iri: &NamedNode, graph: &NamedNode) -> Result<Job> {
-        let mut job = Job {
-            job: String::new(),
-            status: String::new(),
-            session: self
-                .iris
-                .session_id(graph.as_ref())
-                .unwrap_or_else(|| graph.as_str().to_string()),
-            at: 0,
-            model: String::new(),
-            endpoint: String::new(),
-            reason: String::new(),
-            fork: None,
-            created_at: None,
-            completed_at: None,
-            error: None,
-            input_tokens: None,
-            output_tokens: None,
-            latency_ms: None,
-            request_digest: String::new(),
-            reused: false,
-        };
-        for quad in self.inner.quads_for_pattern(
-            Some(iri.as_ref().into()),
-            None,
-            None,
-            Some(graph.as_ref().into()),
-        ) {
-            let quad = quad?;
-            let pr = quad.predicate.as_ref();
-            match &quad.object {
-                Term::NamedNode(n) if pr == p::WAS_ASSOCIATED_WITH => {
-                    if let Some(Agent::Model(m)) = self.iris.parse_agent(n.as_ref()) {
-                        job.model = m;
-                    }
-                }
-                Term::NamedNode(n) if pr == ft::RESULT_SESSION => {
-                    job.fork = self.iris.session_id(n.as_ref());
-                }
-                Term::Literal(l) => {
-                    let v = l.value().to_string();
-                    let n = || v.parse::<u64>().ok();
-                    if pr == ft::JOB_ID {
-                        job.job = v;
-                    } else if pr == ft::STATUS {
-                        job.status = v;
-                    } else if pr == ft::AT_INDEX {
-                        job.at = n().unwrap_or(0);
-                    } else if pr == ft::ENDPOINT {
-                        job.endpoint = v;
-                    } else if pr == ft::REASON {
-                        job.reason = v;
-                    } else if pr == ft::ERROR_MESSAGE {
-                        job.error = Some(v);
-                    } else if pr == ft::INPUT_TOKENS {
-                        job.input_tokens = n();
-                    } else if pr == ft::OUTPUT_TOKENS {
-                        job.output_tokens = n();
-                    } else if pr == ft::LATENCY_MS {
-                        job.latency_ms = n();
-                    } else if pr == ft::REQUEST_DIGEST {
-                        job.request_digest = v;
-                    } else if pr == p::STARTED_AT_TIME {
-                        job.created_at = Some(v);
-                    } else if pr == p::ENDED_AT_TIME {
-                        job.completed_at = Some(v);
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(job)
-    }
-
-    /// Sets a running job's final status (with an error message, and extra quads such
-    /// as the fork and its turn) in one transaction; a job already ended is left alone.
-    fn finish(
-        &self,
-        id: &str,
-        status: &str,
-        error: Option<String>,
-        extra: Option<Vec<Quad>>,
-    ) -> Result<Job> {
-        let _guard = self.write_guard();
-        self.finish_locked(id, status, error, extra.unwrap_or_default())
-    }
-
-    fn finish_locked(
-        &self,
-        id: &str,
-        status: &str,
-        error: Option<String>,
-        mut inserts: Vec<Quad>,
-    ) -> Result<Job> {
-        let (iri, graph) = self.job_node(id)?.ok_or_else(|| Error::JobNotFound {
+    fn job_node(&self, id: &str) -> Result<JobNode> {
+        self.rdf().job_node(id)?.ok_or_else(|| Error::JobNotFound {
             job: id.to_string(),
-        })?;
-        let g = GraphName::NamedNode(graph.clone());
-        let running = Quad::new(iri.clone(), ft::STATUS, text("running"), g.clone());
-        if !self.inner.contains(QuadRef::from(&running))? {
-            return self.read_job(&iri, &graph);
+        })
+    }
+
+    /// Sets a running job's final status in one transaction; a job already ended is
+    /// left alone.
+    fn finish(&self, node: &JobNode, status: JobStatus, error: Option<&str>) -> Result<Job> {
+        let mut tx = self.write();
+        self.finish_in(&mut tx, node, status, error)?;
+        tx.commit()?;
+        self.rdf().job(node)
+    }
+
+    /// Adds the end of a running job to `tx`; nothing if it already ended.
+    fn finish_in(
+        &self,
+        tx: &mut WriteTx<'_>,
+        node: &JobNode,
+        status: JobStatus,
+        error: Option<&str>,
+    ) -> Result<()> {
+        if self.rdf().is_running(node)? {
+            let (inserts, removes) = node.finish(status, error);
+            tx.insert(inserts);
+            tx.remove(removes);
         }
-        inserts.push(Quad::new(iri.clone(), ft::STATUS, text(status), g.clone()));
-        inserts.push(Quad::new(
-            iri.clone(),
-            p::ENDED_AT_TIME,
-            prov::now(),
-            g.clone(),
-        ));
-        if let Some(message) = error {
-            inserts.push(Quad::new(iri.clone(), ft::ERROR_MESSAGE, text(&message), g));
-        }
-        self.commit(&inserts, &[running])?;
-        self.read_job(&iri, &graph)
+        Ok(())
     }
 
     fn running_jobs(
@@ -631,44 +475,7 @@ impl Store {
         let (tx, rx) = std::sync::mpsc::channel();
         let started = Instant::now();
         std::thread::spawn(move || {
-            let agent = ureq::AgentBuilder::new()
-                .timeout_connect(Duration::from_secs(10))
-                .timeout(Duration::from_secs(timeout_secs))
-                .build();
-            let mut request = agent.post(&url).set("Content-Type", "application/json");
-            if let Some(key) = &key {
-                request = request.set("Authorization", &format!("Bearer {key}"));
-            }
-            let outcome = match request.send_string(&body) {
-                Ok(response) => response
-                    .into_string()
-                    .map_err(|e| format!("cannot read the answer of {url}: {e}")),
-                Err(ureq::Error::Status(code, response)) => {
-                    let detail = response.into_string().unwrap_or_default();
-                    Err(format!(
-                        "{url} answered HTTP {code}: {}",
-                        detail.chars().take(300).collect::<String>()
-                    ))
-                }
-                Err(e) if e.to_string().contains("timed out") => Err(format!(
-                    "no answer from {url} within {timeout_secs} s (--timeout)"
-                )),
-                // ureq's own message starts with the URL: name it once.
-                Err(ureq::Error::Transport(t)) => {
-                    let mut why = t.kind().to_string();
-                    for detail in [
-                        t.message().map(str::to_string),
-                        std::error::Error::source(&t).map(|s| s.to_string()),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    {
-                        why += &format!(": {detail}");
-                    }
-                    Err(format!("cannot reach {url}: {why}"))
-                }
-            };
-            let _ = tx.send(outcome);
+            let _ = tx.send(post(&url, key.as_deref(), &body, timeout_secs));
         });
         loop {
             if self.cancel_requested(id, flag) {
@@ -690,12 +497,51 @@ impl Store {
     fn record_answer(
         &self,
         job: &Job,
-        iri: &NamedNode,
-        graph: &NamedNode,
+        node: &JobNode,
         answer: &str,
         latency_ms: u64,
         flag: &AtomicBool,
     ) -> Result<Job> {
+        let answer = Answer::read(answer, &job.model)?;
+        let mut tx = self.write();
+        if self.cancel_requested(&job.job, flag) {
+            self.finish_in(&mut tx, node, JobStatus::Cancelled, None)?;
+            tx.commit()?;
+            return self.rdf().job(node);
+        }
+        let options = ForkOptions {
+            at: Some(job.at),
+            reason: Some(job.reason.clone()),
+            ..Default::default()
+        };
+        let (_, facts) = self.fork_in(&mut tx, &job.session, options)?;
+        let facts = facts.expect("a fork that is not a dry run has facts");
+        self.append_in(&mut tx, &facts, answer.turn, |w, turn, _| {
+            node.generated(w, turn)
+        })?;
+        tx.insert(node.answered(
+            &facts.iri,
+            latency_ms,
+            answer.input_tokens,
+            answer.output_tokens,
+        ));
+        self.finish_in(&mut tx, node, JobStatus::Complete, None)?;
+        tx.commit()?;
+        self.rdf().job(node)
+    }
+}
+
+/// A chat completion: the turn it becomes and the usage the endpoint reported.
+struct Answer {
+    turn: NewTurn,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+impl Answer {
+    /// Reads an endpoint's answer; the model the endpoint names wins over `asked`. Tool
+    /// calls are recorded, never executed: the regeneration stops at them.
+    fn read(answer: &str, asked: &str) -> Result<Self> {
         let malformed = |why: &str| {
             Error::InvalidInput(format!(
                 "the endpoint's answer is not a chat completion ({why}): {}",
@@ -720,11 +566,9 @@ impl Store {
             .get("model")
             .and_then(Value::as_str)
             .filter(|m| !m.is_empty())
-            .unwrap_or(&job.model)
-            .to_string();
-        let mut turn = NewTurn::new(Role::Assistant, content).model(model.clone());
+            .unwrap_or(asked);
+        let mut turn = NewTurn::new(Role::Assistant, content).model(model);
         if let Some(calls) = calls {
-            // Recorded, never executed: the regeneration stops at the tool call.
             turn = turn.tool_calls(calls).kind(Kind::ToolCall);
         }
         let usage = |key: &str| {
@@ -732,102 +576,57 @@ impl Store {
                 .pointer(&format!("/usage/{key}"))
                 .and_then(Value::as_u64)
         };
-        let parent: SessionId = job.session.parse()?;
-        let _guard = self.write_guard();
-        if self.cancel_requested(&job.job, flag) {
-            return self.finish_locked(&job.job, "cancelled", None, Vec::new());
-        }
-        let (plan, mut quads, facts) = self.fork_locked(
-            &parent,
-            ForkOptions {
-                at: Some(job.at as i64),
-                reason: Some(job.reason.clone()),
-                ..Default::default()
-            },
-        )?;
-        let facts = facts.expect("a fork that is not a dry run has facts");
-        let activity = iri.clone();
-        let (turn_quads, _, _) = self.turn_quads_locked(&facts, turn, |w, turn_iri, _| {
-            w.add(turn_iri, p::WAS_GENERATED_BY, activity.clone());
-        })?;
-        quads.extend(turn_quads);
-        let g = GraphName::NamedNode(graph.clone());
-        let child = self.iris.session(&plan.session);
-        quads.push(Quad::new(
-            iri.clone(),
-            ft::RESULT_SESSION,
-            child.clone(),
-            g.clone(),
-        ));
-        quads.push(Quad::new(
-            iri.clone(),
-            ft::LATENCY_MS,
-            Literal::from(latency_ms),
-            g.clone(),
-        ));
-        if let Some(n) = usage("prompt_tokens") {
-            quads.push(Quad::new(
-                iri.clone(),
-                ft::INPUT_TOKENS,
-                Literal::from(n),
-                g.clone(),
-            ));
-        }
-        if let Some(n) = usage("completion_tokens") {
-            quads.push(Quad::new(
-                iri.clone(),
-                ft::OUTPUT_TOKENS,
-                Literal::from(n),
-                g.clone(),
-            ));
-        }
-        let done = self.finish_locked(&job.job, "complete", None, quads)?;
-        self.cache().forget(child.as_str());
-        Ok(done)
+        Ok(Self {
+            turn,
+            input_tokens: usage("prompt_tokens"),
+            output_tokens: usage("completion_tokens"),
+        })
     }
+}
 
-    /// Token totals of the regenerations whose answer is session `iri`.
-    pub(crate) fn regeneration_usage(&self, iri: &NamedNode) -> Result<Option<(u64, u64)>> {
-        let mut total: Option<(u64, u64)> = None;
-        for quad in self.inner.quads_for_pattern(
-            None,
-            Some(ft::RESULT_SESSION),
-            Some(iri.as_ref().into()),
-            None,
-        ) {
-            let quad = quad?;
-            if let (NamedOrBlankNode::NamedNode(job), GraphName::NamedNode(graph)) =
-                (&quad.subject, &quad.graph_name)
+/// POSTs `body` to `url` and returns the answer's text, or why there is none.
+fn post(
+    url: &str,
+    key: Option<&str>,
+    body: &str,
+    timeout_secs: u64,
+) -> std::result::Result<String, String> {
+    let agent = ureq::AgentBuilder::new()
+        .timeout_connect(Duration::from_secs(10))
+        .timeout(Duration::from_secs(timeout_secs))
+        .build();
+    let mut request = agent.post(url).set("Content-Type", "application/json");
+    if let Some(key) = key {
+        request = request.set("Authorization", &format!("Bearer {key}"));
+    }
+    match request.send_string(body) {
+        Ok(response) => response
+            .into_string()
+            .map_err(|e| format!("cannot read the answer of {url}: {e}")),
+        Err(ureq::Error::Status(code, response)) => {
+            let detail = response.into_string().unwrap_or_default();
+            Err(format!(
+                "{url} answered HTTP {code}: {}",
+                detail.chars().take(300).collect::<String>()
+            ))
+        }
+        Err(e) if e.to_string().contains("timed out") => Err(format!(
+            "no answer from {url} within {timeout_secs} s (--timeout)"
+        )),
+        // ureq's own message starts with the URL: name it once.
+        Err(ureq::Error::Transport(t)) => {
+            let mut why = t.kind().to_string();
+            for detail in [
+                t.message().map(str::to_string),
+                std::error::Error::source(&t).map(|s| s.to_string()),
+            ]
+            .into_iter()
+            .flatten()
             {
-                let n = |pr| -> Result<u64> {
-                    Ok(self
-                        .job_literal(job, graph, pr)?
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0))
-                };
-                let (i, o) = total.unwrap_or((0, 0));
-                total = Some((i + n(ft::INPUT_TOKENS)?, o + n(ft::OUTPUT_TOKENS)?));
+                why += &format!(": {detail}");
             }
+            Err(format!("cannot reach {url}: {why}"))
         }
-        Ok(total)
-    }
-
-    /// The models the own turns of session `iri` are attributed to, sorted.
-    pub(crate) fn models_of(&self, iri: &NamedNode) -> Result<Vec<String>> {
-        let mut models = std::collections::BTreeSet::new();
-        for quad in self.inner.quads_for_pattern(
-            None,
-            Some(p::WAS_ATTRIBUTED_TO),
-            None,
-            Some(iri.as_ref().into()),
-        ) {
-            if let Term::NamedNode(agent) = quad?.object {
-                if let Some(Agent::Model(m)) = self.iris.parse_agent(agent.as_ref()) {
-                    models.insert(m);
-                }
-            }
-        }
-        Ok(models.into_iter().collect())
     }
 }
 

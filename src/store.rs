@@ -1,19 +1,20 @@
-//! The store handle: opening, instance IRIs, and the write lock.
+//! The store handle: a backend behind the storage seam, instance IRIs, the read cache,
+//! and the write lock with the transaction type that holds it.
 
 use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
 use crate::error::{Error, Result};
-use crate::model::{Agent, SessionId};
-use oxigraph::model::{NamedNode, NamedNodeRef};
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use crate::model::{ReplayRecord, SessionId};
+use crate::rdf::{Iris, Rdf};
+use crate::storage::{Backend, Change, Embedded};
+use oxigraph::model::{NamedNode, Quad};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The default base of instance IRIs.
-pub const DEFAULT_BASE_IRI: &str = "urn:forktrail:";
-
-/// A forktrail store: sessions and turns as RDF in an Oxigraph store.
+/// A forktrail store: sessions and turns as RDF, one named graph per session.
 ///
-/// Every write runs under one in-process lock and in one Oxigraph transaction, so a
+/// Every write runs under one in-process lock and is committed as one change, so a
 /// failed operation leaves no triple behind and two appends can never get the same
 /// index (Oxigraph 0.5 on RocksDB does not detect write-write conflicts itself).
 ///
@@ -26,17 +27,17 @@ pub const DEFAULT_BASE_IRI: &str = "urn:forktrail:";
 /// # Ok::<(), forktrail::Error>(())
 /// ```
 pub struct Store {
-    pub(crate) inner: oxigraph::store::Store,
+    backend: Box<dyn Backend>,
     pub(crate) iris: Iris,
     write_lock: Mutex<()>,
-    /// Session facts, lengths and decoded turns: derived, see [`crate::cache`].
+    /// Session facts, lengths and decoded turns: derived, see [`crate::cache`]. Used only
+    /// when this process owns the store alone.
     cache: Mutex<Cache>,
+    caching: bool,
     /// Sessions held by a `SessionWriter`.
-    writers: Mutex<HashSet<String>>,
+    writers: Mutex<HashSet<SessionId>>,
     /// Cancellation flags of the regeneration jobs this process runs.
-    pub(crate) jobs_running:
-        Mutex<std::collections::HashMap<String, std::sync::Arc<std::sync::atomic::AtomicBool>>>,
-    path: Option<PathBuf>,
+    pub(crate) jobs_running: Mutex<HashMap<String, Arc<AtomicBool>>>,
 }
 
 impl Store {
@@ -45,25 +46,24 @@ impl Store {
     /// One process owns a store directory: a second one gets [`Error::StoreLocked`].
     #[cfg(feature = "rocksdb")]
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let inner = oxigraph::store::Store::open(path).map_err(|e| {
-            let text = e.to_string();
-            // RocksDB: "While lock file: …/LOCK: Resource temporarily unavailable", or
-            // "lock hold by current process" for a second open in the same process.
-            if text.contains("While lock file") || text.contains("lock hold by current process") {
-                Error::StoreLocked {
-                    path: path.to_path_buf(),
-                }
-            } else {
-                Error::Store(e)
-            }
-        })?;
-        Ok(Self::wrap(inner, Some(path.to_path_buf())))
+        Ok(Self::wrap(Box::new(Embedded::open(path.as_ref())?)))
     }
 
     /// A fresh in-memory store, gone when dropped.
     pub fn in_memory() -> Result<Self> {
-        Ok(Self::wrap(oxigraph::store::Store::new()?, None))
+        Ok(Self::wrap(Box::new(Embedded::in_memory()?)))
+    }
+
+    fn wrap(backend: Box<dyn Backend>) -> Self {
+        Self {
+            caching: backend.exclusive(),
+            backend,
+            iris: Iris::default(),
+            write_lock: Mutex::new(()),
+            cache: Mutex::new(Cache::new(DEFAULT_TURN_BUDGET)),
+            writers: Mutex::new(HashSet::new()),
+            jobs_running: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Uses `base` instead of `urn:forktrail:` for the IRIs of new sessions, turns and
@@ -79,7 +79,7 @@ impl Store {
 
     /// The directory of an on-disk store.
     pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
+        self.backend.path()
     }
 
     /// The underlying Oxigraph store, for reads the API does not cover.
@@ -87,7 +87,7 @@ impl Store {
     /// Writing through it bypasses forktrail's invariants, write lock and read cache:
     /// call [`Store::clear_caches`] after such a write.
     pub fn oxigraph(&self) -> &oxigraph::store::Store {
-        &self.inner
+        self.backend.oxigraph()
     }
 
     /// Bytes the on-disk store takes (RocksDB files and write-ahead log); `None` in memory.
@@ -106,51 +106,27 @@ impl Store {
                 })
                 .unwrap_or(0)
         }
-        self.path.as_deref().map(dir_size)
+        self.path().map(dir_size)
     }
 
     /// The number of quads in the store.
     pub fn len(&self) -> Result<usize> {
-        Ok(self.inner.len()?)
+        self.backend.len()
     }
 
     /// Whether the store holds no quad.
     pub fn is_empty(&self) -> Result<bool> {
-        Ok(self.inner.is_empty()?)
+        Ok(self.backend.len()? == 0)
     }
 
     /// Forces written data to disk (commits survive a killed process, not a power cut).
     pub fn flush(&self) -> Result<()> {
-        #[cfg(feature = "rocksdb")]
-        self.inner.flush()?;
-        Ok(())
+        self.backend.flush()
     }
 
     /// The IRI of a session (also the name of its graph).
     pub fn session_iri(&self, id: &SessionId) -> NamedNode {
         self.iris.session(id.as_str())
-    }
-
-    fn wrap(inner: oxigraph::store::Store, path: Option<PathBuf>) -> Self {
-        Self {
-            inner,
-            iris: Iris {
-                base: DEFAULT_BASE_IRI.to_string(),
-            },
-            write_lock: Mutex::new(()),
-            cache: Mutex::new(Cache::new(DEFAULT_TURN_BUDGET)),
-            writers: Mutex::new(HashSet::new()),
-            jobs_running: Mutex::new(std::collections::HashMap::new()),
-            path,
-        }
-    }
-
-    pub(crate) fn writers(&self) -> MutexGuard<'_, HashSet<String>> {
-        self.writers.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn cache(&self) -> MutexGuard<'_, Cache> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Drops the in-process read cache (session facts, lengths, replay records).
@@ -168,165 +144,124 @@ impl Store {
         self
     }
 
-    /// The `(subject, graph)` of every quad `?s predicate "value" GRAPH ?g` whose subject
-    /// and graph are IRIs: how a job, a request or an imported line is found by its key.
-    pub(crate) fn subjects_with(
-        &self,
-        predicate: oxigraph::model::NamedNodeRef<'_>,
-        value: &str,
-    ) -> Result<Vec<(NamedNode, NamedNode)>> {
-        let literal = oxigraph::model::Literal::new_simple_literal(value);
-        let mut out = Vec::new();
-        for quad in
-            self.inner
-                .quads_for_pattern(None, Some(predicate), Some(literal.as_ref().into()), None)
-        {
-            let quad = quad?;
-            if let (
-                oxigraph::model::NamedOrBlankNode::NamedNode(subject),
-                oxigraph::model::GraphName::NamedNode(graph),
-            ) = (quad.subject, quad.graph_name)
-            {
-                out.push((subject, graph));
-            }
+    /// The store seen through forktrail's graph shape.
+    pub(crate) fn rdf(&self) -> Rdf<'_> {
+        Rdf {
+            backend: self.backend.as_ref(),
+            iris: &self.iris,
         }
-        Ok(out)
     }
 
-    /// Serialises writers: read-then-write sequences run under this guard.
-    pub(crate) fn write_guard(&self) -> MutexGuard<'_, ()> {
-        // A panic while holding the lock left no partial write (the transaction was
-        // dropped, i.e. rolled back), so a poisoned lock is safe to take over.
-        self.write_lock
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    /// The read cache, when this process may keep one.
+    pub(crate) fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether reads may use the cache (this process owns the store alone).
+    pub(crate) fn caching(&self) -> bool {
+        self.caching
+    }
+
+    /// Starts a write: takes the store's write lock until the transaction is committed
+    /// or dropped.
+    pub(crate) fn write(&self) -> WriteTx<'_> {
+        // A panic while holding the lock left no partial write (nothing was committed),
+        // so a poisoned lock is safe to take over.
+        let guard = self
+            .write_lock
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// Builds and parses instance IRIs under a base.
-#[derive(Clone, Debug)]
-pub(crate) struct Iris {
-    pub(crate) base: String,
-}
-
-impl Iris {
-    pub(crate) fn session(&self, id: &str) -> NamedNode {
-        NamedNode::new_unchecked(format!("{}session:{id}", self.base))
-    }
-
-    pub(crate) fn turn(&self, id: &str, index: u64) -> NamedNode {
-        NamedNode::new_unchecked(format!("{}session:{id}/turn/{index}", self.base))
-    }
-
-    pub(crate) fn activity(&self, id: &str, what: &str) -> NamedNode {
-        NamedNode::new_unchecked(format!("{}session:{id}/{what}", self.base))
-    }
-
-    pub(crate) fn agent(&self, agent: &Agent) -> NamedNode {
-        match agent {
-            Agent::Principal(name) => {
-                NamedNode::new_unchecked(format!("{}agent:{name}", self.base))
-            }
-            Agent::Model(name) => NamedNode::new_unchecked(format!(
-                "{}agent:model/{}",
-                self.base,
-                percent_encode(name)
-            )),
-            Agent::Tool(name) => NamedNode::new_unchecked(format!(
-                "{}agent:tool/{}",
-                self.base,
-                percent_encode(name)
-            )),
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        WriteTx {
+            store: self,
+            _guard: guard,
+            change: Change::default(),
+            forget: Vec::new(),
+            appended: Vec::new(),
+            clear: false,
         }
     }
 
-    /// The session id of a session IRI, if it is one under this base.
-    pub(crate) fn session_id(&self, iri: NamedNodeRef<'_>) -> Option<String> {
-        let rest = iri.as_str().strip_prefix(&self.base)?;
-        let id = rest.strip_prefix("session:")?;
-        SessionId::new(id).ok().map(|_| id.to_string())
-    }
-
-    /// The session id and index of a turn IRI under this base.
-    pub(crate) fn turn_index(&self, iri: NamedNodeRef<'_>) -> Option<(String, u64)> {
-        let rest = iri
-            .as_str()
-            .strip_prefix(&self.base)?
-            .strip_prefix("session:")?;
-        let (id, index) = rest.rsplit_once("/turn/")?;
-        SessionId::new(id).ok()?;
-        Some((id.to_string(), index.parse().ok()?))
-    }
-
-    /// The agent named by an agent IRI under this base.
-    pub(crate) fn parse_agent(&self, iri: NamedNodeRef<'_>) -> Option<Agent> {
-        let rest = iri.as_str().strip_prefix(&self.base)?;
-        let name = rest.strip_prefix("agent:")?;
-        if let Some(model) = name.strip_prefix("model/") {
-            percent_decode(model).map(Agent::Model)
-        } else if let Some(tool) = name.strip_prefix("tool/") {
-            percent_decode(tool).map(Agent::Tool)
-        } else {
-            Some(Agent::Principal(name.to_string()))
+    /// [`Error::Busy`] if a `SessionWriter` holds `session`.
+    pub(crate) fn not_held(&self, session: &SessionId) -> Result<()> {
+        if self.writers().contains(session) {
+            return Err(Error::Busy {
+                session: session.to_string(),
+            });
         }
+        Ok(())
+    }
+
+    pub(crate) fn writers(&self) -> MutexGuard<'_, HashSet<SessionId>> {
+        self.writers.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-/// Percent-encodes everything but RFC 3986 unreserved characters, so that any model
-/// name makes a valid IRI and decodes back exactly.
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+/// A write in progress: it holds the store's write lock, collects one change, and on
+/// commit writes it atomically and brings the read cache up to date. Functions that
+/// need the lock take it, so their signature shows the lock is held. Dropped without a
+/// commit, it writes nothing.
+pub(crate) struct WriteTx<'s> {
+    store: &'s Store,
+    _guard: MutexGuard<'s, ()>,
+    change: Change,
+    /// Sessions whose cached entries go (by IRI).
+    forget: Vec<NamedNode>,
+    /// Turns appended: `(session IRI, record, digest)`, for the cache.
+    appended: Vec<(NamedNode, ReplayRecord, String)>,
+    /// The change may touch anything: drop the whole cache.
+    clear: bool,
 }
 
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+impl<'s> WriteTx<'s> {
+    pub(crate) fn insert(&mut self, quads: impl IntoIterator<Item = Quad>) {
+        self.change.inserts.extend(quads);
     }
-    String::from_utf8(out).ok()
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    pub(crate) fn remove(&mut self, quads: impl IntoIterator<Item = Quad>) {
+        self.change.removes.extend(quads);
+    }
 
-    #[test]
-    fn model_names_round_trip_through_agent_iris() {
-        let iris = Iris {
-            base: DEFAULT_BASE_IRI.into(),
-        };
-        for name in [
-            "qwen2.5-7b",
-            "meta-llama/Llama-3 8B",
-            "x> } ; DROP ALL ; #",
-            "é%",
-        ] {
-            let iri = iris.agent(&Agent::Model(name.into()));
-            assert!(
-                NamedNode::new(iri.as_str()).is_ok(),
-                "{iri} is not a valid IRI"
-            );
-            assert_eq!(
-                iris.parse_agent(iri.as_ref()),
-                Some(Agent::Model(name.into()))
-            );
+    /// Removes a session's whole graph (and forgets what the cache knew of it).
+    pub(crate) fn drop_graph(&mut self, graph: NamedNode) {
+        self.forget.push(graph.clone());
+        self.change.drop_graphs.push(graph);
+    }
+
+    /// The cache forgets session `iri` after the commit.
+    pub(crate) fn forget(&mut self, iri: &NamedNode) {
+        self.forget.push(iri.clone());
+    }
+
+    /// The change may touch anything: the cache is dropped after the commit.
+    pub(crate) fn forget_all(&mut self) {
+        self.clear = true;
+    }
+
+    /// A turn appended to session `iri`, for the cache.
+    pub(crate) fn appended(&mut self, iri: &NamedNode, record: ReplayRecord, digest: String) {
+        self.appended.push((iri.clone(), record, digest));
+    }
+
+    /// Writes the change in one atomic commit, then updates the cache; on failure
+    /// nothing is written and the cache is as it was.
+    pub(crate) fn commit(self) -> Result<()> {
+        if !self.change.is_empty() {
+            self.store.backend.commit(self.change)?;
         }
+        let mut cache = self.store.cache();
+        if self.clear {
+            cache.clear();
+        }
+        for iri in &self.forget {
+            cache.forget(iri.as_str());
+        }
+        for (iri, record, digest) in self.appended {
+            cache.appended(iri.as_str(), record, digest);
+        }
+        Ok(())
     }
 }

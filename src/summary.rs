@@ -96,7 +96,7 @@ mod tests {
             tool_call_id: None,
             tool_calls: None,
             model: None,
-            session: "s".into(),
+            session: crate::model::SessionId::new("s").unwrap(),
             branch: "main".into(),
             created_at: None,
             digest: String::new(),

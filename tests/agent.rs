@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use forktrail::{
-    Error, ForkOptions, Kind, MergeOptions, NewTurn, ReplayRecord, Role, SessionId, Store,
+    Error, ForkOptions, FoundBy, Kind, MergeOptions, NewTurn, ReplayRecord, Role, SessionId, Store,
 };
 use oxigraph::sparql::QueryResults;
 
@@ -186,7 +186,7 @@ fn diff_finds_the_common_prefix_of_siblings_ancestors_detached_and_unrelated_ses
         say(&s, &c, Role::User, "c asks");
 
         let d = s.diff(&a, &b).unwrap();
-        assert_eq!((d.common_prefix, d.found_by), (2, "lineage"));
+        assert_eq!((d.common_prefix, d.found_by), (2, FoundBy::Lineage));
         assert_eq!(d.common_ancestor.as_deref(), Some("root"));
         assert_eq!(tail(&d.a_tail), ["a says"]);
         assert_eq!(tail(&d.b_tail), ["root 2", "b asks"]);
@@ -201,13 +201,13 @@ fn diff_finds_the_common_prefix_of_siblings_ancestors_detached_and_unrelated_ses
         // A detached copy keeps its digests: the prefix shows although lineage is cut.
         s.detach(&c).unwrap();
         let d = s.diff(&c, &b).unwrap();
-        assert_eq!((d.common_prefix, d.found_by), (2, "digest"));
+        assert_eq!((d.common_prefix, d.found_by), (2, FoundBy::Digest));
         assert_eq!(d.common_ancestor, None);
         assert_eq!(tail(&d.a_tail), ["a says", "c asks"]);
 
         let other = session_with(&s, "other", 1);
         let d = s.diff(&root, &other).unwrap();
-        assert_eq!((d.common_prefix, d.found_by), (0, "none"));
+        assert_eq!((d.common_prefix, d.found_by), (0, FoundBy::None));
         assert_eq!(d.a_tail.len(), 4);
         assert!(s.diff(&root, &sid("nope")).is_err());
     }
@@ -284,7 +284,7 @@ fn a_retried_request_returns_the_same_fork_and_other_options_conflict() {
         assert_eq!(s.branches(&root).unwrap().len(), 1);
         let err = fails_unchanged(&s, || s.fork(&root, ask("other")));
         assert!(
-            matches!(&err, Error::Conflict(m) if m.contains("req-7") && m.contains(&first.session)),
+            matches!(&err, Error::Conflict(m) if m.contains("req-7") && m.contains(first.session.as_str())),
             "{err}"
         );
         assert!(matches!(

@@ -226,7 +226,7 @@ fn bad_input_fails_on_stderr_with_a_clear_message_and_changes_nothing() {
         ),
         (
             vec!["fork", "s", "--at", "-1"],
-            "index -1 is out of range for session s",
+            "\"-1\" is not a turn index",
         ),
         (vec!["fork", "s", "--at", "2"], "valid: 0..=1"),
         (

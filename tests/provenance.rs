@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use forktrail::vocab::{ft, prov};
-use forktrail::{demo, NewTurn, Role, Store, ONTOLOGY};
+use forktrail::{demo, JobStatus, NewTurn, Role, Store, ONTOLOGY};
 use oxigraph::io::{RdfFormat, RdfParser};
 use oxigraph::model::{NamedNode, Term, Triple};
 use oxigraph::sparql::QueryResults;
@@ -102,7 +102,7 @@ fn rich_store() -> Store {
     };
     assert_eq!(
         s.regenerate(&tree.root, &options).unwrap().status,
-        "complete"
+        JobStatus::Complete
     );
     let failing = stub::start(stub::Mode::Status(503));
     let options = forktrail::RegenerateOptions {
@@ -110,7 +110,10 @@ fn rich_store() -> Store {
         request_id: None,
         ..options
     };
-    assert_eq!(s.regenerate(&tree.root, &options).unwrap().status, "failed");
+    assert_eq!(
+        s.regenerate(&tree.root, &options).unwrap().status,
+        JobStatus::Failed
+    );
     // A Claude Code project: imported turns keep their source ids, sub-agents their
     // launch.
     let project =

@@ -205,8 +205,11 @@ fn hot_paths_agree_with_the_query_files() {
         .iter()
         .map(|s| {
             (
-                s.session.clone(),
-                s.parent.clone().unwrap_or_default(),
+                s.session.to_string(),
+                s.parent
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
                 s.length.to_string(),
             )
         })
@@ -232,7 +235,7 @@ fn hot_paths_agree_with_the_query_files() {
             .into_iter()
             .map(|b| {
                 (
-                    b.session,
+                    b.session.to_string(),
                     b.forked_at_index.to_string(),
                     b.created_at.unwrap_or_default(),
                 )
@@ -253,7 +256,7 @@ fn hot_paths_agree_with_the_query_files() {
         // tree vs subtree.rq
         fn ids(n: &forktrail::TreeNode, out: &mut BTreeSet<String>) {
             for c in &n.children {
-                out.insert(c.session.clone());
+                out.insert(c.session.to_string());
                 ids(c, out);
             }
         }
@@ -269,7 +272,7 @@ fn hot_paths_agree_with_the_query_files() {
             .load(&id, None)
             .unwrap()
             .into_iter()
-            .map(|t| (t.index.to_string(), t.session))
+            .map(|t| (t.index.to_string(), t.session.to_string()))
             .collect();
         let rq: Vec<(String, String)> =
             rows(&store, &queries::AUDIT_TURN_ORIGIN, &[("id", id_term)])

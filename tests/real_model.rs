@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use forktrail::{NewTurn, RegenerateOptions, Role, SessionId, Store};
+use forktrail::{JobStatus, NewTurn, RegenerateOptions, Role, SessionId, Store};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -96,11 +96,11 @@ fn a_real_model_answers_and_its_answer_is_recorded_with_its_id() {
         ..Default::default()
     };
     let first = s.regenerate(&root, &options).unwrap();
-    assert_eq!(first.status, "complete", "{first:?}");
+    assert_eq!(first.status, JobStatus::Complete, "{first:?}");
     let second = s.regenerate(&root, &options).unwrap();
-    assert_eq!(second.status, "complete", "{second:?}");
+    assert_eq!(second.status, JobStatus::Complete, "{second:?}");
     let answer = |job: &forktrail::Job| {
-        let fork: SessionId = job.fork.clone().unwrap().parse().unwrap();
+        let fork: SessionId = job.fork.clone().unwrap();
         s.load(&fork, None).unwrap().pop().unwrap()
     };
     let (a, b) = (answer(&first), answer(&second));

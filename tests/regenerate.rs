@@ -4,7 +4,7 @@ mod common;
 
 use common::stub::{self, Mode};
 use common::*;
-use forktrail::{Error, Job, NewTurn, RegenerateOptions, Role, SessionId, Store};
+use forktrail::{Error, Job, JobStatus, NewTurn, RegenerateOptions, Role, SessionId, Store};
 use oxigraph::sparql::QueryResults;
 use serde_json::json;
 use std::time::Duration;
@@ -108,7 +108,7 @@ fn a_regeneration_forks_at_k_and_records_the_answer_of_the_swapped_model() {
                 },
             )
             .unwrap();
-        assert_eq!(job.status, "complete", "{job:?}");
+        assert_eq!(job.status, JobStatus::Complete, "{job:?}");
         // The stub saw exactly the reconstructed context, with the swaps.
         let sent = stub.requests();
         assert_eq!(sent.len(), 1);
@@ -174,7 +174,7 @@ fn failures_end_failed_with_a_clear_message_and_no_partial_turn() {
         let stub = stub::start(mode);
         let before = turns_and_sessions(&s);
         let job = s.regenerate(&root, &options(&stub, 4)).unwrap();
-        assert_eq!(job.status, "failed");
+        assert_eq!(job.status, JobStatus::Failed);
         assert!(job.error.as_deref().unwrap().contains(message), "{job:?}");
         assert_eq!(job.fork, None);
         assert_eq!(turns_and_sessions(&s), before, "no fork, no turn");
@@ -195,7 +195,7 @@ fn failures_end_failed_with_a_clear_message_and_no_partial_turn() {
             },
         )
         .unwrap();
-    assert_eq!(job.status, "failed");
+    assert_eq!(job.status, JobStatus::Failed);
     let error = job.error.unwrap();
     assert!(error.starts_with("cannot reach"), "{error}");
     assert_eq!(
@@ -214,7 +214,7 @@ fn failures_end_failed_with_a_clear_message_and_no_partial_turn() {
             },
         )
         .unwrap();
-    assert_eq!(job.status, "failed");
+    assert_eq!(job.status, JobStatus::Failed);
     assert!(job.error.unwrap().contains("within 1 s"), "a timeout");
     assert_eq!(s.branches(&root).unwrap().len(), 0);
 }
@@ -225,7 +225,7 @@ fn a_cancel_during_a_slow_answer_ends_cancelled_and_writes_no_turn_even_later() 
         let root = conversation(&s);
         let stub = stub::start(Mode::Slow(Duration::from_millis(800)));
         let job = s.begin_regeneration(&root, &options(&stub, 4)).unwrap();
-        assert_eq!(job.status, "running");
+        assert_eq!(job.status, JobStatus::Running);
         let before = turns_and_sessions(&s);
         let finished: Job = std::thread::scope(|scope| {
             let runner = scope.spawn(|| s.run_job(&job.job).unwrap());
@@ -233,19 +233,19 @@ fn a_cancel_during_a_slow_answer_ends_cancelled_and_writes_no_turn_even_later() 
                 std::thread::sleep(Duration::from_millis(10));
             }
             let cancelled = s.cancel_job(&job.job).unwrap();
-            assert_eq!(cancelled.status, "cancelled");
+            assert_eq!(cancelled.status, JobStatus::Cancelled);
             runner.join().unwrap()
         });
-        assert_eq!(finished.status, "cancelled");
+        assert_eq!(finished.status, JobStatus::Cancelled);
         // Let the slow answer arrive: it must not be written.
         while *stub.answered.lock().unwrap() == 0 {
             std::thread::sleep(Duration::from_millis(20));
         }
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(turns_and_sessions(&s), before, "{}", s.kind);
-        assert_eq!(s.job(&job.job).unwrap().status, "cancelled");
+        assert_eq!(s.job(&job.job).unwrap().status, JobStatus::Cancelled);
         // A finished job stays as it is.
-        assert_eq!(s.cancel_job(&job.job).unwrap().status, "cancelled");
+        assert_eq!(s.cancel_job(&job.job).unwrap().status, JobStatus::Cancelled);
     }
 }
 
@@ -378,10 +378,11 @@ fn a_second_runner_of_the_same_job_returns_at_once_and_the_model_is_called_once(
         }
         let second = s.run_job(&job.job).unwrap();
         assert_eq!(
-            second.status, "running",
+            second.status,
+            JobStatus::Running,
             "the second caller does not run it again"
         );
-        assert_eq!(first.join().unwrap().status, "complete");
+        assert_eq!(first.join().unwrap().status, JobStatus::Complete);
     });
     assert_eq!(stub.requests().len(), 1);
     assert_eq!(s.branches(&root).unwrap().len(), 1);
@@ -393,7 +394,7 @@ fn an_identical_what_if_returns_the_completed_job_unless_asked_again() {
         let root = conversation(&s);
         let stub = stub::start(Mode::Echo);
         let first = s.regenerate(&root, &options(&stub, 4)).unwrap();
-        assert_eq!((first.status.as_str(), first.reused), ("complete", false));
+        assert_eq!((first.status, first.reused), (JobStatus::Complete, false));
         let same = s.regenerate(&root, &options(&stub, 4)).unwrap();
         assert_eq!(
             (same.job.as_str(), same.fork.clone(), same.reused),
@@ -459,11 +460,11 @@ fn a_failed_what_if_is_not_reused_and_again_does_not_go_with_a_request_id() {
     let failing = stub::start(Mode::Status(503));
     assert_eq!(
         s.regenerate(&root, &options(&failing, 4)).unwrap().status,
-        "failed"
+        JobStatus::Failed
     );
     assert_eq!(
         s.regenerate(&root, &options(&failing, 4)).unwrap().status,
-        "failed"
+        JobStatus::Failed
     );
     assert_eq!(failing.requests().len(), 2, "a failure is asked again");
     let err = fails_unchanged(&s, || {

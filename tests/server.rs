@@ -6,7 +6,7 @@
 mod common;
 
 use forktrail::server::{serve, ServerConfig};
-use forktrail::{demo, Store};
+use forktrail::{demo, SessionId, Store};
 use reqwest::blocking::{Client, Response};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -454,9 +454,15 @@ fn rest_routes_follow_the_cli_semantics() {
             "duplicate_label",
         ),
         (
-            s.post_json("/sessions/r1/fork", Some(TOKEN), json!({"at": -1})),
+            s.post_json("/sessions/r1/fork", Some(TOKEN), json!({"at": 99})),
             StatusCode::BAD_REQUEST,
             "index_out_of_range",
+        ),
+        // A turn index is never negative: the body does not parse.
+        (
+            s.post_json("/sessions/r1/fork", Some(TOKEN), json!({"at": -1})),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
         ),
         (
             s.post_json("/sessions", Some(TOKEN), json!({"id": "r1"})),
@@ -601,7 +607,7 @@ fn hostile_values_through_rest_and_update_stay_values() {
         before,
         "other sessions intact"
     );
-    let ids: Vec<String> = s
+    let ids: Vec<SessionId> = s
         .store
         .list()
         .unwrap()

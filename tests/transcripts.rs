@@ -416,8 +416,8 @@ fn a_lone_sub_agent_file_is_a_root_with_an_unresolved_link_resolved_by_the_folde
         let report = s
             .import_claude_code_path(&project(), &TranscriptOptions::default())
             .unwrap();
-        assert!(report.extended.contains(&explore), "{report:?}");
-        assert!(!report.sessions.contains(&explore), "{report:?}");
+        assert!(report.extended.contains(&sid(&explore)), "{report:?}");
+        assert!(!report.sessions.contains(&sid(&explore)), "{report:?}");
         let info = s.info(&sid(&explore)).unwrap();
         assert_eq!(info.parent.as_deref(), Some(PROJECT_MAIN));
         assert_eq!((info.forked_at_index, info.depth), (Some(0), 1));
@@ -667,7 +667,7 @@ fn a_sub_agent_with_branches_imported_alone_then_linked_keeps_its_branches_below
             .import_claude_code_path(dir.path(), &TranscriptOptions::default())
             .unwrap();
         assert_eq!(report.sessions, ["d1"], "{report:?}");
-        assert!(report.extended.contains(&branch.to_string()), "{report:?}");
+        assert!(report.extended.contains(&sid(&branch)), "{report:?}");
         let info = s.info(&sid(agent)).unwrap();
         assert_eq!((info.parent.as_deref(), info.depth), (Some("d1"), 1));
         let moved = s.info(&sid(&branch)).unwrap();

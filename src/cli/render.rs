@@ -6,7 +6,7 @@
 
 use forktrail::demo::{DemoTree, MODEL_A};
 use forktrail::{
-    queries, AnchorInfo, BranchInfo, DeletePlan, DetachPlan, Job, Kind, NamedQuery, Role,
+    queries, AnchorInfo, BranchInfo, DeletePlan, DetachPlan, FoundBy, Job, Kind, NamedQuery, Role,
     SessionDiff, SessionInfo, Store, TreeNode, Turn,
 };
 use oxigraph::io::{RdfFormat, RdfSerializer};
@@ -98,7 +98,11 @@ pub fn show(out: &mut dyn Write, i: &SessionInfo) -> io::Result<()> {
         writeln!(out, "title        {title}")?;
     }
     writeln!(out, "principal    {}", opt(&i.principal))?;
-    writeln!(out, "parent       {}", opt(&i.parent))?;
+    writeln!(
+        out,
+        "parent       {}",
+        opt(&i.parent.as_ref().map(ToString::to_string))
+    )?;
     writeln!(
         out,
         "forked at    {}",
@@ -200,7 +204,7 @@ pub fn branches(out: &mut dyn Write, branches: &[BranchInfo]) -> io::Result<()> 
         .map(|b| {
             vec![
                 b.branch.clone(),
-                b.session.clone(),
+                b.session.to_string(),
                 b.forked_at_index.to_string(),
                 b.own_turns.to_string(),
                 b.created_at.clone().unwrap_or_default(),
@@ -226,7 +230,7 @@ pub fn anchors(out: &mut dyn Write, anchors: &[AnchorInfo]) -> io::Result<()> {
             vec![
                 a.name.clone(),
                 a.at_index.to_string(),
-                a.session.clone(),
+                a.session.to_string(),
                 a.state.as_ref().map(|s| s.to_string()).unwrap_or_default(),
             ]
         })
@@ -270,10 +274,10 @@ pub fn jobs(out: &mut dyn Write, jobs: &[Job]) -> io::Result<()> {
         .map(|j| {
             vec![
                 j.job.clone(),
-                j.status.clone(),
+                j.status.to_string(),
                 format!("{}@{}", j.session, j.at),
                 j.model.clone(),
-                j.fork.clone().unwrap_or_default(),
+                j.fork.as_ref().map(ToString::to_string).unwrap_or_default(),
                 j.created_at.clone().unwrap_or_default(),
             ]
         })
@@ -291,7 +295,7 @@ pub fn diff(
 ) -> io::Result<()> {
     let relation = match (&d.common_ancestor, d.found_by) {
         (Some(a), _) => format!("common ancestor {a}"),
-        (None, "digest") => "equal digests; no common ancestor by lineage".into(),
+        (None, FoundBy::Digest) => "equal digests; no common ancestor by lineage".into(),
         _ => "unrelated".into(),
     };
     writeln!(
@@ -315,9 +319,9 @@ pub fn list(out: &mut dyn Write, sessions: &[SessionInfo]) -> io::Result<()> {
         .iter()
         .map(|s| {
             vec![
-                s.session.clone(),
+                s.session.to_string(),
                 s.branch.clone(),
-                s.parent.clone().unwrap_or_else(|| "-".into()),
+                s.parent.as_ref().map_or("-".into(), ToString::to_string),
                 s.length.to_string(),
                 s.title.clone().unwrap_or_default(),
             ]

@@ -3,7 +3,8 @@
 
 use super::{authorize, blocking, ApiError, AppState, Shared};
 use crate::error::Error;
-use crate::query::{evaluation_error, QueryOptions};
+use crate::query::QueryOptions;
+use crate::storage::evaluation_error;
 use crate::store::Store;
 use axum::body::Bytes;
 use axum::extract::RawQuery;
@@ -12,10 +13,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use oxigraph::io::{RdfFormat, RdfSerializer};
-use oxigraph::model::{GraphNameRef, NamedNode, NamedNodeRef};
+use oxigraph::model::{NamedNode, NamedNodeRef};
 use oxigraph::sparql::results::{QueryResultsFormat, QueryResultsSerializer};
 use oxigraph::sparql::{CancellationToken, QueryResults};
 use std::sync::Arc;
+
+type Reply = Result<Response, ApiError>;
 
 pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -51,56 +54,52 @@ async fn run_named(
     axum::extract::Path(name): axum::extract::Path<String>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
-) -> Response {
-    let result = async {
-        let query = crate::NamedQuery::find(&name).ok_or_else(|| {
-            let names: Vec<&str> = crate::queries::ALL.iter().map(|q| q.name).collect();
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "query_not_found",
-                format!(
-                    "no shipped query is named {name:?} (one of: {})",
-                    names.join(", ")
-                ),
-            )
-        })?;
-        let inputs = query.inputs();
-        let mut bindings = Vec::new();
-        for (key, value) in pairs(raw.as_deref().unwrap_or(""))? {
-            if !inputs.contains(&key) {
-                return Err(ApiError::bad_request(format!(
-                    "{} takes {}; not {key:?}",
-                    query.name,
-                    if inputs.is_empty() {
-                        "no inputs".to_string()
-                    } else {
-                        inputs.join(", ")
-                    }
-                )));
-            }
-            let term = crate::binding_value(&value).map_err(ApiError::from)?;
-            bindings.push((key, term));
+) -> Reply {
+    let query = crate::NamedQuery::find(&name).ok_or_else(|| {
+        let names: Vec<&str> = crate::queries::ALL.iter().map(|q| q.name).collect();
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "query_not_found",
+            format!(
+                "no shipped query is named {name:?} (one of: {})",
+                names.join(", ")
+            ),
+        )
+    })?;
+    let inputs = query.inputs();
+    let mut bindings = Vec::new();
+    for (key, value) in pairs(raw.as_deref().unwrap_or(""))? {
+        if !inputs.contains(&key) {
+            return Err(ApiError::bad_request(format!(
+                "{} takes {}; not {key:?}",
+                query.name,
+                if inputs.is_empty() {
+                    "no inputs".to_string()
+                } else {
+                    inputs.join(", ")
+                }
+            )));
         }
-        let accept = accept(&headers);
-        limited(&state.0, false, move |store, cancel| {
-            let options = QueryOptions {
-                cancellation: Some(cancel),
-                ..QueryOptions::default()
-            };
-            let bindings: Vec<(&str, oxigraph::model::Term)> = bindings
-                .iter()
-                .map(|(k, t)| (k.as_str(), t.clone()))
-                .collect();
-            serialize(
-                store.query_named_with(&query, &bindings, &options)?,
-                &accept,
-            )
-        })
-        .await
-        .map(|(content_type, body)| ([(header::CONTENT_TYPE, content_type)], body).into_response())
+        let term = crate::binding_value(&value).map_err(ApiError::from)?;
+        bindings.push((key, term));
     }
-    .await;
-    result.unwrap_or_else(IntoResponse::into_response)
+    let accept = accept(&headers);
+    limited(&state.0, false, move |store, cancel| {
+        let options = QueryOptions {
+            cancellation: Some(cancel),
+            ..QueryOptions::default()
+        };
+        let bindings: Vec<(&str, oxigraph::model::Term)> = bindings
+            .iter()
+            .map(|(k, t)| (k.as_str(), t.clone()))
+            .collect();
+        serialize(
+            store.query_named_with(&query, &bindings, &options)?,
+            &accept,
+        )
+    })
+    .await
+    .map(|(content_type, body)| ([(header::CONTENT_TYPE, content_type)], body).into_response())
 }
 
 /// The parameters of one protocol request.
@@ -160,11 +159,9 @@ fn pairs(text: &str) -> Result<Vec<(String, String)>, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("malformed parameters: {e}")))
 }
 
-async fn get_sparql(state: Shared, RawQuery(raw): RawQuery, headers: HeaderMap) -> Response {
+async fn get_sparql(state: Shared, RawQuery(raw): RawQuery, headers: HeaderMap) -> Reply {
     let mut op = Operation::default();
-    if let Err(e) = pairs(raw.as_deref().unwrap_or("")).and_then(|p| op.add(p)) {
-        return e.into_response();
-    }
+    op.add(pairs(raw.as_deref().unwrap_or(""))?)?;
     run(state, op, headers, false).await
 }
 
@@ -174,58 +171,58 @@ async fn post_sparql(
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
     body: Bytes,
-) -> Response {
+) -> Reply {
     let mut op = Operation::default();
-    let result = (|| -> Result<(), ApiError> {
-        op.add(pairs(raw.as_deref().unwrap_or(""))?)?;
-        let content_type = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        let text = || {
-            String::from_utf8(body.to_vec())
-                .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))
-        };
-        match content_type.as_str() {
-            "application/x-www-form-urlencoded" => op.add(pairs(&text()?)?),
-            "application/sparql-query" => set_once(&mut op.query, text()?, "query"),
-            "application/sparql-update" => set_once(&mut op.update, text()?, "update"),
-            other => Err(ApiError::new(
+    op.add(pairs(raw.as_deref().unwrap_or(""))?)?;
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let text = || {
+        String::from_utf8(body.to_vec())
+            .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))
+    };
+    match content_type.as_str() {
+        "application/x-www-form-urlencoded" => op.add(pairs(&text()?)?)?,
+        "application/sparql-query" => set_once(&mut op.query, text()?, "query")?,
+        "application/sparql-update" => set_once(&mut op.update, text()?, "update")?,
+        other => {
+            return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
                 format!(
                     "unsupported content type {other:?}: use application/sparql-query, \
                      application/sparql-update or application/x-www-form-urlencoded"
                 ),
-            )),
+            ))
         }
-    })();
-    if let Err(e) = result {
-        return e.into_response();
     }
     let update_route = uri.path() == "/update";
     if update_route && op.query.is_some() {
-        return ApiError::bad_request("/update takes an update, not a query").into_response();
+        return Err(ApiError::bad_request(
+            "/update takes an update, not a query",
+        ));
     }
     if uri.path() == "/query" && op.update.is_some() {
-        return ApiError::bad_request("/query takes a query; send updates to /update")
-            .into_response();
+        return Err(ApiError::bad_request(
+            "/query takes a query; send updates to /update",
+        ));
     }
     run(state, op, headers, true).await
 }
 
-async fn run(state: Shared, op: Operation, headers: HeaderMap, post: bool) -> Response {
+async fn run(state: Shared, op: Operation, headers: HeaderMap, post: bool) -> Reply {
     let state = state.0;
-    let result = match (&op.query, &op.update) {
+    match (&op.query, &op.update) {
         (Some(_), Some(_)) => Err(ApiError::bad_request(
             "give either query or update, not both",
         )),
-        (None, None) if !post => return service_description(&state, &headers),
+        (None, None) if !post => Ok(service_description(&state, &headers)),
         (None, None) => Err(ApiError::bad_request("give a query or an update")),
         (None, Some(_))
             if op.using || !op.default_graphs.is_empty() || !op.named_graphs.is_empty() =>
@@ -239,9 +236,7 @@ async fn run(state: Shared, op: Operation, headers: HeaderMap, post: bool) -> Re
             "using-graph-uri and using-named-graph-uri apply to updates only",
         )),
         (None, Some(update)) if post => {
-            if let Err(e) = authorize(&state, &headers) {
-                return e.into_response();
-            }
+            authorize(&state, &headers)?;
             let update = update.clone();
             limited(&state, true, move |store, cancel| {
                 store.update(&update, Some(&cancel)).map_err(ApiError::from)
@@ -265,8 +260,7 @@ async fn run(state: Shared, op: Operation, headers: HeaderMap, post: bool) -> Re
                 }),
             }
         }
-    };
-    result.unwrap_or_else(IntoResponse::into_response)
+    }
 }
 
 fn accept(headers: &HeaderMap) -> String {
@@ -494,52 +488,41 @@ fn service_description(state: &AppState, headers: &HeaderMap) -> Response {
     ([(header::CONTENT_TYPE, "text/turtle")], body).into_response()
 }
 
-async fn get_store(state: Shared, RawQuery(raw): RawQuery, headers: HeaderMap) -> Response {
-    let result = async {
-        let params = pairs(raw.as_deref().unwrap_or(""))?;
-        let graph = params
-            .into_iter()
-            .find(|(k, _)| k == "graph")
-            .map(|(_, v)| v)
-            .ok_or_else(|| ApiError::bad_request("give ?graph=<session IRI>"))?;
-        let graph = NamedNode::new(graph.clone())
-            .map_err(|e| ApiError::bad_request(format!("invalid graph IRI <{graph}>: {e}")))?;
-        let offers = [
-            "text/turtle",
-            "application/trig",
-            "application/n-triples",
-            "application/n-quads",
-        ];
-        let media = negotiate(&accept(&headers), &offers)
-            .ok_or_else(|| not_acceptable("a graph", &offers))?;
-        let format = RdfFormat::from_media_type(media).unwrap_or(RdfFormat::Turtle);
-        let body = blocking(&state, move |store| {
-            graph_body(store, graph.as_ref(), format)
-        })
-        .await?;
-        Ok::<_, ApiError>(([(header::CONTENT_TYPE, media.to_string())], body).into_response())
-    }
-    .await;
-    result.unwrap_or_else(IntoResponse::into_response)
+async fn get_store(state: Shared, RawQuery(raw): RawQuery, headers: HeaderMap) -> Reply {
+    let params = pairs(raw.as_deref().unwrap_or(""))?;
+    let graph = params
+        .into_iter()
+        .find(|(k, _)| k == "graph")
+        .map(|(_, v)| v)
+        .ok_or_else(|| ApiError::bad_request("give ?graph=<session IRI>"))?;
+    let graph = NamedNode::new(graph.clone())
+        .map_err(|e| ApiError::bad_request(format!("invalid graph IRI <{graph}>: {e}")))?;
+    let offers = [
+        "text/turtle",
+        "application/trig",
+        "application/n-triples",
+        "application/n-quads",
+    ];
+    let media =
+        negotiate(&accept(&headers), &offers).ok_or_else(|| not_acceptable("a graph", &offers))?;
+    let format = RdfFormat::from_media_type(media).unwrap_or(RdfFormat::Turtle);
+    let body = blocking(&state, move |store| {
+        graph_body(store, graph.as_ref(), format)
+    })
+    .await?;
+    Ok(([(header::CONTENT_TYPE, media.to_string())], body).into_response())
 }
 
 fn graph_body(store: &Store, graph: NamedNodeRef<'_>, format: RdfFormat) -> Result<Vec<u8>, Error> {
     let io = |e: std::io::Error| Error::io("cannot serialize the graph", e);
-    if !store.inner.contains_named_graph(graph)? {
+    let rdf = store.rdf();
+    if !rdf.backend.has_graph(graph)? {
         return Err(Error::SessionNotFound {
-            session: store
-                .iris
-                .session_id(graph)
-                .unwrap_or_else(|| graph.as_str().to_string()),
+            session: rdf.iris.name_of(graph),
         });
     }
     let mut w = RdfSerializer::from_format(format).for_writer(Vec::new());
-    for quad in
-        store
-            .inner
-            .quads_for_pattern(None, None, None, Some(GraphNameRef::NamedNode(graph)))
-    {
-        let quad = quad?;
+    for quad in rdf.graph(graph)? {
         if format.supports_datasets() {
             w.serialize_quad(&quad).map_err(io)?;
         } else {

@@ -77,14 +77,14 @@ pub fn fork_at(store: &Store, parent: &SessionId, at: u64, id: &str, label: &str
         .fork(
             parent,
             ForkOptions {
-                at: Some(at as i64),
+                at: Some(at),
                 label: Some(label.into()),
                 id: Some(id.into()),
                 ..Default::default()
             },
         )
         .unwrap();
-    sid(&plan.session)
+    plan.session
 }
 
 /// Runs `op`, which must fail, and checks the store's quads are exactly as before.

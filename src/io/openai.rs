@@ -1,52 +1,13 @@
-//! Transcripts users have on disk: OpenAI chat messages (JSON array or JSONL) in, OpenAI
-//! messages out, and what every transcript import shares (Claude Code logs are read in
-//! `claude_code.rs`).
+//! OpenAI chat messages: a transcript (JSON array or JSONL) in, a session's replay out.
 //!
 //! An import is built in a scratch in-memory store with the ordinary API, then added
-//! with [`Store::import`]: validated, and all of it in one transaction or nothing.
+//! with the validated RDF import: all of it in one transaction, or nothing.
 
+use super::report::{lines, TranscriptOptions, TranscriptReport};
 use crate::error::{Error, Result};
-use crate::io::ImportFormat;
-use crate::model::{Agent, Kind, NewSession, NewTurn, Role, SessionId};
+use crate::model::{Agent, Kind, NewSession, NewTurn, Role, SessionId, Turn};
 use crate::store::Store;
-use serde::Serialize;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
-
-/// How a transcript import went.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct TranscriptReport {
-    /// The sessions created, the main one first (`imported` in JSON, as for every
-    /// `import`).
-    #[serde(rename = "imported")]
-    pub sessions: Vec<String>,
-    /// Sessions already in the store that gained turns: a transcript imported again
-    /// after it grew.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub extended: Vec<String>,
-    /// Turns written, over all sessions.
-    pub turns: u64,
-    /// Lines of a type forktrail does not import (by type), skipped.
-    pub skipped_types: BTreeMap<String, u64>,
-    /// Malformed lines skipped under `skip_invalid`, by line number.
-    pub skipped_invalid: Vec<u64>,
-    /// The same lines by file, for an import of several files (a Claude Code folder).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub skipped_invalid_in: BTreeMap<String, Vec<u64>>,
-    /// Sessions holding a sub-agent's transcript whose launching turn is not in the
-    /// store (imported as roots, the launch recorded but unresolved).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub unresolved_subagents: Vec<String>,
-}
-
-/// Options of a transcript import.
-#[derive(Default)]
-pub struct TranscriptOptions<'a> {
-    /// Skip malformed lines (and report them) instead of refusing the whole file.
-    pub skip_invalid: bool,
-    /// Called with `(lines read, lines in all)` as the file is read.
-    pub progress: Option<&'a dyn Fn(u64, u64)>,
-}
 
 /// One message of an OpenAI chat transcript, as forktrail keeps it.
 fn openai_turn(message: &Value) -> std::result::Result<NewTurn, String> {
@@ -108,15 +69,6 @@ fn text_of_parts(parts: &[Value]) -> std::result::Result<String, String> {
         }
     }
     Ok(texts.join("\n\n"))
-}
-
-/// Splits `text` into `(line number, line)` of its non-blank lines.
-pub(crate) fn lines(text: &str) -> Vec<(u64, &str)> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| (i as u64 + 1, l))
-        .collect()
 }
 
 fn invalid(line: u64, why: impl std::fmt::Display) -> Error {
@@ -183,13 +135,6 @@ impl Store {
         Ok(report)
     }
 
-    /// Moves every session of `scratch` into this store in one validated transaction.
-    fn take_from(&self, scratch: &Store) -> Result<Vec<String>> {
-        let mut quads = Vec::new();
-        scratch.export(None, crate::io::ExportFormat::NQuads, &mut quads)?;
-        self.import(quads.as_slice(), ImportFormat::NQuads)
-    }
-
     /// The assembled replay of `session` as OpenAI chat messages (`role`, `content`,
     /// and `name`, `tool_calls`, `tool_call_id` where the turn has them).
     pub fn export_openai(&self, session: &SessionId) -> Result<Vec<Value>> {
@@ -198,7 +143,7 @@ impl Store {
 }
 
 /// Turns as OpenAI chat messages.
-pub(crate) fn openai_messages(turns: &[crate::Turn]) -> Result<Vec<Value>> {
+pub(crate) fn openai_messages(turns: &[Turn]) -> Result<Vec<Value>> {
     let mut out = Vec::new();
     for turn in turns {
         let mut m = Map::new();
@@ -217,7 +162,7 @@ pub(crate) fn openai_messages(turns: &[crate::Turn]) -> Result<Vec<Value>> {
         }
         if let Some(calls) = &turn.tool_calls {
             let calls: Value = serde_json::from_str(calls).map_err(|e| Error::Corrupt {
-                session: turn.session.clone(),
+                session: turn.session.to_string(),
                 detail: format!("turn {} has tool_calls that are not JSON: {e}", turn.index),
             })?;
             m.insert("tool_calls".into(), calls);

@@ -19,15 +19,16 @@
 //! Everything is built in a scratch in-memory store with the ordinary write path, then
 //! committed in one transaction: all or nothing.
 
+use super::report::{lines, TranscriptOptions, TranscriptReport};
 use crate::error::{Error, Result};
 use crate::model::{
     Agent, ForkOptions, Kind, Label, NewSession, NewTurn, Role, SessionId, MAX_FORK_DEPTH,
 };
-use crate::prov::{self, ForkRecord, SessionRecord};
+use crate::rdf::{
+    adopt_change, source_id_quad, sub_agent_quads, ImportedGraph, SessionNode, SubAgentFacts,
+};
 use crate::store::Store;
-use crate::transcript::{TranscriptOptions, TranscriptReport};
-use crate::vocab::{ft, prov as p};
-use oxigraph::model::{GraphName, Literal, NamedNode, NamedNodeRef, NamedOrBlankNode, Quad, Term};
+use oxigraph::model::{NamedNode, Quad};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -171,12 +172,12 @@ impl Store {
         }
         report.skipped_invalid.sort_unstable();
         self.commit_scratch(&scratch, &written)?;
-        report.sessions = written.created.iter().map(|s| s.to_string()).collect();
+        report.sessions = written.created.clone();
         report.extended = written
             .extended
             .iter()
             .filter(|s| !written.created.contains(s))
-            .map(|s| s.to_string())
+            .cloned()
             .collect();
         Ok(report)
     }
@@ -186,7 +187,7 @@ impl Store {
     /// started as a copy of them), in one transaction. Refused if a copied session
     /// changed in the store meanwhile.
     fn commit_scratch(&self, scratch: &Store, written: &Written) -> Result<()> {
-        let _guard = self.write_guard();
+        let mut tx = self.write();
         for (id, copied) in written
             .existing
             .iter()
@@ -215,53 +216,35 @@ impl Store {
             if let Some(parent) = &facts.parent {
                 self.check_parent(&facts, parent, &written.created)?;
                 let label = Label::new(facts.branch.clone())?;
-                if let Some(existing) = self.child_with_label(parent, &label)? {
+                if let Some(existing) = self.rdf().child_with_label(parent, &label)? {
                     return Err(Error::DuplicateLabel {
-                        parent: self
-                            .iris
-                            .session_id(parent.as_ref())
-                            .unwrap_or_else(|| parent.as_str().into()),
+                        parent: self.iris.name_of(parent.as_ref()),
                         label: label.to_string(),
-                        existing,
+                        existing: existing.to_string(),
                     });
                 }
             }
         }
-        let mut tx = self.inner.start_transaction()?;
-        let mut touched = Vec::new();
         for id in written.created.iter().chain(&written.extended) {
             let iri = self.session_iri(id);
             if written.existing.contains_key(id) {
-                tx.remove_named_graph(iri.as_ref())?;
+                tx.drop_graph(iri.clone());
             }
-            for quad in scratch
-                .inner
-                .quads_for_pattern(None, None, None, Some(iri.as_ref().into()))
-            {
-                tx.insert(&quad?);
-            }
-            touched.push(iri);
+            tx.insert(scratch.rdf().graph(iri.as_ref())?);
+            tx.forget(&iri);
         }
-        tx.commit()?;
-        let mut cache = self.cache();
-        for iri in touched {
-            cache.forget(iri.as_str());
-        }
-        Ok(())
+        tx.commit()
     }
 
     /// The parent a fork of the import hangs on is still in the store (unless the
     /// import creates it too), with the same turns below the fork point.
     fn check_parent(
         &self,
-        fork: &crate::replay::Facts,
+        fork: &SessionNode,
         parent: &NamedNode,
         created: &[SessionId],
     ) -> Result<()> {
-        let parent_id = self
-            .iris
-            .session_id(parent.as_ref())
-            .unwrap_or_else(|| parent.as_str().to_string());
+        let parent_id = self.iris.name_of(parent.as_ref());
         if created.iter().any(|c| c.as_str() == parent_id) {
             return Ok(());
         }
@@ -275,8 +258,7 @@ impl Store {
         };
         let k = fork.own_start();
         if k > 0 {
-            let id = SessionId::new(here.id.clone())?;
-            let digest = self.digest_in_chain(&self.chain(&id)?, k - 1)?;
+            let digest = self.digest_in_chain(&self.chain(&here.id)?, k - 1)?;
             if fork.base_digest.as_deref() != Some(digest.as_str()) {
                 return Err(changed());
             }
@@ -286,10 +268,7 @@ impl Store {
 
     /// Every quad of a graph, sorted.
     fn graph_quads(&self, graph: &NamedNode) -> Result<Vec<Quad>> {
-        let mut quads = self
-            .inner
-            .quads_for_pattern(None, None, None, Some(graph.as_ref().into()))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut quads = self.rdf().graph(graph.as_ref())?;
         quads.sort_by_cached_key(|q| q.to_string());
         Ok(quads)
     }
@@ -440,7 +419,7 @@ impl Build<'_, '_> {
     /// which lines they hold, where their tool calls are, and which labels are taken.
     fn copy_existing(&mut self) -> Result<()> {
         let store = self.store;
-        let mut roots: Vec<crate::replay::Facts> = Vec::new();
+        let mut roots: Vec<SessionNode> = Vec::new();
         let not_imported = |id: &SessionId| {
             Error::Conflict(format!(
                 "session {id} already exists and was not imported from a Claude Code log; \
@@ -462,7 +441,7 @@ impl Build<'_, '_> {
         );
         for id in named {
             if let Some(facts) = store.facts_of(store.session_iri(&id).as_ref())? {
-                if !store.has_source_ids(&facts.iri)? {
+                if !store.rdf().has_source_ids(&facts.iri)? {
                     return Err(not_imported(&id));
                 }
                 if self.log.as_deref() == Some(id.as_str()) {
@@ -472,16 +451,16 @@ impl Build<'_, '_> {
             }
         }
         for node in &self.family.nodes {
-            if let Some(facts) = store.session_holding(&node.uuid)? {
-                roots.push(facts);
+            if let Some(graph) = store.rdf().session_holding(&node.uuid)? {
+                roots.extend(store.facts_of(graph.as_ref())?);
             }
         }
         let mut copied: BTreeSet<String> = BTreeSet::new();
-        let mut order: Vec<crate::replay::Facts> = Vec::new();
+        let mut order: Vec<SessionNode> = Vec::new();
         for root in roots {
-            let id = SessionId::new(root.id.clone())?;
-            for f in store.chain(&id)?.into_iter().chain(store.subtree_of(root)?) {
-                if copied.insert(f.id.clone()) {
+            let chain = store.chain(&root.id)?.levels().to_vec();
+            for f in chain.into_iter().chain(store.subtree_of(root)?) {
+                if copied.insert(f.id.to_string()) {
                     order.push(f);
                 }
             }
@@ -493,67 +472,28 @@ impl Build<'_, '_> {
     }
 
     /// Copies one session of the store into the scratch store and notes what it holds.
-    fn copy_session(&mut self, facts: &crate::replay::Facts) -> Result<()> {
+    fn copy_session(&mut self, facts: &SessionNode) -> Result<()> {
         let store = self.store;
-        let id = SessionId::new(facts.id.clone())?;
+        let id = facts.id.clone();
         let quads = store.graph_quads(&facts.iri)?;
-        self.scratch.inner.extend(quads.iter().cloned())?;
+        let mut tx = self.scratch.write();
+        tx.insert(quads.iter().cloned());
+        tx.commit()?;
         self.labels.insert(facts.branch.clone());
         for child in store.children_of(&facts.iri)? {
             self.labels.insert(child.branch);
         }
-        let mut results: HashMap<NamedNode, (Option<String>, Option<String>)> = HashMap::new();
-        // Turns a detach copied in are not where their lines were imported.
-        let copies: std::collections::HashSet<&NamedOrBlankNode> = quads
-            .iter()
-            .filter(|q| q.predicate == p::WAS_DERIVED_FROM)
-            .map(|q| &q.subject)
-            .collect();
-        for quad in &quads {
-            let NamedOrBlankNode::NamedNode(turn) = &quad.subject else {
-                continue;
-            };
-            let Term::Literal(value) = &quad.object else {
-                continue;
-            };
-            if copies.contains(&quad.subject) {
-                continue;
-            }
-            let Some((_, index)) = store.iris.turn_index(turn.as_ref()) else {
-                continue;
-            };
-            if quad.predicate == ft::SOURCE_ID {
-                let slot = self
-                    .imported
-                    .entry(value.value().to_string())
-                    .or_insert((id.clone(), index + 1));
-                if slot.0 == id {
-                    slot.1 = slot.1.max(index + 1);
-                }
-            } else if quad.predicate == ft::TOOL_CALL_ID || quad.predicate == ft::CONTENT {
-                // A tool result that names the sub-agent it launched (`agentId: …`).
-                let entry = results.entry(turn.clone()).or_default();
-                if quad.predicate == ft::TOOL_CALL_ID {
-                    entry.0 = Some(value.value().to_string());
-                } else {
-                    entry.1 = agent_in_text(value.value());
-                }
-            } else if quad.predicate == ft::TOOL_CALLS {
-                let calls = serde_json::from_str::<Value>(value.value()).unwrap_or_default();
-                for call in calls.as_array().into_iter().flatten() {
-                    if let Some(call) = call.get("id").and_then(Value::as_str) {
-                        self.calls
-                            .entry(call.to_string())
-                            .or_insert((id.clone(), index));
-                    }
-                }
+        let held = ImportedGraph::read(&store.rdf(), &quads, agent_in_text);
+        for (uuid, index) in held.sources {
+            let slot = self.imported.entry(uuid).or_insert((id.clone(), index + 1));
+            if slot.0 == id {
+                slot.1 = slot.1.max(index + 1);
             }
         }
-        for (call, agent) in results.into_values() {
-            if let (Some(call), Some(agent)) = (call, agent) {
-                self.stored_spawns.push((call, agent));
-            }
+        for (call, index) in held.calls {
+            self.calls.entry(call).or_insert((id.clone(), index));
         }
+        self.stored_spawns.extend(held.spawns);
         self.written.existing.insert(id, quads);
         Ok(())
     }
@@ -684,24 +624,13 @@ impl Build<'_, '_> {
             self.link_agent(&id, agent, start)?;
             return Ok(id);
         }
-        let mut extra = vec![(ft::AGENT_ID, Term::from(Literal::new_simple_literal(agent)))];
-        if !log.is_empty() {
-            extra.push((
-                ft::SPAWNED_IN_SESSION,
-                Literal::new_simple_literal(&log).into(),
-            ));
-        }
-        if let Some(call) = self.spawn_call(agent) {
-            extra.push((
-                ft::SPAWN_TOOL_CALL_ID,
-                Literal::new_simple_literal(&call).into(),
-            ));
-        }
-        match self.spawn_turn(start) {
+        let call = self.spawn_call(agent);
+        let launch = self.spawn_turn(start);
+        match &launch {
             Some((parent, index)) => {
                 let label = self.next_label(&agent_label(agent));
                 let plan = self.scratch.fork(
-                    &parent,
+                    parent,
                     ForkOptions {
                         at: Some(0),
                         label: Some(label),
@@ -718,14 +647,20 @@ impl Build<'_, '_> {
                     Err(Error::ForkTooDeep { .. }) => self.agent_root(&id)?,
                     Err(e) => return Err(invalid(self.files, node.file, node.line, e)),
                 }
-                extra.extend(self.launch_links(&parent, index));
             }
             None => {
                 self.agent_root(&id)?;
-                self.report.unresolved_subagents.push(id.to_string());
+                self.report.unresolved_subagents.push(id.clone());
             }
         }
-        self.add_to_node(&id, extra)?;
+        let turn = launch.map(|(parent, index)| self.scratch.iris.turn(parent.as_str(), index));
+        let facts = SubAgentFacts {
+            agent_id: agent,
+            spawned_in_session: (!log.is_empty()).then_some(log.as_str()),
+            tool_call_id: call.as_deref(),
+            spawned_by: turn.as_ref(),
+        };
+        self.add_to_node(&id, &facts)?;
         Ok(id)
     }
 
@@ -750,31 +685,23 @@ impl Build<'_, '_> {
             Err(Error::ForkTooDeep { .. }) => {}
             Err(e) => return Err(e),
         }
-        let links = self.launch_links(&parent, index);
-        self.add_to_node(id, links)?;
+        let turn = self.scratch.iris.turn(parent.as_str(), index);
+        let facts = SubAgentFacts {
+            agent_id: agent,
+            spawned_in_session: None,
+            tool_call_id: None,
+            spawned_by: Some(&turn),
+        };
+        self.add_to_node(id, &facts)?;
         self.extended(id);
         Ok(())
     }
 
-    /// `ft:spawnedBy` (and `prov:wasDerivedFrom`) the launching turn.
-    fn launch_links(&self, parent: &SessionId, index: u64) -> Vec<(NamedNodeRef<'static>, Term)> {
-        let turn = self.scratch.iris.turn(parent.as_str(), index);
-        vec![
-            (ft::SPAWNED_BY, turn.clone().into()),
-            (p::WAS_DERIVED_FROM, turn.into()),
-        ]
-    }
-
-    /// Adds facts to a session node in the scratch store.
-    fn add_to_node(&self, id: &SessionId, facts: Vec<(NamedNodeRef<'static>, Term)>) -> Result<()> {
-        let iri = self.scratch.session_iri(id);
-        let graph = GraphName::NamedNode(iri.clone());
-        for (predicate, object) in facts {
-            self.scratch
-                .inner
-                .insert(&Quad::new(iri.clone(), predicate, object, graph.clone()))?;
-        }
-        Ok(())
+    /// Adds a sub-agent's links to its session node in the scratch store.
+    fn add_to_node(&self, id: &SessionId, facts: &SubAgentFacts<'_>) -> Result<()> {
+        let mut tx = self.scratch.write();
+        tx.insert(sub_agent_quads(&self.scratch.session_iri(id), facts));
+        tx.commit()
     }
 
     fn agent_root(&mut self, id: &SessionId) -> Result<()> {
@@ -864,7 +791,7 @@ impl Build<'_, '_> {
             .fork(
                 from,
                 ForkOptions {
-                    at: Some(at as i64),
+                    at: Some(at),
                     label: Some(label),
                     reason: Some("imported from Claude Code".into()),
                     ..Default::default()
@@ -880,10 +807,10 @@ impl Build<'_, '_> {
     fn append(&mut self, session: &SessionId, node: &Node) -> Result<()> {
         let first = self.scratch.require(session)?.length;
         for turn in &node.turns {
-            let uuid = Literal::new_simple_literal(&node.uuid);
+            let uuid = node.uuid.clone();
             self.scratch
                 .append_with(session, turn.clone(), |w, iri, _| {
-                    w.add(iri, ft::SOURCE_ID, uuid);
+                    source_id_quad(w, iri, uuid.as_str());
                 })
                 .map_err(|e| invalid(self.files, node.file, node.line, e))?;
             self.report.turns += 1;
@@ -952,21 +879,16 @@ fn read_families(
     options: &TranscriptOptions<'_>,
     report: &mut TranscriptReport,
 ) -> Result<BTreeMap<Option<String>, Family>> {
-    let total: u64 = files
-        .iter()
-        .map(|f| crate::transcript::lines(&f.text).len() as u64)
-        .sum();
+    let total: u64 = files.iter().map(|f| lines(&f.text).len() as u64).sum();
     let mut done = 0u64;
     let mut families: BTreeMap<Option<String>, Family> = BTreeMap::new();
     for (index, file) in files.iter().enumerate() {
         // Lines that name no log (snapshots, summaries) belong to the file's log.
-        let file_key = crate::transcript::lines(&file.text)
-            .into_iter()
-            .find_map(|(_, line)| {
-                let value: Value = serde_json::from_str(line).ok()?;
-                value.get("sessionId")?.as_str().map(str::to_string)
-            });
-        for (n, line) in crate::transcript::lines(&file.text) {
+        let file_key = lines(&file.text).into_iter().find_map(|(_, line)| {
+            let value: Value = serde_json::from_str(line).ok()?;
+            value.get("sessionId")?.as_str().map(str::to_string)
+        });
+        for (n, line) in lines(&file.text) {
             done += 1;
             if let Some(progress) = options.progress {
                 progress(done, total);
@@ -1193,7 +1115,7 @@ fn agent_of(path: &Path) -> Option<String> {
 /// The sub-agent ids a log's tool results name.
 fn named_agents(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for (_, line) in crate::transcript::lines(text) {
+    for (_, line) in lines(text) {
         if let Ok(Line::Message(node)) = serde_json::from_str::<Value>(line)
             .map_err(|e| e.to_string())
             .and_then(|v| claude_line(&v))
@@ -1335,21 +1257,10 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
 }
 
 impl Store {
-    /// Whether any turn of the session in graph `iri` was imported from a source
-    /// transcript (carries `ft:sourceId`).
-    fn has_source_ids(&self, iri: &NamedNode) -> Result<bool> {
-        Ok(self
-            .inner
-            .quads_for_pattern(None, Some(ft::SOURCE_ID), None, Some(iri.as_ref().into()))
-            .next()
-            .transpose()?
-            .is_some())
-    }
-
     /// Makes root session `child` (with no inherited turns) a fork at 0 of `parent`
-    /// labelled `label`: its node gets the lineage and fork activity a fork made at 0
-    /// has, and its descendants move down with it. Its turns chain from the empty
-    /// digest either way, so they stay as they are. Returns the sessions it changed.
+    /// labelled `label`, its descendants moving down with it (within the depth limit).
+    /// Its turns chain from the empty digest either way, so they stay as they are.
+    /// Returns the sessions it changed.
     fn adopt(
         &self,
         child: &SessionId,
@@ -1357,10 +1268,9 @@ impl Store {
         label: &str,
         reason: &str,
     ) -> Result<Vec<SessionId>> {
-        let _guard = self.write_guard();
+        let mut tx = self.write();
         let facts = self.require(child)?;
         let chain = self.chain(parent)?;
-        let parent_facts = chain.last().expect("a chain has a leaf");
         let shift = chain.len() as u64;
         let subtree = self.subtree_of(facts.clone())?;
         let deepest = subtree
@@ -1375,110 +1285,21 @@ impl Store {
                 max: MAX_FORK_DEPTH,
             });
         }
-        let principal = facts
-            .principal
-            .as_ref()
-            .and_then(|p| self.iris.parse_agent(p.as_ref()))
-            .unwrap_or_else(|| Agent::Principal("anonymous".into()));
-        let created = facts
-            .created
-            .as_deref()
-            .map(|c| Literal::new_typed_literal(c, crate::vocab::xsd::DATE_TIME))
-            .unwrap_or_else(prov::now);
-        let mut inserts = prov::session_quads(
+        let node_quads = self.rdf().about(facts.iri.as_ref(), facts.iri.as_ref())?;
+        let (inserts, removes) = adopt_change(
             &self.iris,
-            &SessionRecord {
-                id: child.as_str(),
-                branch: label,
-                principal: &principal,
-                title: facts.title.as_deref(),
-                depth: chain.len(),
-                fork_root: &chain[0].iri,
-                created: &created,
-            },
-            Some(&ForkRecord {
-                parent: &parent_facts.iri,
-                at: 0,
-                base_digest: None,
-                reason: Some(reason),
-            }),
+            &subtree,
+            &node_quads,
+            chain.levels(),
+            label,
+            reason,
         );
-        // The node's lineage facts are replaced; what else it says (its import links)
-        // stays. Below it, depths grow by the new chain and the fork root changes.
-        let lineage = [
-            ft::BRANCH,
-            ft::FORK_DEPTH,
-            ft::FORK_ROOT,
-            oxigraph::model::vocab::rdf::TYPE,
-            ft::SESSION_ID,
-            p::WAS_ATTRIBUTED_TO,
-            crate::vocab::dcterms::CREATED,
-            crate::vocab::dcterms::TITLE,
-        ];
-        let mut removes = Vec::new();
-        for (i, f) in subtree.iter().enumerate() {
-            let graph = GraphName::NamedNode(f.iri.clone());
-            for quad in self.inner.quads_for_pattern(
-                Some(f.iri.as_ref().into()),
-                None,
-                None,
-                Some(f.iri.as_ref().into()),
-            ) {
-                let quad = quad?;
-                let replaced = if i == 0 {
-                    lineage.contains(&quad.predicate.as_ref())
-                } else {
-                    quad.predicate == ft::FORK_DEPTH || quad.predicate == ft::FORK_ROOT
-                };
-                if replaced {
-                    removes.push(quad);
-                }
-            }
-            if i > 0 {
-                let depth = Literal::from(f.depth + shift);
-                inserts.push(Quad::new(
-                    f.iri.clone(),
-                    ft::FORK_DEPTH,
-                    depth,
-                    graph.clone(),
-                ));
-                inserts.push(Quad::new(
-                    f.iri.clone(),
-                    ft::FORK_ROOT,
-                    chain[0].iri.clone(),
-                    graph,
-                ));
-            }
-        }
-        self.commit(&inserts, &removes)?;
-        let mut cache = self.cache();
+        tx.insert(inserts);
+        tx.remove(removes);
         for f in &subtree {
-            cache.forget(f.iri.as_str());
+            tx.forget(&f.iri);
         }
-        drop(cache);
-        subtree.into_iter().map(|f| SessionId::new(f.id)).collect()
-    }
-
-    /// The session that holds the turns imported from source line `uuid` (not a copy
-    /// a detach made), if any.
-    fn session_holding(&self, uuid: &str) -> Result<Option<crate::replay::Facts>> {
-        for (turn, graph) in self.subjects_with(ft::SOURCE_ID, uuid)? {
-            let copy = self
-                .inner
-                .quads_for_pattern(
-                    Some(turn.as_ref().into()),
-                    Some(p::WAS_DERIVED_FROM),
-                    None,
-                    Some(graph.as_ref().into()),
-                )
-                .next()
-                .is_some();
-            if !copy {
-                if let Some(facts) = self.facts_of(graph.as_ref())? {
-                    return Ok(Some(facts));
-                }
-            }
-        }
-        Ok(None)
+        tx.commit()?;
+        Ok(subtree.into_iter().map(|f| f.id).collect())
     }
 }

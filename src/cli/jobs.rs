@@ -1,0 +1,199 @@
+//! What-if regeneration and its jobs: `regenerate`, `jobs`.
+
+use super::{emit, is_locked, open, open_when_free, print_json, render, CliResult, Out};
+use clap::{Args, Subcommand};
+use forktrail::{Job, JobStatus, RegenerateOptions, SessionId, Store};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub(super) struct RegenerateArgs {
+    /// The session to regenerate from.
+    session: SessionId,
+    #[command(flatten)]
+    options: RegenerateOptions,
+    /// A file whose text replaces the system message.
+    #[arg(long, value_name = "FILE")]
+    system_prompt: Option<PathBuf>,
+    /// A JSON file with the tool list (OpenAI tool definitions) to offer instead.
+    #[arg(long, value_name = "FILE")]
+    tools: Option<PathBuf>,
+    /// Return the job id at once; a worker process runs the job (the store is in use
+    /// until it ends). Cancel it with `forktrail jobs cancel ID`.
+    #[arg(long, conflicts_with = "dry_run")]
+    background: bool,
+    /// Print the job (or, with --dry-run, the plan) as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A regeneration job that ended `failed` or `cancelled`: the command fails with it.
+#[derive(Debug)]
+struct JobEnded(String);
+
+impl std::fmt::Display for JobEnded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for JobEnded {}
+
+/// `Ok` for a job that is complete or still running (in the background); the job's
+/// outcome as an error otherwise.
+fn job_outcome(job: &Job) -> CliResult {
+    match job.status {
+        JobStatus::Failed => Err(JobEnded(format!(
+            "regeneration job {} failed: {} (see `forktrail jobs show {}`)",
+            job.job,
+            job.error.as_deref().unwrap_or("no reason recorded"),
+            job.job
+        ))
+        .into()),
+        JobStatus::Cancelled => {
+            Err(JobEnded(format!("regeneration job {} was cancelled", job.job)).into())
+        }
+        JobStatus::Running | JobStatus::Complete => Ok(()),
+    }
+}
+
+fn read(file: &Path) -> Result<String, String> {
+    std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+}
+
+impl RegenerateArgs {
+    pub(super) fn run(self, out: Out, store: Store, path: &Path) -> CliResult {
+        let mut options = self.options;
+        options.system_prompt = self.system_prompt.as_deref().map(read).transpose()?;
+        if let Some(file) = &self.tools {
+            options.tools = Some(
+                serde_json::from_str(&read(file)?)
+                    .map_err(|e| format!("{} is not JSON: {e}", file.display()))?,
+            );
+        }
+        if options.dry_run {
+            let plan = store.plan_regeneration(&self.session, &options)?;
+            return emit(out, self.json, &plan, |out, plan| {
+                writeln!(out, "would fork {} at index {}", plan.session, plan.at)?;
+                writeln!(out, "messages          {}", plan.messages)?;
+                writeln!(
+                    out,
+                    "estimated tokens  {} ({})",
+                    plan.estimated_tokens, plan.estimate_method
+                )?;
+                writeln!(out, "endpoint          {}", plan.endpoint)?;
+                writeln!(out, "model             {}", plan.model)?;
+                if !plan.swapped.is_empty() {
+                    writeln!(out, "swapped           {}", plan.swapped.join(", "))?;
+                }
+                Ok(())
+            });
+        }
+        let job = store.begin_regeneration(&self.session, &options)?;
+        let job = if job.status != JobStatus::Running {
+            job
+        } else if self.background {
+            // The worker needs the store this process holds.
+            drop(store);
+            std::process::Command::new(std::env::current_exe()?)
+                .arg("--store")
+                .arg(path)
+                .args(["jobs", "run", &job.job])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot start the background worker: {e}"))?;
+            job
+        } else {
+            store.run_job(&job.job)?
+        };
+        if self.json {
+            print_json(out, &job)?;
+        } else if job_outcome(&job).is_ok() {
+            render::job(out, &job)?;
+        }
+        job_outcome(&job)
+    }
+}
+
+#[derive(Args)]
+pub(super) struct JobsArgs {
+    #[command(subcommand)]
+    action: Option<JobsAction>,
+    /// Print the jobs as a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum JobsAction {
+    /// Print one job.
+    Show {
+        /// The job id.
+        job: String,
+        /// Print the job as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a running job: it ends cancelled and leaves no turn.
+    Cancel {
+        /// The job id.
+        job: String,
+    },
+    /// Internal: the worker process `regenerate --background` starts runs a job
+    /// recorded as running.
+    #[command(hide = true)]
+    Run {
+        /// The job id.
+        job: String,
+    },
+}
+
+impl JobsArgs {
+    /// `jobs cancel`: runs before the store is opened, since a worker may hold it.
+    pub(super) fn is_cancel(&self) -> bool {
+        matches!(self.action, Some(JobsAction::Cancel { .. }))
+    }
+
+    /// `jobs run`: the background worker, which waits for the store to be free.
+    pub(super) fn is_worker(&self) -> bool {
+        matches!(self.action, Some(JobsAction::Run { .. }))
+    }
+
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        match self.action {
+            None => emit(out, self.json, &store.jobs()?, |out, j| {
+                render::jobs(out, j)
+            }),
+            Some(JobsAction::Show { job, json }) => emit(out, json, &store.job(&job)?, render::job),
+            Some(JobsAction::Run { job }) => {
+                store.run_job(&job)?;
+                Ok(())
+            }
+            Some(JobsAction::Cancel { job }) => Ok(render::job(out, &store.cancel_job(&job)?)?),
+        }
+    }
+
+    /// Cancels a job. If a background worker holds the store, a cancel file asks it to
+    /// stop, and this waits for the store to report the outcome.
+    pub(super) fn cancel(self, out: Out, path: &Path) -> CliResult {
+        let Some(JobsAction::Cancel { job }) = &self.action else {
+            unreachable!("called for `jobs cancel` only")
+        };
+        let cancel_file = Store::cancel_file(path, job);
+        let store = match open(path, false) {
+            Ok(store) => store,
+            Err(e) if is_locked(e.as_ref()) => {
+                if let Some(dir) = cancel_file.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&cancel_file, b"")?;
+                open_when_free(path)?
+            }
+            Err(e) => return Err(e),
+        };
+        let result = self.run(out, &store);
+        let _ = std::fs::remove_file(cancel_file);
+        result
+    }
+}

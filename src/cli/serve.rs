@@ -1,0 +1,104 @@
+//! `serve`: the SPARQL 1.1 endpoint and the REST API over the store.
+
+use super::{CliResult, Out};
+use clap::Args;
+use forktrail::Store;
+use std::io::Write;
+
+#[derive(Args)]
+pub(super) struct ServeArgs {
+    /// The address to listen on (loopback by default).
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    bind: std::net::SocketAddr,
+    /// Allow writes (/update, REST writes) to requests with `Authorization: Bearer TOKEN`.
+    #[arg(long, env = "FORKTRAIL_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Cancel queries and updates running longer than this (e.g. 30s, 500ms, 2m).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    query_timeout: std::time::Duration,
+    /// Queries running at once; more are answered 503 with Retry-After.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    max_concurrent_queries: u16,
+    /// The largest request body, in bytes.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// The largest turn content accepted through REST, in bytes.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    max_content_bytes: usize,
+    /// Load the demo tree first if the store has no session.
+    #[arg(long)]
+    demo: bool,
+    /// Let REST regenerations send context to model endpoints off this machine.
+    #[arg(long)]
+    allow_remote_models: bool,
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((text, "s"), |i| text.split_at(i));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (e.g. 30s, 500ms, 2m)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {text:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    if seconds <= 0.0 {
+        return Err(format!("the duration {text:?} must be positive"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
+impl ServeArgs {
+    pub(super) fn run(self, out: Out, store: Store) -> CliResult {
+        if self.demo && store.list()?.is_empty() {
+            let tree = forktrail::demo::build(&store)?;
+            writeln!(out, "loaded the demo tree (root {})", tree.root)?;
+        }
+        out.flush()?;
+        let config = forktrail::server::ServerConfig {
+            bind: self.bind,
+            token: self.token.filter(|t| !t.is_empty()),
+            query_timeout: self.query_timeout,
+            max_concurrent_queries: usize::from(self.max_concurrent_queries),
+            max_body_bytes: self.max_body_bytes,
+            max_content_bytes: self.max_content_bytes,
+            allow_remote_models: self.allow_remote_models,
+        };
+        let writable = config.token.is_some();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(forktrail::server::serve(
+            std::sync::Arc::new(store),
+            config,
+            move |addr| banner(addr, writable),
+        ))?;
+        Ok(())
+    }
+}
+
+/// What `serve` prints once it listens: where, whether it takes writes, what to try.
+fn banner(addr: std::net::SocketAddr, writable: bool) {
+    // Written, not println!: nobody reading stdout must not stop the server.
+    let mut out = std::io::stdout();
+    let mode = if writable {
+        "writes need the token"
+    } else {
+        "read-only"
+    };
+    let _ = writeln!(out, "forktrail is serving on http://{addr} ({mode})");
+    let _ = writeln!(out, "try: curl -H 'Accept: text/csv' --data-urlencode 'query=SELECT ?id ?branch WHERE {{ ?s <https://w3id.org/forktrail/ns#sessionId> ?id ; <https://w3id.org/forktrail/ns#branch> ?branch }}' http://{addr}/sparql");
+    let _ = writeln!(out, "     curl http://{addr}/sessions");
+    let _ = writeln!(out, "     curl http://{addr}/queries");
+    let _ = out.flush();
+}

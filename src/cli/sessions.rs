@@ -1,0 +1,187 @@
+//! Sessions and their turns: `new`, `append`, `replay`, `show`, `list`, `delete`.
+
+use super::{emit, print_json, render, utf8, CliResult, Out};
+use clap::Args;
+use forktrail::{DeleteOptions, Kind, NewSession, NewTurn, Role, SessionId, Store};
+use serde_json::json;
+use std::io::Read;
+use std::path::PathBuf;
+
+/// A principal's name, checked as the store checks it.
+fn principal(text: &str) -> Result<String, forktrail::Error> {
+    forktrail::Agent::principal(text.to_string()).map(|_| text.to_string())
+}
+
+#[derive(Args)]
+pub(super) struct NewArgs {
+    /// The session id (default: a fresh UUID v7).
+    #[arg(long)]
+    id: Option<SessionId>,
+    /// A title for the session (stored as dcterms:title).
+    #[arg(long)]
+    title: Option<String>,
+    /// Who the session runs for (default: anonymous).
+    #[arg(long, value_parser = principal)]
+    principal: Option<String>,
+    /// Print {"session": ID}.
+    #[arg(long)]
+    json: bool,
+}
+
+impl NewArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        let session = store.create_session(NewSession {
+            id: self.id.map(String::from),
+            title: self.title,
+            principal: self.principal,
+        })?;
+        let reply = json!({ "session": session });
+        emit(out, self.json, &reply, |out, _| writeln!(out, "{session}"))
+    }
+}
+
+#[derive(Args)]
+pub(super) struct AppendArgs {
+    /// The session to append to.
+    session: SessionId,
+    /// system, user, assistant or tool.
+    #[arg(long)]
+    role: Role,
+    /// The content (may be empty).
+    #[arg(long, conflicts_with = "file")]
+    content: Option<String>,
+    /// Read the content from this file (must be UTF-8).
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// message (default), tool_call, usage, compaction, note or fork_result.
+    #[arg(long, default_value = "message")]
+    kind: Kind,
+    /// The model that generated the turn.
+    #[arg(long)]
+    model: Option<String>,
+    /// The speaker's name (e.g. a tool's).
+    #[arg(long)]
+    name: Option<String>,
+    /// The tool call this tool turn answers.
+    #[arg(long)]
+    tool_call_id: Option<String>,
+    /// The tool calls of an assistant turn, as JSON.
+    #[arg(long)]
+    tool_calls: Option<String>,
+    /// Print {"session": ID, "index": N}.
+    #[arg(long)]
+    json: bool,
+}
+
+impl AppendArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        let content = match (self.content, &self.file) {
+            (Some(text), _) => text,
+            (None, Some(path)) => {
+                let bytes = std::fs::read(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                utf8(bytes, &path.display().to_string())?
+            }
+            (None, None) => {
+                let mut bytes = Vec::new();
+                std::io::stdin()
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| format!("cannot read standard input: {e}"))?;
+                utf8(bytes, "standard input")?
+            }
+        };
+        let turn = NewTurn {
+            model: self.model,
+            name: self.name,
+            tool_call_id: self.tool_call_id,
+            tool_calls: self.tool_calls,
+            ..NewTurn::new(self.role, content).kind(self.kind)
+        };
+        let index = store.append(&self.session, turn)?;
+        let reply = json!({ "session": self.session, "index": index });
+        emit(out, self.json, &reply, |out, _| writeln!(out, "{index}"))
+    }
+}
+
+#[derive(Args)]
+pub(super) struct ReplayArgs {
+    /// The session to replay.
+    session: SessionId,
+    /// The last index to print (inclusive).
+    #[arg(long)]
+    up_to: Option<u64>,
+    /// A JSON array of {index, role, content, branch} records.
+    #[arg(long, conflicts_with = "jsonl")]
+    json: bool,
+    /// One JSON record per line.
+    #[arg(long)]
+    jsonl: bool,
+}
+
+impl ReplayArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        if self.json {
+            print_json(out, &store.replay(&self.session, self.up_to)?)
+        } else if self.jsonl {
+            for r in &store.replay(&self.session, self.up_to)? {
+                let line = serde_json::to_string(r)?;
+                writeln!(out, "{line}")?;
+            }
+            Ok(())
+        } else {
+            // Full turns, so tool calls show.
+            Ok(render::turns(out, &store.load(&self.session, self.up_to)?)?)
+        }
+    }
+}
+
+#[derive(Args)]
+pub(super) struct ShowArgs {
+    /// The session to show.
+    session: SessionId,
+    /// Print the facts as a JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ShowArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        emit(out, self.json, &store.info(&self.session)?, render::show)
+    }
+}
+
+#[derive(Args)]
+pub(super) struct ListArgs {
+    /// Print a JSON array of session facts.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ListArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        emit(out, self.json, &store.list()?, |out, s| {
+            render::list(out, s)
+        })
+    }
+}
+
+#[derive(Args)]
+pub(super) struct DeleteArgs {
+    /// The session to delete.
+    session: SessionId,
+    #[command(flatten)]
+    options: DeleteOptions,
+    /// Print {"deleted", "sessions", "own_turns"}.
+    #[arg(long)]
+    json: bool,
+}
+
+impl DeleteArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        let dry_run = self.options.dry_run;
+        let plan = store.delete_with(&self.session, self.options)?;
+        emit(out, self.json, &plan, |out, plan| {
+            render::delete(out, plan, dry_run)
+        })
+    }
+}

@@ -1,0 +1,121 @@
+//! Sessions in and out: `import`, `export`.
+
+use super::{existing_path, print_json, render, CliResult, Out};
+use clap::Args;
+use forktrail::{ExportFormat, ImportFormat, SessionId, Store, TranscriptReport};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub(super) struct ImportArgs {
+    /// The file, or a Claude Code project folder (e.g. ~/.claude/projects/NAME).
+    #[arg(value_parser = existing_path)]
+    file: PathBuf,
+    /// trig, nquads, openai or claude-code (default: told from the content).
+    #[arg(long)]
+    format: Option<ImportFormat>,
+    /// Transcripts: skip malformed lines (they are reported) instead of importing
+    /// nothing.
+    #[arg(long)]
+    skip_invalid: bool,
+    /// Print a JSON report; also keeps the progress bar off.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ImportArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        // A progress bar on a terminal only, and never with --json.
+        let bar = (!self.json && std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .then(|| indicatif::ProgressBar::new(0));
+        let progress = |done: u64, total: u64| {
+            if let Some(bar) = &bar {
+                bar.set_length(total);
+                bar.set_position(done);
+            }
+        };
+        let options = forktrail::TranscriptOptions {
+            skip_invalid: self.skip_invalid,
+            progress: Some(&progress),
+        };
+        let report = store.import_path(&self.file, self.format, &options);
+        if let Some(bar) = &bar {
+            bar.finish_and_clear();
+        }
+        let report = report?;
+        if self.json {
+            return print_json(out, &report);
+        }
+        report_text(out, &report, &self.file)
+    }
+}
+
+fn report_text(out: Out, report: &TranscriptReport, file: &Path) -> CliResult {
+    for id in &report.sessions {
+        writeln!(out, "imported {id}")?;
+    }
+    for id in &report.extended {
+        writeln!(out, "extended {id}")?;
+    }
+    if report.sessions.is_empty() && report.extended.is_empty() {
+        writeln!(out, "up to date: nothing new in {}", file.display())?;
+    }
+    if report.turns > 0 {
+        writeln!(out, "{}", render::count(report.turns, "turn", "turns"))?;
+    }
+    for (kind, n) in &report.skipped_types {
+        let lines = render::count(*n, "line", "lines");
+        writeln!(out, "skipped {lines} of type {kind}")?;
+    }
+    let numbers = |lines: &[u64]| -> String {
+        let lines: Vec<String> = lines.iter().map(u64::to_string).collect();
+        lines.join(", ")
+    };
+    if !report.skipped_invalid_in.is_empty() {
+        for (file, lines) in &report.skipped_invalid_in {
+            writeln!(out, "skipped malformed lines of {file}: {}", numbers(lines))?;
+        }
+    } else if !report.skipped_invalid.is_empty() {
+        let lines = numbers(&report.skipped_invalid);
+        writeln!(out, "skipped malformed lines: {lines}")?;
+    }
+    for id in &report.unresolved_subagents {
+        writeln!(
+            out,
+            "sub-agent {id}: the turn that launched it is not in the store (link unresolved)"
+        )?;
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub(super) struct ExportArgs {
+    /// The session to export (default: every session; one is needed for turtle, jsonl
+    /// and openai).
+    session: Option<SessionId>,
+    /// trig, nquads, turtle, jsonl, openai or prov (PROV-O as Turtle, with the PROV
+    /// types and relations written out for PROV tools).
+    #[arg(long, default_value = "trig")]
+    format: ExportFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+}
+
+impl ExportArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        let session = self.session.as_ref();
+        let Some(path) = &self.output else {
+            return Ok(store.export(session, self.format, out)?);
+        };
+        // Write beside the target and rename, so a failure leaves no half file.
+        let tmp = path.with_extension("partial");
+        let file = std::fs::File::create(&tmp)
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        if let Err(e) = store.export(session, self.format, std::io::BufWriter::new(file)) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e.into());
+        }
+        std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,217 @@
+//! forktrail's own RDF in and out: session graphs as TriG, N-Quads or Turtle, the PROV
+//! export, and the validated import that every import ends in.
+
+use crate::error::{Error, Result};
+use crate::model::{Label, SessionId};
+use crate::rdf::prov::{entailed, session_of_graph};
+use crate::store::Store;
+use crate::vocab::{ft, prov};
+use oxigraph::io::{RdfFormat, RdfParser, RdfSerializer};
+use oxigraph::model::{GraphName, NamedNode, Quad};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+
+/// A serializer that writes forktrail's prefixes where the format has them.
+pub(super) fn serializer(format: RdfFormat) -> RdfSerializer {
+    let mut s = RdfSerializer::from_format(format);
+    if matches!(format, RdfFormat::TriG | RdfFormat::Turtle) {
+        for (prefix, iri) in [
+            ("ft", ft::NS),
+            ("prov", prov::NS),
+            ("dcterms", "http://purl.org/dc/terms/"),
+            ("rdfs", "http://www.w3.org/2000/01/rdf-schema#"),
+            ("xsd", "http://www.w3.org/2001/XMLSchema#"),
+        ] {
+            s = s.with_prefix(prefix, iri).expect("valid prefix");
+        }
+    }
+    s
+}
+
+fn write_err(e: std::io::Error) -> Error {
+    Error::io("cannot write the export", e)
+}
+
+impl Store {
+    /// The quads of `graphs`, as `format` (TriG or N-Quads keep the graphs; Turtle
+    /// writes the triples of one).
+    pub(super) fn write_graphs(
+        &self,
+        graphs: &[NamedNode],
+        format: RdfFormat,
+        out: &mut dyn Write,
+    ) -> Result<()> {
+        let mut w = serializer(format).for_writer(out);
+        for graph in graphs {
+            for quad in self.rdf().graph(graph.as_ref())? {
+                if format.supports_datasets() {
+                    w.serialize_quad(&quad).map_err(write_err)?;
+                } else {
+                    w.serialize_triple(quad.as_ref()).map_err(write_err)?;
+                }
+            }
+        }
+        w.finish().map_err(write_err)?;
+        Ok(())
+    }
+
+    /// The triples of `graphs` merged into one graph, with what PROV-O and the ontology
+    /// entail written out, as Turtle.
+    pub(super) fn write_prov(&self, graphs: &[NamedNode], out: &mut dyn Write) -> Result<()> {
+        let mut quads = Vec::new();
+        for graph in graphs {
+            quads.extend(self.rdf().graph(graph.as_ref())?);
+        }
+        let mut w = serializer(RdfFormat::Turtle).for_writer(out);
+        for triple in entailed(quads) {
+            w.serialize_triple(&triple).map_err(write_err)?;
+        }
+        w.finish().map_err(write_err)?;
+        Ok(())
+    }
+
+    /// Reads forktrail's own TriG or N-Quads and adds its sessions, all or none (see
+    /// [`Store::import`]).
+    pub(super) fn import_graphs(
+        &self,
+        input: impl Read,
+        format: RdfFormat,
+    ) -> Result<Vec<SessionId>> {
+        let mut graphs: BTreeMap<NamedNode, Vec<Quad>> = BTreeMap::new();
+        for quad in RdfParser::from_format(format).for_reader(input) {
+            let quad = quad.map_err(|e| Error::Parse {
+                what: "the import".into(),
+                detail: e.to_string(),
+            })?;
+            let GraphName::NamedNode(g) = &quad.graph_name else {
+                return Err(Error::InvalidInput(format!(
+                    "import: the triple {quad} is outside any session graph"
+                )));
+            };
+            graphs.entry(g.clone()).or_default().push(quad);
+        }
+        let mut tx = self.write();
+        let mut ids = BTreeSet::new();
+        let mut parents = Vec::new();
+        for (graph, quads) in &graphs {
+            let (id, graph_parents) = session_of_graph(&self.iris, graph, quads);
+            let id = id.ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "import: graph {graph} is not a forktrail session graph under base {}",
+                    self.iris.base
+                ))
+            })?;
+            if self.exists(&id)? {
+                return Err(Error::Conflict(format!(
+                    "session {id} already exists in the store; delete it first or import \
+                     into another store"
+                )));
+            }
+            parents.extend(graph_parents);
+            ids.insert(id);
+        }
+        let all: Vec<Quad> = graphs.into_values().flatten().collect();
+        self.validate_import(&all, &ids, &parents)?;
+        tx.insert(all);
+        // Imported ids may be ones deleted earlier: drop whatever was known of them.
+        for id in &ids {
+            tx.forget(&self.session_iri(id));
+        }
+        tx.commit()?;
+        Ok(ids.into_iter().collect())
+    }
+
+    /// Checks imported sessions the way `load` and `fork` would, in a scratch store that
+    /// holds the file's graphs and the session nodes of their ancestors in this store:
+    /// ids match their IRIs, labels are valid and unique among siblings, chains have no
+    /// cycle, no missing parent and no more than 32 levels, fork points are in range.
+    fn validate_import(
+        &self,
+        quads: &[Quad],
+        ids: &BTreeSet<SessionId>,
+        parents: &[NamedNode],
+    ) -> Result<()> {
+        let mut context = quads.to_vec();
+        let mut copied = BTreeSet::new();
+        for parent in parents {
+            let mut next = Some(parent.clone());
+            while let Some(p) = next.take() {
+                let in_file = self
+                    .iris
+                    .session_id(p.as_ref())
+                    .is_some_and(|id| ids.contains(&id));
+                if in_file || !copied.insert(p.clone()) {
+                    break;
+                }
+                let Some(f) = self.facts_of(p.as_ref())? else {
+                    break;
+                };
+                context.extend(self.rdf().about(p.as_ref(), p.as_ref())?);
+                next = f.parent;
+            }
+        }
+        let scratch = scratch_with(&self.iris.base, context)?;
+        let mut sibling_labels = BTreeSet::new();
+        for id in ids {
+            let facts = scratch.require(id)?;
+            if facts.id != *id {
+                return Err(Error::InvalidInput(format!(
+                    "import: graph of session {id} declares ft:sessionId {:?}",
+                    facts.id.as_str()
+                )));
+            }
+            let label = Label::new(facts.branch.clone())?;
+            scratch.chain(id)?;
+            let Some(parent) = &facts.parent else {
+                continue;
+            };
+            let parent_id = self.iris.name_of(parent.as_ref());
+            let parent_len = match self.facts_of(parent.as_ref())? {
+                Some(here) => {
+                    if let Some(existing) = self.rdf().child_with_label(parent, &label)? {
+                        return Err(Error::DuplicateLabel {
+                            parent: parent_id,
+                            label: label.to_string(),
+                            existing: existing.to_string(),
+                        });
+                    }
+                    here.length
+                }
+                None => scratch.require(&SessionId::new(parent_id.clone())?)?.length,
+            };
+            if !sibling_labels.insert((parent_id.clone(), label.to_string())) {
+                return Err(Error::DuplicateLabel {
+                    parent: parent_id,
+                    label: label.to_string(),
+                    existing: format!("another session of the import than {id}"),
+                });
+            }
+            let k = facts.own_start();
+            if k > parent_len {
+                return Err(Error::IndexOutOfRange {
+                    session: parent_id,
+                    index: k.into(),
+                    valid: format!("0..={parent_len} (fork point of {id})"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves every session of `scratch` into this store in one validated transaction.
+    pub(super) fn take_from(&self, scratch: &Store) -> Result<Vec<SessionId>> {
+        let mut quads = Vec::new();
+        let graphs: Vec<NamedNode> = scratch.rdf().sessions()?;
+        scratch.write_graphs(&graphs, RdfFormat::NQuads, &mut quads)?;
+        self.import_graphs(quads.as_slice(), RdfFormat::NQuads)
+    }
+}
+
+/// An in-memory store under `base` holding `quads`, to check or build sessions in.
+pub(super) fn scratch_with(base: &str, quads: Vec<Quad>) -> Result<Store> {
+    let scratch = Store::in_memory()?.with_base_iri(base)?;
+    let mut tx = scratch.write();
+    tx.insert(quads);
+    tx.commit()?;
+    Ok(scratch)
+}

@@ -1,0 +1,49 @@
+//! What every transcript import takes and reports.
+
+use crate::model::SessionId;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// How a transcript import went.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TranscriptReport {
+    /// The sessions created, the main one first (`imported` in JSON, as for every
+    /// `import`).
+    #[serde(rename = "imported")]
+    pub sessions: Vec<SessionId>,
+    /// Sessions already in the store that gained turns: a transcript imported again
+    /// after it grew.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extended: Vec<SessionId>,
+    /// Turns written, over all sessions.
+    pub turns: u64,
+    /// Lines of a type forktrail does not import (by type), skipped.
+    pub skipped_types: BTreeMap<String, u64>,
+    /// Malformed lines skipped under `skip_invalid`, by line number.
+    pub skipped_invalid: Vec<u64>,
+    /// The same lines by file, for an import of several files (a Claude Code folder).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub skipped_invalid_in: BTreeMap<String, Vec<u64>>,
+    /// Sessions holding a sub-agent's transcript whose launching turn is not in the
+    /// store (imported as roots, the launch recorded but unresolved).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unresolved_subagents: Vec<SessionId>,
+}
+
+/// Options of a transcript import.
+#[derive(Default)]
+pub struct TranscriptOptions<'a> {
+    /// Skip malformed lines (and report them) instead of refusing the whole file.
+    pub skip_invalid: bool,
+    /// Called with `(lines read, lines in all)` as the file is read.
+    pub progress: Option<&'a dyn Fn(u64, u64)>,
+}
+
+/// Splits `text` into `(line number, line)` of its non-blank lines.
+pub(crate) fn lines(text: &str) -> Vec<(u64, &str)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i as u64 + 1, l))
+        .collect()
+}

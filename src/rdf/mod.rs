@@ -1,0 +1,176 @@
+//! The graph shape: every quad forktrail writes is built here, beside the code that reads
+//! it back, one file per kind of node.
+//!
+//! | file | nodes |
+//! | --- | --- |
+//! | `iri.rs` | instance IRIs under a base, percent-encoded agent names |
+//! | `digest.rs` | the turn digest chain, time stamps |
+//! | `session.rs` | session nodes: lineage facts, forks, detach, sub-agent links |
+//! | `turn.rs` | turns and the agents they are attributed to |
+//! | `activity.rs` | anchors, merges, abandons |
+//! | `job.rs` | regeneration jobs |
+//! | `import.rs` | what imports record: source ids |
+//! | `prov.rs` | what PROV-O and the ontology entail, for the PROV export |
+//!
+//! Encoders are functions from values to quads. Lookups and decoders read through the
+//! storage seam with [`Rdf`], a view of a store's backend and IRIs; a new predicate
+//! touches this folder, `vocab.rs` and the ontology only.
+
+mod activity;
+mod digest;
+mod import;
+mod iri;
+mod job;
+pub(crate) mod prov;
+mod session;
+mod turn;
+
+pub(crate) use activity::{abandon_quads, anchor_quads, merge_quads, AnchorNode, MergeRecord};
+pub use digest::turn_digest;
+pub(crate) use digest::{instant, now, sha256_hex};
+pub(crate) use import::{source_id_quad, ImportedGraph};
+pub(crate) use iri::Iris;
+pub use iri::DEFAULT_BASE_IRI;
+pub(crate) use job::{JobNode, JobRecord};
+pub(crate) use session::{
+    adopt_change, detach_change, fork_request_quads, session_quads, sub_agent_quads, ForkRecord,
+    SessionNode, SessionRecord, SubAgentFacts,
+};
+pub(crate) use turn::{detach_copy, missing_turn, turn_quads, TurnRecord};
+
+use crate::error::Result;
+use crate::storage::Backend;
+use oxigraph::model::{
+    GraphName, GraphNameRef, Literal, NamedNode, NamedNodeRef, NamedOrBlankNode, Quad, Term,
+};
+
+/// A store's backend seen through forktrail's graph shape: lookups and decoders.
+#[derive(Clone, Copy)]
+pub(crate) struct Rdf<'a> {
+    pub(crate) backend: &'a dyn Backend,
+    pub(crate) iris: &'a Iris,
+}
+
+impl Rdf<'_> {
+    /// Every quad whose subject is `subject`, in graph `graph`.
+    pub(crate) fn about(
+        &self,
+        subject: NamedNodeRef<'_>,
+        graph: NamedNodeRef<'_>,
+    ) -> Result<Vec<Quad>> {
+        self.backend
+            .quads(
+                Some(subject.into()),
+                None,
+                None,
+                Some(GraphNameRef::NamedNode(graph)),
+            )
+            .collect()
+    }
+
+    /// Every quad of graph `graph`.
+    pub(crate) fn graph(&self, graph: NamedNodeRef<'_>) -> Result<Vec<Quad>> {
+        self.backend
+            .quads(None, None, None, Some(GraphNameRef::NamedNode(graph)))
+            .collect()
+    }
+
+    /// The `(subject, graph)` of every quad `?s predicate "value" GRAPH ?g` whose
+    /// subject and graph are IRIs: how a job, a request or an imported line is found by
+    /// its key.
+    pub(crate) fn subjects_with(
+        &self,
+        predicate: NamedNodeRef<'_>,
+        value: &str,
+    ) -> Result<Vec<(NamedNode, NamedNode)>> {
+        let literal = Literal::new_simple_literal(value);
+        let mut out = Vec::new();
+        for quad in self
+            .backend
+            .quads(None, Some(predicate), Some(literal.as_ref().into()), None)
+        {
+            let quad = quad?;
+            if let (NamedOrBlankNode::NamedNode(subject), GraphName::NamedNode(graph)) =
+                (quad.subject, quad.graph_name)
+            {
+                out.push((subject, graph));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The session nodes, in their own graphs, whose `predicate` is `object`.
+    pub(crate) fn sessions_where(
+        &self,
+        predicate: NamedNodeRef<'_>,
+        object: impl Into<Term>,
+    ) -> Result<Vec<NamedNode>> {
+        let object: Term = object.into();
+        let mut out = Vec::new();
+        for quad in self
+            .backend
+            .quads(None, Some(predicate), Some(object.as_ref()), None)
+        {
+            let quad = quad?;
+            if let (NamedOrBlankNode::NamedNode(s), GraphName::NamedNode(g)) =
+                (quad.subject, quad.graph_name)
+            {
+                if s == g {
+                    out.push(s);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Collects quads into one graph.
+pub(crate) struct GraphWriter {
+    pub(crate) graph: NamedNode,
+    pub(crate) quads: Vec<Quad>,
+}
+
+impl GraphWriter {
+    pub(crate) fn new(graph: NamedNode) -> Self {
+        Self {
+            graph,
+            quads: Vec::new(),
+        }
+    }
+
+    pub(crate) fn add(&mut self, s: &NamedNode, p: impl Into<NamedNode>, o: impl Into<Term>) {
+        self.quads.push(Quad::new(
+            s.clone(),
+            p.into(),
+            o.into(),
+            GraphName::NamedNode(self.graph.clone()),
+        ));
+    }
+}
+
+/// `quads` moved into graph `graph`.
+pub(crate) fn regraph(quads: Vec<Quad>, graph: &NamedNode) -> Vec<Quad> {
+    quads
+        .into_iter()
+        .map(|q| {
+            Quad::new(
+                q.subject,
+                q.predicate,
+                q.object,
+                GraphName::NamedNode(graph.clone()),
+            )
+        })
+        .collect()
+}
+
+/// A literal's text.
+fn text(term: &Term) -> Option<&str> {
+    match term {
+        Term::Literal(l) => Some(l.value()),
+        _ => None,
+    }
+}
+
+fn literal(s: &str) -> Literal {
+    Literal::new_simple_literal(s)
+}

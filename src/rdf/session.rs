@@ -1,0 +1,454 @@
+//! Session nodes: each session's lineage facts, on its node in its own graph; forks and
+//! their activity; the edits a detach makes; the links of a sub-agent's transcript.
+
+use super::{literal, text, GraphWriter, Iris, Rdf};
+use crate::error::{Error, Result};
+use crate::model::{Agent, Label, SessionId, SubAgentInfo, TurnRef};
+use crate::vocab::{dcterms, ft, prov, rdf};
+use oxigraph::model::{GraphName, Literal, NamedNode, NamedNodeRef, Quad, Term};
+
+/// The lineage facts of one session, as stored on the session node in its own graph.
+/// `length` is not stored (the node never changes on append): readers find it.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionNode {
+    pub(crate) id: SessionId,
+    pub(crate) iri: NamedNode,
+    pub(crate) branch: String,
+    pub(crate) parent: Option<NamedNode>,
+    pub(crate) forked_at: Option<u64>,
+    pub(crate) depth: u64,
+    pub(crate) fork_root: Option<NamedNode>,
+    pub(crate) length: u64,
+    pub(crate) base_digest: Option<String>,
+    pub(crate) principal: Option<NamedNode>,
+    pub(crate) title: Option<String>,
+    pub(crate) created: Option<String>,
+    pub(crate) summary: Option<String>,
+    pub(crate) request_digest: Option<String>,
+}
+
+impl SessionNode {
+    /// A node known by its lineage alone (id, IRI, parent, fork point); the other facts
+    /// empty.
+    pub(crate) fn lineage(
+        id: SessionId,
+        iri: NamedNode,
+        parent: Option<NamedNode>,
+        forked_at: Option<u64>,
+    ) -> Self {
+        SessionNode {
+            id,
+            iri,
+            branch: String::new(),
+            parent,
+            forked_at,
+            depth: 0,
+            fork_root: None,
+            length: 0,
+            base_digest: None,
+            principal: None,
+            title: None,
+            created: None,
+            summary: None,
+            request_digest: None,
+        }
+    }
+
+    /// The first index this session owns: its fork point, or 0 for a root.
+    pub(crate) fn own_start(&self) -> u64 {
+        if self.parent.is_some() {
+            self.forked_at.unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    /// Turns stored in this session's own graph.
+    pub(crate) fn own_turns(&self) -> u64 {
+        self.length.saturating_sub(self.own_start())
+    }
+
+    /// Decodes the node of graph `iri` from its quads; `None` if it is not a session.
+    fn decode(iris: &Iris, iri: NamedNodeRef<'_>, quads: Vec<Quad>) -> Result<Option<Self>> {
+        let mut is_session = false;
+        let (mut id, mut branch) = (None, None);
+        let placeholder = SessionId::new("x").expect("a valid id");
+        let mut node = SessionNode::lineage(placeholder, iri.into_owned(), None, None);
+        for quad in quads {
+            let p = quad.predicate.as_ref();
+            let o = quad.object;
+            let int = |t: &Term| text(t).and_then(|v| v.parse::<u64>().ok());
+            let owned = |t: &Term| text(t).map(str::to_string);
+            if p == rdf::TYPE {
+                is_session |= o == Term::from(ft::SESSION.into_owned());
+            } else if p == ft::SESSION_ID {
+                id = owned(&o);
+            } else if p == ft::BRANCH {
+                branch = owned(&o);
+            } else if p == ft::FORKED_AT_INDEX {
+                node.forked_at = int(&o);
+            } else if p == ft::FORK_DEPTH {
+                node.depth = int(&o).unwrap_or(0);
+            } else if p == ft::BASE_DIGEST {
+                node.base_digest = owned(&o);
+            } else if p == ft::SUMMARY {
+                node.summary = owned(&o);
+            } else if p == ft::REQUEST_DIGEST {
+                node.request_digest = owned(&o);
+            } else if p == dcterms::TITLE {
+                node.title = owned(&o);
+            } else if p == dcterms::CREATED {
+                node.created = owned(&o);
+            } else if p == ft::PARENT_SESSION {
+                node.parent = named(o);
+            } else if p == ft::FORK_ROOT {
+                node.fork_root = named(o);
+            } else if p == prov::WAS_ATTRIBUTED_TO {
+                node.principal = named(o);
+            }
+        }
+        if !is_session {
+            return Ok(None);
+        }
+        let corrupt = |detail: &str| Error::Corrupt {
+            session: iris.name_of(iri),
+            detail: detail.into(),
+        };
+        let (Some(id), Some(branch)) = (id, branch) else {
+            return Err(corrupt("the session node lacks ft:sessionId or ft:branch"));
+        };
+        node.id = SessionId::new(id).map_err(|e| corrupt(&e.to_string()))?;
+        node.branch = branch;
+        if node.parent.is_some() && node.forked_at.is_none() {
+            return Err(corrupt("a fork without ft:forkedAtIndex"));
+        }
+        Ok(Some(node))
+    }
+
+    /// What the node says of the sub-agent whose transcript the session holds.
+    fn decode_sub_agent(iris: &Iris, quads: &[Quad]) -> Option<SubAgentInfo> {
+        let mut info = SubAgentInfo::default();
+        let mut any = false;
+        for quad in quads {
+            let p = quad.predicate.as_ref();
+            let value = text(&quad.object).map(str::to_string);
+            if p == ft::AGENT_ID {
+                info.agent_id = value.unwrap_or_default();
+            } else if p == ft::SPAWN_TOOL_CALL_ID {
+                info.tool_call_id = value;
+            } else if p == ft::SPAWNED_IN_SESSION {
+                info.spawned_in_session = value;
+            } else if p == ft::SPAWNED_BY {
+                if let Term::NamedNode(turn) = &quad.object {
+                    info.spawned_by = iris
+                        .turn_index(turn.as_ref())
+                        .map(|(session, index)| TurnRef { session, index });
+                }
+            } else {
+                continue;
+            }
+            any = true;
+        }
+        any.then_some(info)
+    }
+}
+
+fn named(term: Term) -> Option<NamedNode> {
+    match term {
+        Term::NamedNode(n) => Some(n),
+        _ => None,
+    }
+}
+
+impl Rdf<'_> {
+    /// The node of the session stored in graph `iri`, length not set (0).
+    pub(crate) fn session_node(&self, iri: NamedNodeRef<'_>) -> Result<Option<SessionNode>> {
+        SessionNode::decode(self.iris, iri, self.about(iri, iri)?)
+    }
+
+    /// The sub-agent facts on the node of session `iri`.
+    pub(crate) fn sub_agent(&self, iri: NamedNodeRef<'_>) -> Result<Option<SubAgentInfo>> {
+        Ok(SessionNode::decode_sub_agent(
+            self.iris,
+            &self.about(iri, iri)?,
+        ))
+    }
+
+    /// Every session node of the store.
+    pub(crate) fn sessions(&self) -> Result<Vec<NamedNode>> {
+        self.sessions_where(rdf::TYPE, ft::SESSION.into_owned())
+    }
+
+    /// The sessions whose parent is `iri`.
+    pub(crate) fn children(&self, iri: &NamedNode) -> Result<Vec<NamedNode>> {
+        self.sessions_where(ft::PARENT_SESSION, iri.clone())
+    }
+
+    /// The child of `parent` labelled `label`, if any.
+    pub(crate) fn child_with_label(
+        &self,
+        parent: &NamedNode,
+        label: &Label,
+    ) -> Result<Option<SessionId>> {
+        for child in self.sessions_where(ft::BRANCH, literal(label.as_str()))? {
+            let link = Quad::new(
+                child.clone(),
+                ft::PARENT_SESSION,
+                parent.clone(),
+                GraphName::NamedNode(child.clone()),
+            );
+            if self.backend.contains(link.as_ref())? {
+                return Ok(Some(self.iris.session_id(child.as_ref()).ok_or_else(
+                    || Error::Corrupt {
+                        session: child.to_string(),
+                        detail: "a session IRI outside this store's base".into(),
+                    },
+                )?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The sessions a fork request with id `key` made.
+    pub(crate) fn sessions_of_request(&self, key: &str) -> Result<Vec<NamedNode>> {
+        self.sessions_where(ft::REQUEST_ID, literal(key))
+    }
+}
+
+/// The facts every session carries, root or fork.
+pub(crate) struct SessionRecord<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) branch: &'a str,
+    pub(crate) principal: &'a Agent,
+    pub(crate) title: Option<&'a str>,
+    pub(crate) depth: usize,
+    pub(crate) fork_root: &'a NamedNode,
+    pub(crate) created: &'a Literal,
+}
+
+/// What makes a session a fork.
+pub(crate) struct ForkRecord<'a> {
+    pub(crate) parent: &'a NamedNode,
+    pub(crate) at: u64,
+    pub(crate) base_digest: Option<&'a str>,
+    pub(crate) reason: Option<&'a str>,
+}
+
+/// The quads of a new session; with `fork`, also its lineage and the fork activity.
+/// Their number does not depend on the parent's history.
+pub(crate) fn session_quads(
+    iris: &Iris,
+    s: &SessionRecord<'_>,
+    fork: Option<&ForkRecord<'_>>,
+) -> Vec<Quad> {
+    let iri = iris.session(s.id);
+    let mut w = GraphWriter::new(iri.clone());
+    let principal = w.agent(iris, s.principal);
+    w.add(&iri, rdf::TYPE, ft::SESSION);
+    w.add(&iri, rdf::TYPE, prov::ENTITY);
+    w.add(&iri, ft::SESSION_ID, literal(s.id));
+    w.add(&iri, ft::BRANCH, literal(s.branch));
+    w.add(&iri, ft::FORK_DEPTH, Literal::from(s.depth as u64));
+    w.add(&iri, ft::FORK_ROOT, s.fork_root.clone());
+    w.add(&iri, prov::WAS_ATTRIBUTED_TO, principal.clone());
+    w.add(&iri, dcterms::CREATED, s.created.clone());
+    if let Some(title) = s.title {
+        w.add(&iri, dcterms::TITLE, literal(title));
+    }
+    if let Some(f) = fork {
+        let activity = iris.activity(s.id, "fork");
+        w.add(&iri, ft::PARENT_SESSION, f.parent.clone());
+        w.add(&iri, ft::FORKED_AT_INDEX, Literal::from(f.at));
+        if let Some(digest) = f.base_digest {
+            w.add(&iri, ft::BASE_DIGEST, literal(digest));
+        }
+        w.add(&iri, prov::WAS_DERIVED_FROM, f.parent.clone());
+        w.add(&iri, prov::WAS_GENERATED_BY, activity.clone());
+        w.add(&activity, rdf::TYPE, ft::FORK);
+        w.add(&activity, rdf::TYPE, prov::ACTIVITY);
+        w.add(&activity, prov::USED, f.parent.clone());
+        w.add(&activity, prov::STARTED_AT_TIME, s.created.clone());
+        w.add(&activity, prov::WAS_ASSOCIATED_WITH, principal);
+        if let Some(reason) = f.reason {
+            w.add(&activity, ft::REASON, literal(reason));
+        }
+    }
+    w.quads
+}
+
+/// The summary and the request id and digest a fork may carry.
+pub(crate) fn fork_request_quads(
+    session: &NamedNode,
+    summary: Option<&str>,
+    request: Option<(&str, &str)>,
+) -> Vec<Quad> {
+    let mut w = GraphWriter::new(session.clone());
+    if let Some(summary) = summary {
+        w.add(session, ft::SUMMARY, literal(summary));
+    }
+    if let Some((key, digest)) = request {
+        w.add(session, ft::REQUEST_ID, literal(key));
+        w.add(session, ft::REQUEST_DIGEST, literal(digest));
+    }
+    w.quads
+}
+
+/// The lineage edits of a detach: the link to `parent` goes (fork point and base digest
+/// stay as history), a detach activity is recorded, and the session and its
+/// descendants (`subtree`, the session first) move up by the session's depth with the
+/// session as their fork root. Returns `(inserts, removes)`.
+pub(crate) fn detach_change(
+    iris: &Iris,
+    subtree: &[SessionNode],
+    parent: &NamedNode,
+    now: Literal,
+) -> (Vec<Quad>, Vec<Quad>) {
+    let leaf = &subtree[0];
+    let graph = GraphName::NamedNode(leaf.iri.clone());
+    let mut removes = vec![Quad::new(
+        leaf.iri.clone(),
+        ft::PARENT_SESSION,
+        parent.clone(),
+        graph,
+    )];
+    let activity = iris.activity(leaf.id.as_str(), "detach");
+    let mut w = GraphWriter::new(leaf.iri.clone());
+    w.add(&activity, rdf::TYPE, ft::DETACH);
+    w.add(&activity, rdf::TYPE, prov::ACTIVITY);
+    w.add(&activity, prov::USED, parent.clone());
+    w.add(&activity, prov::STARTED_AT_TIME, now);
+    w.add(&leaf.iri, prov::WAS_INFLUENCED_BY, activity);
+    let mut inserts = w.quads;
+    let shift = leaf.depth;
+    for f in subtree {
+        let (lineage_removes, lineage_inserts) =
+            lineage(f, f.depth.saturating_sub(shift), &leaf.iri);
+        removes.extend(lineage_removes);
+        inserts.extend(lineage_inserts);
+    }
+    (inserts, removes)
+}
+
+/// Replaces a session's depth and fork root: `(removes, inserts)`.
+fn lineage(f: &SessionNode, depth: u64, root: &NamedNode) -> (Vec<Quad>, Vec<Quad>) {
+    let g = GraphName::NamedNode(f.iri.clone());
+    let mut removes = vec![Quad::new(
+        f.iri.clone(),
+        ft::FORK_DEPTH,
+        Literal::from(f.depth),
+        g.clone(),
+    )];
+    if let Some(old) = &f.fork_root {
+        removes.push(Quad::new(
+            f.iri.clone(),
+            ft::FORK_ROOT,
+            old.clone(),
+            g.clone(),
+        ));
+    }
+    let inserts = vec![
+        Quad::new(
+            f.iri.clone(),
+            ft::FORK_DEPTH,
+            Literal::from(depth),
+            g.clone(),
+        ),
+        Quad::new(f.iri.clone(), ft::FORK_ROOT, root.clone(), g),
+    ];
+    (removes, inserts)
+}
+
+/// The edits that make root session `subtree[0]` (no inherited turns) a fork at 0 of
+/// `parent` (whose chain is `chain`, root first) labelled `label`: its node's lineage
+/// facts are replaced by a fork's (what else it says stays), and its descendants move
+/// down by the new depth. Returns `(inserts, removes)`; `node_quads` are the quads of
+/// the root's node as stored.
+pub(crate) fn adopt_change(
+    iris: &Iris,
+    subtree: &[SessionNode],
+    node_quads: &[Quad],
+    chain: &[SessionNode],
+    label: &str,
+    reason: &str,
+) -> (Vec<Quad>, Vec<Quad>) {
+    let child = &subtree[0];
+    let parent = chain.last().expect("a chain is never empty");
+    let root = &chain[0].iri;
+    let principal = child
+        .principal
+        .as_ref()
+        .and_then(|p| iris.parse_agent(p.as_ref()))
+        .unwrap_or_else(|| Agent::Principal("anonymous".into()));
+    let created = child
+        .created
+        .as_deref()
+        .map(|c| Literal::new_typed_literal(c, crate::vocab::xsd::DATE_TIME))
+        .unwrap_or_else(super::now);
+    let mut inserts = session_quads(
+        iris,
+        &SessionRecord {
+            id: child.id.as_str(),
+            branch: label,
+            principal: &principal,
+            title: child.title.as_deref(),
+            depth: chain.len(),
+            fork_root: root,
+            created: &created,
+        },
+        Some(&ForkRecord {
+            parent: &parent.iri,
+            at: 0,
+            base_digest: None,
+            reason: Some(reason),
+        }),
+    );
+    let replaced = [
+        ft::BRANCH,
+        ft::FORK_DEPTH,
+        ft::FORK_ROOT,
+        rdf::TYPE,
+        ft::SESSION_ID,
+        prov::WAS_ATTRIBUTED_TO,
+        dcterms::CREATED,
+        dcterms::TITLE,
+    ];
+    let mut removes: Vec<Quad> = node_quads
+        .iter()
+        .filter(|q| replaced.contains(&q.predicate.as_ref()))
+        .cloned()
+        .collect();
+    let shift = chain.len() as u64;
+    for f in &subtree[1..] {
+        let (lineage_removes, lineage_inserts) = lineage(f, f.depth + shift, root);
+        removes.extend(lineage_removes);
+        inserts.extend(lineage_inserts);
+    }
+    (inserts, removes)
+}
+
+/// What a session holding a sub-agent's transcript says of it.
+pub(crate) struct SubAgentFacts<'a> {
+    pub(crate) agent_id: &'a str,
+    pub(crate) spawned_in_session: Option<&'a str>,
+    pub(crate) tool_call_id: Option<&'a str>,
+    /// The launching turn, when it is in the store.
+    pub(crate) spawned_by: Option<&'a NamedNode>,
+}
+
+/// The quads of a sub-agent's links on session node `session`; `spawned_by` also
+/// says the session was derived from that turn.
+pub(crate) fn sub_agent_quads(session: &NamedNode, facts: &SubAgentFacts<'_>) -> Vec<Quad> {
+    let mut w = GraphWriter::new(session.clone());
+    w.add(session, ft::AGENT_ID, literal(facts.agent_id));
+    if let Some(log) = facts.spawned_in_session {
+        w.add(session, ft::SPAWNED_IN_SESSION, literal(log));
+    }
+    if let Some(call) = facts.tool_call_id {
+        w.add(session, ft::SPAWN_TOOL_CALL_ID, literal(call));
+    }
+    if let Some(turn) = facts.spawned_by {
+        w.add(session, ft::SPAWNED_BY, turn.clone());
+        w.add(session, prov::WAS_DERIVED_FROM, turn.clone());
+    }
+    w.quads
+}

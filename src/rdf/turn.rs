@@ -1,0 +1,253 @@
+//! Turns, and the agents they are attributed to.
+
+use super::{literal, text, GraphWriter, Iris, Rdf, SessionNode};
+use crate::error::{Error, Result};
+use crate::model::{Agent, Kind, NewTurn, Role, Turn};
+use crate::vocab::{ft, prov, rdf, rdfs};
+use oxigraph::model::{
+    GraphName, GraphNameRef, Literal, NamedNode, NamedNodeRef, Quad, QuadRef, Term,
+};
+use std::collections::BTreeSet;
+
+/// `prov:Agent` for principals, `prov:SoftwareAgent` for models and tools.
+fn agent_class(agent: &Agent) -> NamedNodeRef<'static> {
+    match agent {
+        Agent::Principal(_) => prov::AGENT,
+        Agent::Model(_) | Agent::Tool(_) => prov::SOFTWARE_AGENT,
+    }
+}
+
+impl GraphWriter {
+    /// Declares an agent in this graph, so audits can name it without leaving the graph.
+    pub(crate) fn agent(&mut self, iris: &Iris, agent: &Agent) -> NamedNode {
+        let iri = iris.agent(agent);
+        self.add(&iri, rdf::TYPE, agent_class(agent));
+        match agent {
+            Agent::Model(_) => self.add(&iri, rdf::TYPE, ft::MODEL),
+            Agent::Tool(_) => self.add(&iri, rdf::TYPE, ft::TOOL),
+            Agent::Principal(_) => {}
+        }
+        self.add(&iri, rdfs::LABEL, literal(agent.name()));
+        iri
+    }
+}
+
+/// One turn to record.
+pub(crate) struct TurnRecord<'a> {
+    pub(crate) session: &'a str,
+    pub(crate) index: u64,
+    pub(crate) turn: &'a NewTurn,
+    /// The agent the turn is attributed to (declared by the caller, once per graph).
+    pub(crate) by: &'a NamedNode,
+    pub(crate) digest: &'a str,
+    pub(crate) created: &'a Literal,
+}
+
+/// The quads of one turn: few, since they are the store's size and the replay's cost.
+/// `ft:kind` is written only when it is not `message`.
+pub(crate) fn turn_quads(iris: &Iris, w: &mut GraphWriter, r: &TurnRecord<'_>) {
+    let (turn, index) = (r.turn, r.index);
+    let iri = iris.turn(r.session, index);
+    w.add(&iri, rdf::TYPE, ft::TURN);
+    w.add(&iri, ft::INDEX, Literal::from(index));
+    w.add(&iri, ft::ROLE, literal(turn.role.as_str()));
+    if turn.kind != Kind::Message {
+        w.add(&iri, ft::KIND, literal(turn.kind.as_str()));
+    }
+    w.add(&iri, ft::CONTENT, literal(&turn.content));
+    w.add(&iri, ft::DIGEST, literal(r.digest));
+    w.add(&iri, prov::WAS_ATTRIBUTED_TO, r.by.clone());
+    w.add(&iri, prov::GENERATED_AT_TIME, r.created.clone());
+    for (p, v) in [
+        (ft::NAME, &turn.name),
+        (ft::TOOL_CALL_ID, &turn.tool_call_id),
+        (ft::TOOL_CALLS, &turn.tool_calls),
+    ] {
+        if let Some(v) = v {
+            w.add(&iri, p, literal(v));
+        }
+    }
+}
+
+/// The quads of turn `original` (`quads`, as stored in its owner's graph) copied into
+/// `graph` as `copy`, keeping the original's branch label and deriving from it: what a
+/// detach writes for each inherited turn.
+pub(crate) fn detach_copy(
+    quads: Vec<Quad>,
+    original: &NamedNode,
+    copy: &NamedNode,
+    graph: &NamedNode,
+    owner_branch: &str,
+) -> Vec<Quad> {
+    let g = GraphName::NamedNode(graph.clone());
+    let has_branch = quads.iter().any(|q| q.predicate == ft::BRANCH);
+    let mut out: Vec<Quad> = quads
+        .into_iter()
+        .map(|q| Quad::new(copy.clone(), q.predicate, q.object, g.clone()))
+        .collect();
+    if !has_branch {
+        out.push(Quad::new(
+            copy.clone(),
+            ft::BRANCH,
+            literal(owner_branch),
+            g.clone(),
+        ));
+    }
+    out.push(Quad::new(
+        copy.clone(),
+        prov::WAS_DERIVED_FROM,
+        original.clone(),
+        g,
+    ));
+    out
+}
+
+impl Rdf<'_> {
+    /// Turn `index` stored in the graph of `owner`.
+    pub(crate) fn turn(&self, owner: &SessionNode, index: u64) -> Result<Turn> {
+        let iri = self.iris.turn(owner.id.as_str(), index);
+        let mut t = Turn {
+            index,
+            role: Role::User,
+            kind: Kind::Message,
+            content: String::new(),
+            name: None,
+            tool_call_id: None,
+            tool_calls: None,
+            model: None,
+            session: owner.id.clone(),
+            branch: owner.branch.clone(),
+            created_at: None,
+            digest: String::new(),
+        };
+        let (mut has_role, mut has_content) = (false, false);
+        for quad in self.about(iri.as_ref(), owner.iri.as_ref())? {
+            let p = quad.predicate.as_ref();
+            if p == prov::WAS_ATTRIBUTED_TO {
+                if let Term::NamedNode(agent) = &quad.object {
+                    if let Some(Agent::Model(m)) = self.iris.parse_agent(agent.as_ref()) {
+                        t.model = Some(m);
+                    }
+                }
+                continue;
+            }
+            let Some(v) = text(&quad.object) else {
+                continue;
+            };
+            if p == ft::ROLE {
+                t.role = v.parse()?;
+                has_role = true;
+            } else if p == ft::CONTENT {
+                t.content = v.to_string();
+                has_content = true;
+            } else if p == ft::KIND {
+                t.kind = v.parse()?;
+            } else if p == ft::DIGEST {
+                t.digest = v.to_string();
+            } else if p == ft::BRANCH {
+                t.branch = v.to_string();
+            } else if p == ft::NAME {
+                t.name = Some(v.to_string());
+            } else if p == ft::TOOL_CALL_ID {
+                t.tool_call_id = Some(v.to_string());
+            } else if p == ft::TOOL_CALLS {
+                t.tool_calls = Some(v.to_string());
+            } else if p == prov::GENERATED_AT_TIME {
+                t.created_at = Some(v.to_string());
+            }
+        }
+        if !(has_role && has_content) {
+            return Err(missing_turn(owner, index));
+        }
+        Ok(t)
+    }
+
+    /// Whether the graph of `owner` holds turn `index`.
+    pub(crate) fn has_turn(&self, owner: &SessionNode, index: u64) -> Result<bool> {
+        let turn = self.iris.turn(owner.id.as_str(), index);
+        Ok(self
+            .backend
+            .quads(
+                Some(turn.as_ref().into()),
+                Some(ft::INDEX),
+                None,
+                Some(GraphNameRef::NamedNode(owner.iri.as_ref())),
+            )
+            .next()
+            .transpose()?
+            .is_some())
+    }
+
+    /// The digest of turn `index` stored by `owner`.
+    pub(crate) fn digest(&self, owner: &SessionNode, index: u64) -> Result<String> {
+        let turn = self.iris.turn(owner.id.as_str(), index);
+        for quad in self.backend.quads(
+            Some(turn.as_ref().into()),
+            Some(ft::DIGEST),
+            None,
+            Some(GraphNameRef::NamedNode(owner.iri.as_ref())),
+        ) {
+            if let Term::Literal(l) = quad?.object {
+                return Ok(l.value().to_string());
+            }
+        }
+        Err(Error::Corrupt {
+            session: owner.id.to_string(),
+            detail: format!("turn {index} has no ft:digest"),
+        })
+    }
+
+    /// Whether `agent` is declared in graph `graph`.
+    pub(crate) fn declares(&self, graph: &NamedNode, agent: &Agent) -> Result<bool> {
+        let iri = self.iris.agent(agent);
+        self.backend.contains(QuadRef::new(
+            iri.as_ref(),
+            rdf::TYPE,
+            agent_class(agent),
+            GraphNameRef::NamedNode(graph.as_ref()),
+        ))
+    }
+
+    /// The quads declaring the agents turn `turn` of graph `graph` is attributed to.
+    pub(crate) fn attributions(
+        &self,
+        turn: &[Quad],
+        graph: &NamedNode,
+    ) -> Result<Vec<(NamedNode, Vec<Quad>)>> {
+        let mut out = Vec::new();
+        for quad in turn
+            .iter()
+            .filter(|q| q.predicate == prov::WAS_ATTRIBUTED_TO)
+        {
+            if let Term::NamedNode(agent) = &quad.object {
+                out.push((agent.clone(), self.about(agent.as_ref(), graph.as_ref())?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The models the own turns of session `iri` are attributed to, sorted.
+    pub(crate) fn models(&self, iri: &NamedNode) -> Result<Vec<String>> {
+        let mut models = BTreeSet::new();
+        for quad in self.backend.quads(
+            None,
+            Some(prov::WAS_ATTRIBUTED_TO),
+            None,
+            Some(GraphNameRef::NamedNode(iri.as_ref())),
+        ) {
+            if let Term::NamedNode(agent) = quad?.object {
+                if let Some(Agent::Model(m)) = self.iris.parse_agent(agent.as_ref()) {
+                    models.insert(m);
+                }
+            }
+        }
+        Ok(models.into_iter().collect())
+    }
+}
+
+pub(crate) fn missing_turn(owner: &SessionNode, index: u64) -> Error {
+    Error::Corrupt {
+        session: owner.id.to_string(),
+        detail: format!("turn {index} is missing or lacks ft:role/ft:content"),
+    }
+}

@@ -1,0 +1,407 @@
+//! The read path: session facts, the chain walk, load, replay, info, list, branches,
+//! tree. Nothing here writes.
+
+use crate::chain::{Chain, Span};
+use crate::error::{Error, Result};
+use crate::model::{
+    BranchInfo, ReplayRecord, SessionId, SessionInfo, TokenTotals, TreeNode, Turn, MAX_FORK_DEPTH,
+};
+use crate::query::queries;
+use crate::rdf::{instant, missing_turn, SessionNode};
+use crate::store::Store;
+use oxigraph::model::{Literal, NamedNode, NamedNodeRef, Term};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+impl Store {
+    /// The facts of the session stored in graph `iri`, length included, if that graph
+    /// holds a session: from the cache, or read and then cached.
+    pub(crate) fn facts_of(&self, iri: NamedNodeRef<'_>) -> Result<Option<SessionNode>> {
+        let epoch = if self.caching() {
+            let cache = self.cache();
+            if let (Some(f), Some(length)) = (cache.facts(iri.as_str()), cache.length(iri.as_str()))
+            {
+                return Ok(Some(SessionNode {
+                    length,
+                    ..f.clone()
+                }));
+            }
+            Some(cache.epoch())
+        } else {
+            None
+        };
+        let Some(mut f) = self.rdf().session_node(iri)? else {
+            return Ok(None);
+        };
+        let cached = epoch.and_then(|_| self.cache().length(iri.as_str()));
+        f.length = match cached {
+            Some(length) => length,
+            None => self.own_end(&f)?,
+        };
+        if let Some(epoch) = epoch {
+            self.cache().fill_facts(epoch, &f);
+        }
+        Ok(Some(f))
+    }
+
+    /// The session's length: one past its last own turn, or its fork point when it has
+    /// none. Turns are contiguous from the fork point, so an exponential then binary
+    /// search over turn IRIs finds the end in O(log n) point lookups, and the session
+    /// node itself never changes when turns are appended.
+    fn own_end(&self, f: &SessionNode) -> Result<u64> {
+        let rdf = self.rdf();
+        let exists = |index: u64| rdf.has_turn(f, index);
+        let start = f.own_start();
+        if !exists(start)? {
+            return Ok(start);
+        }
+        let (mut found, mut step) = (start, 1u64);
+        let overflow = || Error::Corrupt {
+            session: f.id.to_string(),
+            detail: "turn indices run past the largest index".into(),
+        };
+        let mut missing = loop {
+            let probe = start.checked_add(step).ok_or_else(overflow)?;
+            if exists(probe)? {
+                found = probe;
+                step = step.checked_mul(2).ok_or_else(overflow)?;
+            } else {
+                break probe;
+            }
+        };
+        while missing - found > 1 {
+            let mid = found + (missing - found) / 2;
+            if exists(mid)? {
+                found = mid;
+            } else {
+                missing = mid;
+            }
+        }
+        Ok(found + 1)
+    }
+
+    /// The facts of session `id`, or [`Error::SessionNotFound`].
+    pub(crate) fn require(&self, id: &SessionId) -> Result<SessionNode> {
+        self.facts_of(self.session_iri(id).as_ref())?
+            .ok_or_else(|| Error::SessionNotFound {
+                session: id.to_string(),
+            })
+    }
+
+    /// Whether session `id` exists.
+    pub fn exists(&self, id: &SessionId) -> Result<bool> {
+        Ok(self.facts_of(self.session_iri(id).as_ref())?.is_some())
+    }
+
+    /// The chain of `id`, root first. Cycles are found with a visited set (and named);
+    /// a chain longer than the depth limit is refused; a missing parent is named.
+    pub(crate) fn chain(&self, id: &SessionId) -> Result<Chain> {
+        let mut levels = vec![self.require(id)?];
+        let mut seen: HashSet<NamedNode> = HashSet::from([levels[0].iri.clone()]);
+        while let Some(parent) = levels.last().and_then(|f| f.parent.clone()) {
+            if !seen.insert(parent.clone()) {
+                let start = levels.iter().position(|f| f.iri == parent).unwrap_or(0);
+                let mut cycle: Vec<String> =
+                    levels[start..].iter().map(|f| f.id.to_string()).collect();
+                cycle.push(levels[start].id.to_string());
+                return Err(Error::CycleDetected {
+                    session: id.to_string(),
+                    cycle,
+                });
+            }
+            // Past the limit we keep walking (the store is finite) so that a long cycle
+            // is reported as a cycle, not as depth.
+            match self.facts_of(parent.as_ref())? {
+                Some(f) => levels.push(f),
+                None => {
+                    let child = levels.last().map(|f| f.id.to_string()).unwrap_or_default();
+                    return Err(Error::ParentMissing {
+                        session: child,
+                        parent: self.iris.name_of(parent.as_ref()),
+                    });
+                }
+            }
+        }
+        if levels.len() > MAX_FORK_DEPTH + 1 {
+            return Err(Error::ChainTooDeep {
+                session: id.to_string(),
+                max: MAX_FORK_DEPTH,
+            });
+        }
+        levels.reverse();
+        Ok(Chain::new(levels).expect("the chain holds at least the session"))
+    }
+
+    /// The digest of turn `index` as seen from the leaf of `chain`.
+    pub(crate) fn digest_in_chain(&self, chain: &Chain, index: u64) -> Result<String> {
+        let owner = chain.owner_of(index).ok_or_else(|| Error::Corrupt {
+            session: chain.leaf().id.to_string(),
+            detail: format!("no session in the chain owns turn {index}"),
+        })?;
+        self.rdf().digest(owner, index)
+    }
+
+    /// Loads the turns of `id` in order, inherited prefix stitched in; `up_to` is an
+    /// inclusive last index.
+    pub fn load(&self, id: &SessionId, up_to: Option<u64>) -> Result<Vec<Turn>> {
+        let chain = self.chain(id)?;
+        let rdf = self.rdf();
+        let mut turns = Vec::new();
+        for span in chain.spans(id, up_to)? {
+            for index in span.from..span.to {
+                turns.push(rdf.turn(span.owner, index)?);
+            }
+        }
+        Ok(turns)
+    }
+
+    /// The plain `index/role/content/branch` records of `id`, in order; `up_to` is an
+    /// inclusive last index. Never writes to the store.
+    pub fn replay(&self, id: &SessionId, up_to: Option<u64>) -> Result<Vec<ReplayRecord>> {
+        // Noted before the chain is read: records filled later must not outlive a drop
+        // (a delete, an update) that happened after these facts were read.
+        let epoch = self.cache().epoch();
+        let chain = self.chain(id)?;
+        let spans = chain.spans(id, up_to)?;
+        let mut out = Vec::with_capacity(spans.last().map_or(0, |s| s.to as usize));
+        for span in spans {
+            self.replay_span(epoch, span, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Pushes the records of one span onto `out`: from the cache where it has them; the
+    /// rest read from the store, then cached.
+    fn replay_span(&self, epoch: u64, span: Span<'_>, out: &mut Vec<ReplayRecord>) -> Result<()> {
+        let Span { owner, from, to } = span;
+        let rest = if self.caching() {
+            let cache = self.cache();
+            let cached = cache.turns(owner.iri.as_str(), from, to);
+            out.extend(cached.iter().map(|r| ReplayRecord::clone(r)));
+            from + cached.len() as u64
+        } else {
+            from
+        };
+        if rest == to {
+            return Ok(());
+        }
+        // One projected query over the owner's graph reads a run of turns 2-3x faster
+        // than a point lookup per turn, but it scans the whole graph: use it when the
+        // run is a good part of what the owner stores.
+        let read: Vec<Arc<ReplayRecord>> = if (to - rest) * 4 >= owner.own_turns() {
+            self.scan_records(owner, rest, to)?
+        } else {
+            let rdf = self.rdf();
+            (rest..to)
+                .map(|index| Ok(Arc::new(ReplayRecord::from(&rdf.turn(owner, index)?))))
+                .collect::<Result<_>>()?
+        };
+        out.extend(read.iter().map(|r| ReplayRecord::clone(r)));
+        if self.caching() {
+            self.cache()
+                .fill_turns(epoch, owner.iri.as_str(), owner.own_start(), rest, &read);
+        }
+        Ok(())
+    }
+
+    /// The records of turns `from..to` of `owner`, through `turn-records.rq`.
+    fn scan_records(
+        &self,
+        owner: &SessionNode,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Arc<ReplayRecord>>> {
+        let bindings = [
+            ("session", owner.iri.clone().into()),
+            ("from", Literal::from(from).into()),
+            ("to", Literal::from(to).into()),
+        ];
+        let mut slots: Vec<Option<Arc<ReplayRecord>>> = vec![None; (to - from) as usize];
+        for row in self.select(&queries::TURN_RECORDS, &bindings)? {
+            let text = |var: &str| match row.get(var) {
+                Some(Term::Literal(l)) => Some(l.value()),
+                _ => None,
+            };
+            let index = text("index").and_then(|i| i.parse::<u64>().ok());
+            let (Some(index), Some(role), Some(content)) = (index, text("role"), text("content"))
+            else {
+                continue;
+            };
+            let slot = index
+                .checked_sub(from)
+                .and_then(|i| slots.get_mut(i as usize));
+            if let Some(slot) = slot {
+                *slot = Some(Arc::new(ReplayRecord {
+                    index,
+                    role: role.parse()?,
+                    content: content.to_string(),
+                    branch: text("branch").unwrap_or(&owner.branch).to_string(),
+                }));
+            }
+        }
+        slots
+            .into_iter()
+            .enumerate()
+            .map(|(i, slot)| slot.ok_or_else(|| missing_turn(owner, from + i as u64)))
+            .collect()
+    }
+
+    /// Lineage facts and counts of one session.
+    pub fn info(&self, id: &SessionId) -> Result<SessionInfo> {
+        let facts = self.require(id)?;
+        let mut info = self.info_of(&facts)?;
+        let (mut own, mut inherited) = (0, 0);
+        for r in self.replay(id, None)? {
+            if r.index < facts.own_start() {
+                inherited += r.content.len() as u64;
+            } else {
+                own += r.content.len() as u64;
+            }
+        }
+        info.own_content_bytes = Some(own);
+        info.inherited_content_bytes = Some(inherited);
+        info.models = self.rdf().models(&facts.iri)?;
+        info.tokens = self.tokens_of(&facts.iri)?;
+        info.subagent = self.rdf().sub_agent(facts.iri.as_ref())?;
+        Ok(info)
+    }
+
+    pub(crate) fn info_of(&self, f: &SessionNode) -> Result<SessionInfo> {
+        let id_of = |n: &NamedNode| -> Result<SessionId> {
+            self.iris
+                .session_id(n.as_ref())
+                .ok_or_else(|| Error::Corrupt {
+                    session: f.id.to_string(),
+                    detail: format!("{n} is not a session IRI of this store"),
+                })
+        };
+        let principal = f
+            .principal
+            .as_ref()
+            .and_then(|p| self.iris.parse_agent(p.as_ref()))
+            .map(|a| a.name().to_string());
+        let head_digest = if f.length == 0 {
+            None
+        } else if f.length > f.own_start() {
+            Some(self.rdf().digest(f, f.length - 1)?)
+        } else {
+            f.base_digest.clone()
+        };
+        Ok(SessionInfo {
+            session: f.id.clone(),
+            branch: f.branch.clone(),
+            title: f.title.clone(),
+            principal,
+            parent: f.parent.as_ref().map(id_of).transpose()?,
+            forked_at_index: f.parent.as_ref().and(f.forked_at),
+            fork_root: match &f.fork_root {
+                Some(root) => id_of(root)?,
+                None => f.id.clone(),
+            },
+            depth: f.depth as usize,
+            length: f.length,
+            own_turns: f.own_turns(),
+            created_at: f.created.clone(),
+            head_digest,
+            summary: f.summary.clone(),
+            inherited_turns: f.length.min(f.own_start()),
+            own_content_bytes: None,
+            inherited_content_bytes: None,
+            models: Vec::new(),
+            tokens: None,
+            subagent: None,
+        })
+    }
+
+    /// Every session in the store, oldest first.
+    pub fn list(&self) -> Result<Vec<SessionInfo>> {
+        let mut out = Vec::new();
+        for iri in self.rdf().sessions()? {
+            if let Some(f) = self.facts_of(iri.as_ref())? {
+                out.push(self.info_of(&f)?);
+            }
+        }
+        out.sort_by_cached_key(|s| (instant(s.created_at.as_deref()), s.session.clone()));
+        Ok(out)
+    }
+
+    /// The facts of the direct children of the session `iri`, oldest first.
+    pub(crate) fn children_of(&self, iri: &NamedNode) -> Result<Vec<SessionNode>> {
+        let mut out = Vec::new();
+        for child in self.rdf().children(iri)? {
+            if let Some(f) = self.facts_of(child.as_ref())? {
+                out.push(f);
+            }
+        }
+        out.sort_by_cached_key(|f| (instant(f.created.as_deref()), f.id.clone()));
+        Ok(out)
+    }
+
+    /// `root` and every session below it, parents before children.
+    pub(crate) fn subtree_of(&self, root: SessionNode) -> Result<Vec<SessionNode>> {
+        let mut seen = HashSet::from([root.iri.clone()]);
+        let mut out = vec![root];
+        let mut next = 0;
+        while next < out.len() {
+            for child in self.children_of(&out[next].iri.clone())? {
+                if seen.insert(child.iri.clone()) {
+                    out.push(child);
+                }
+            }
+            next += 1;
+        }
+        Ok(out)
+    }
+
+    fn tokens_of(&self, iri: &NamedNode) -> Result<Option<TokenTotals>> {
+        Ok(self
+            .rdf()
+            .usage_of(iri)?
+            .map(|(input, output)| TokenTotals { input, output }))
+    }
+
+    /// The direct children (branches) of `id`.
+    pub fn branches(&self, id: &SessionId) -> Result<Vec<BranchInfo>> {
+        let facts = self.require(id)?;
+        Ok(self
+            .children_of(&facts.iri)?
+            .into_iter()
+            .map(|c| BranchInfo {
+                own_turns: c.own_turns(),
+                forked_at_index: c.own_start(),
+                summary: c.summary,
+                session: c.id,
+                branch: c.branch,
+                created_at: c.created,
+            })
+            .collect())
+    }
+
+    /// `id` and all its descendants.
+    pub fn tree(&self, id: &SessionId) -> Result<TreeNode> {
+        let facts = self.require(id)?;
+        let mut seen = HashSet::new();
+        self.subtree(facts, &mut seen)
+    }
+
+    fn subtree(&self, f: SessionNode, seen: &mut HashSet<NamedNode>) -> Result<TreeNode> {
+        seen.insert(f.iri.clone());
+        let mut children = Vec::new();
+        for child in self.children_of(&f.iri)? {
+            if !seen.contains(&child.iri) {
+                children.push(self.subtree(child, seen)?);
+            }
+        }
+        let (models, tokens) = (self.rdf().models(&f.iri)?, self.tokens_of(&f.iri)?);
+        Ok(TreeNode {
+            models,
+            tokens,
+            forked_at_index: f.parent.as_ref().and(f.forked_at),
+            session: f.id,
+            branch: f.branch,
+            length: f.length,
+            summary: f.summary,
+            children,
+        })
+    }
+}
