@@ -1,0 +1,401 @@
+//! The code's shape, checked by reading `src/`: the rules ARCHITECTURE.md states hold,
+//! and a change that breaks one fails here with the file and line.
+//!
+//! - modules import each other in one direction only (no cycle among `crate::` paths);
+//! - the engine files' `impl Store` methods call each other in one direction only;
+//! - quads are built, and vocabulary terms named, only in `src/rdf/` (and `vocab.rs`);
+//! - no function is longer than 120 lines unless a `// Long:` comment above it says why.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `src/`, with its text (comments and string contents kept:
+/// each check strips what it must).
+fn sources() -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((path, text));
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    walk(&root.join("src"), &mut out);
+    out.into_iter()
+        .map(|(p, t)| (p.strip_prefix(root).unwrap().to_path_buf(), t))
+        .collect()
+}
+
+/// `text` without `//` comments and without the contents of string literals, line
+/// breaks kept (so line numbers still match).
+fn code_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut in_string = false;
+        let mut escaped = false;
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '"' {
+                    in_string = false;
+                    out.push('"');
+                }
+                continue;
+            }
+            if c == '/' && chars.peek() == Some(&'/') {
+                break;
+            }
+            // A char literal such as '"' is not a string.
+            if c == '\'' {
+                let rest: String = chars.clone().take(3).collect();
+                if rest.starts_with("\"'") || rest.starts_with("\\\"'") {
+                    out.push_str("'?'");
+                    for _ in 0..rest.find('\'').unwrap() + 1 {
+                        chars.next();
+                    }
+                    continue;
+                }
+            }
+            if c == '"' {
+                in_string = true;
+            }
+            out.push(c);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The top-level module a file belongs to: `src/io/graphs.rs` → `io`.
+fn module_of(path: &Path) -> String {
+    let rel = path.strip_prefix("src").unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_str()
+        .unwrap();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// Words made of `[A-Za-z0-9_]` that directly follow `prefix` in `code`.
+fn words_after<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
+    words_and_next(code, prefix)
+        .into_iter()
+        .map(|(w, _)| w)
+        .collect()
+}
+
+/// Each word after `prefix`, with the character after it.
+fn words_and_next<'a>(code: &'a str, prefix: &str) -> Vec<(&'a str, Option<char>)> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        out.push((&rest[..end], rest[end..].chars().next()));
+    }
+    out
+}
+
+/// A cycle in `graph`, if there is one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        done: &mut BTreeSet<String>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, done, path) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut done, &mut Vec::new()))
+}
+
+/// What `src/lib.rs` re-exports at the crate root, by name, with the module it comes
+/// from (`binding_value` → `query`).
+fn root_exports(lib: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for statement in code_only(lib).split(';') {
+        let Some(path) = statement.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let Some((module, names)) = path.split_once("::") else {
+            continue;
+        };
+        for name in names.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            if !name.is_empty() {
+                out.insert(name.to_string(), module.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn modules_import_each_other_in_one_direction() {
+    let files = sources();
+    let modules: BTreeSet<String> = files.iter().map(|(p, _)| module_of(p)).collect();
+    let lib = &files
+        .iter()
+        .find(|(p, _)| p == Path::new("src/lib.rs"))
+        .unwrap()
+        .1;
+    let exports = root_exports(lib);
+    assert_eq!(
+        exports.get("binding_value").map(String::as_str),
+        Some("query")
+    );
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in &files {
+        let module = module_of(path);
+        // The crate roots and the binary only assemble and use the library.
+        if ["lib", "main", "cli"].contains(&module.as_str()) {
+            continue;
+        }
+        let code = code_only(text);
+        let deps = graph.entry(module.clone()).or_default();
+        for used in words_after(&code, "crate::") {
+            let target = if modules.contains(used) {
+                used.to_string()
+            } else if let Some(from) = exports.get(used) {
+                from.clone()
+            } else if lib.contains(&format!(" {used}:")) {
+                continue; // an item of lib.rs itself (`ONTOLOGY`)
+            } else {
+                panic!(
+                    "{} uses crate::{used}, which the scan cannot place",
+                    path.display()
+                )
+            };
+            if target != module {
+                deps.insert(target);
+            }
+        }
+    }
+    assert!(
+        graph["rdf"].contains("storage") && graph["store"].contains("rdf"),
+        "the scan misses imports: {graph:?}"
+    );
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("import cycle among src/ modules: {}", cycle.join(" -> "));
+    }
+}
+
+/// The methods each file adds to `Store`, by name.
+fn store_methods(files: &[(PathBuf, String)]) -> BTreeMap<String, PathBuf> {
+    let mut defined = BTreeMap::new();
+    for (path, text) in files {
+        let code = code_only(text);
+        let mut inside = false;
+        for line in code.lines() {
+            if line.starts_with("impl Store {") || line.starts_with("impl<'s> Store {") {
+                inside = true;
+            } else if inside && line == "}" {
+                inside = false;
+            } else if inside {
+                let trimmed = line.trim_start();
+                let indent = line.len() - trimmed.len();
+                let signature = trimmed
+                    .trim_start_matches("pub(crate) ")
+                    .trim_start_matches("pub(super) ")
+                    .trim_start_matches("pub ");
+                if indent == 4 {
+                    if let Some(name) = words_after(signature, "fn ").first() {
+                        let earlier = defined.insert(name.to_string(), path.clone());
+                        assert!(
+                            earlier.is_none(),
+                            "Store::{name} is defined in {} and {}",
+                            earlier.unwrap().display(),
+                            path.display()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    defined
+}
+
+#[test]
+fn engine_files_call_each_other_in_one_direction() {
+    let files = sources();
+    let defined = store_methods(&files);
+    assert!(
+        defined.len() > 50 && defined.contains_key("replay") && defined.contains_key("fork"),
+        "the scan misses Store methods: {defined:?}"
+    );
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut why: BTreeMap<(String, String), String> = BTreeMap::new();
+    for (path, text) in &files {
+        if path.starts_with("src/cli") || path.starts_with("src/server") {
+            continue;
+        }
+        let code = code_only(text);
+        let here = path.display().to_string();
+        // Calls on a store: `self.` inside `impl Store`, and the stores other types hold.
+        for receiver in ["self.", "store.", "scratch."] {
+            for (name, next) in words_and_next(&code, receiver) {
+                let Some(owner) = defined.get(name) else {
+                    continue;
+                };
+                let owner = owner.display().to_string();
+                if owner != here && next == Some('(') {
+                    graph.entry(here.clone()).or_default().insert(owner.clone());
+                    why.insert((here.clone(), owner), name.to_string());
+                }
+            }
+        }
+    }
+    assert!(
+        graph["src/write.rs"].contains("src/read.rs"),
+        "the scan misses calls: {graph:?}"
+    );
+    if let Some(cycle) = find_cycle(&graph) {
+        let steps: Vec<String> = cycle
+            .windows(2)
+            .map(|w| {
+                let name = &why[&(w[0].clone(), w[1].clone())];
+                format!("{} calls {name} of {}", w[0], w[1])
+            })
+            .collect();
+        panic!(
+            "engine files call each other both ways: {}",
+            steps.join("; ")
+        );
+    }
+}
+
+#[test]
+fn quads_and_terms_are_made_only_in_src_rdf() {
+    let vocabularies = ["ft::", "prov::", "dcterms::", "rdf::", "rdfs::", "xsd::"];
+    let builders = ["Quad::new", "QuadRef::new", "Triple::new"];
+    let mut found = Vec::new();
+    let mut seen_in_rdf = 0;
+    for (path, text) in sources() {
+        let in_rdf = path.starts_with("src/rdf") || path == Path::new("src/vocab.rs");
+        for (n, line) in code_only(&text).lines().enumerate() {
+            let mut hits: Vec<String> = Vec::new();
+            for vocabulary in vocabularies {
+                for word in words_after(line, vocabulary) {
+                    // Constants only (`ft::BRANCH`); `NS` names a namespace, not a term.
+                    let is_constant = !word.is_empty()
+                        && word.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                        && word != "NS"
+                        && !line.contains(&format!("crate::{vocabulary}{word}"));
+                    if is_constant {
+                        hits.push(format!("{vocabulary}{word}"));
+                    }
+                }
+            }
+            for builder in builders {
+                if line.contains(builder) {
+                    hits.push(builder.to_string());
+                }
+            }
+            if in_rdf {
+                seen_in_rdf += hits.len();
+            } else {
+                for hit in hits {
+                    found.push(format!("{}:{}: {hit}", path.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(seen_in_rdf > 100, "the scan misses terms in src/rdf/");
+    assert!(
+        found.is_empty(),
+        "quads or vocabulary terms outside src/rdf/:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn long_functions_say_why() {
+    const LIMIT: usize = 120;
+    let mut long = Vec::new();
+    let mut measured = 0;
+    for (path, text) in sources() {
+        let code = code_only(&text);
+        let lines: Vec<&str> = code.lines().collect();
+        let original: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            let indent = &line[..line.len() - trimmed.len()];
+            let signature = trimmed
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub(super) ")
+                .trim_start_matches("pub ")
+                .trim_start_matches("async ")
+                .trim_start_matches("const ");
+            if !signature.starts_with("fn ") {
+                continue;
+            }
+            // A body ends at the first `}` at the signature's indentation.
+            let close = format!("{indent}}}");
+            let Some(end) = lines[i + 1..].iter().position(|l| *l == close) else {
+                continue;
+            };
+            measured += 1;
+            let length = end + 2;
+            if length <= LIMIT {
+                continue;
+            }
+            let comment_above = original[..i]
+                .iter()
+                .rev()
+                .take_while(|l| {
+                    let t = l.trim_start();
+                    t.starts_with("//") || t.starts_with("#[")
+                })
+                .any(|l| l.trim_start().starts_with("// Long:"));
+            if !comment_above {
+                long.push(format!("{}:{} ({length} lines)", path.display(), i + 1));
+            }
+        }
+    }
+    assert!(measured > 300, "the scan misses functions ({measured})");
+    assert!(
+        long.is_empty(),
+        "functions over {LIMIT} lines without a `// Long:` comment saying why:\n{}",
+        long.join("\n")
+    );
+}
