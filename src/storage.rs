@@ -4,7 +4,8 @@
 //! The engine reads quads by pattern, runs SPARQL queries with values bound as terms,
 //! commits a change (graphs dropped, quads removed, quads inserted) atomically, and
 //! needs to know whether this process owns the store alone (the read cache is only safe
-//! then). Nothing outside this module names `oxigraph::store::Store`.
+//! then). The engine never names `oxigraph::store::Store`: outside this module only
+//! `Store::oxigraph`, the public escape hatch to an embedded store, does.
 
 use crate::error::{Error, Result};
 use oxigraph::model::{
@@ -83,8 +84,8 @@ pub(crate) trait Backend: Send + Sync {
     /// The directory of an on-disk store.
     fn path(&self) -> Option<&Path>;
 
-    /// The Oxigraph store behind an embedded backend.
-    fn oxigraph(&self) -> &oxigraph::store::Store;
+    /// The Oxigraph store behind an embedded backend; `None` for one that is not.
+    fn oxigraph(&self) -> Option<&oxigraph::store::Store>;
 }
 
 /// Oxigraph in this process: in memory, or a RocksDB directory this process holds.
@@ -229,8 +230,8 @@ impl Backend for Embedded {
         self.path.as_deref()
     }
 
-    fn oxigraph(&self) -> &oxigraph::store::Store {
-        &self.store
+    fn oxigraph(&self) -> Option<&oxigraph::store::Store> {
+        Some(&self.store)
     }
 }
 

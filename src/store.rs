@@ -85,9 +85,12 @@ impl Store {
     /// The underlying Oxigraph store, for reads the API does not cover.
     ///
     /// Writing through it bypasses forktrail's invariants, write lock and read cache:
-    /// call [`Store::clear_caches`] after such a write.
+    /// call [`Store::clear_caches`] after such a write. Every store `open` and
+    /// `in_memory` make is an embedded Oxigraph store.
     pub fn oxigraph(&self) -> &oxigraph::store::Store {
-        self.backend.oxigraph()
+        self.backend
+            .oxigraph()
+            .expect("open and in_memory make embedded stores")
     }
 
     /// Bytes the on-disk store takes (RocksDB files and write-ahead log); `None` in memory.

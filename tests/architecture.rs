@@ -4,6 +4,7 @@
 //! - modules import each other in one direction only (no cycle among `crate::` paths);
 //! - the engine files' `impl Store` methods call each other in one direction only;
 //! - quads are built, and vocabulary terms named, only in `src/rdf/` (and `vocab.rs`);
+//! - only the storage seam (`src/storage.rs`) names `oxigraph::store::Store`;
 //! - no function is longer than 120 lines unless a `// Long:` comment above it says why.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -397,5 +398,30 @@ fn long_functions_say_why() {
         long.is_empty(),
         "functions over {LIMIT} lines without a `// Long:` comment saying why:\n{}",
         long.join("\n")
+    );
+}
+
+#[test]
+fn only_the_storage_seam_names_the_oxigraph_store() {
+    let mut found = Vec::new();
+    let mut in_storage = 0;
+    for (path, text) in sources() {
+        for (n, line) in code_only(&text).lines().enumerate() {
+            if !line.contains("oxigraph::store::Store") || line.contains("StorageError") {
+                continue;
+            }
+            // The public escape hatch to an embedded store is the one exception.
+            let escape_hatch = line.contains("pub fn oxigraph(&self)");
+            if path == Path::new("src/storage.rs") {
+                in_storage += 1;
+            } else if !escape_hatch {
+                found.push(format!("{}:{}", path.display(), n + 1));
+            }
+        }
+    }
+    assert!(in_storage > 0, "the scan misses the seam itself");
+    assert!(
+        found.is_empty(),
+        "oxigraph::store::Store named outside src/storage.rs: {found:?}"
     );
 }
