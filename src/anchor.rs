@@ -25,7 +25,7 @@ impl Store {
                 })
             })
             .transpose()?;
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         let facts = self.require(session)?;
         if let Some(existing) = self
             .rdf()

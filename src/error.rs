@@ -107,12 +107,39 @@ pub enum Error {
     #[error("{0}")]
     InvalidInput(String),
 
-    /// Another process holds the on-disk store.
+    /// Another process holds the on-disk store. `server` is the SPARQL URL of the
+    /// `forktrail serve` that holds it, when that server said so.
     #[error(
-        "store {} is in use by another process — is `forktrail serve` running? \
-         Stop it, or use its HTTP API to share the store", path.display()
+        "store {} is in use by another process{}; or stop that process",
+        path.display(),
+        match server {
+            Some(url) => format!(
+                " (`forktrail serve` at {url}): run commands through it with \
+                 `forktrail --store {url} …` (FORKTRAIL_STORE_TOKEN=its token, to write)"
+            ),
+            None => " — is `forktrail serve` running? Then run commands through it with \
+                     `forktrail --store http://HOST:PORT/sparql …` (FORKTRAIL_STORE_TOKEN=its \
+                     token, to write)"
+                .to_string(),
+        }
     )]
-    StoreLocked { path: PathBuf },
+    StoreLocked {
+        path: PathBuf,
+        server: Option<String>,
+    },
+
+    /// A remote SPARQL store could not be reached, refused a request or answered
+    /// something unreadable.
+    #[error("the SPARQL store at {url} failed: {detail}")]
+    Remote { url: String, detail: String },
+
+    /// Other processes kept writing the same sessions of a shared store for longer than
+    /// forktrail waits.
+    #[error(
+        "{what} is being written by another process; gave up after {seconds} s \
+         (a writer that died holds it until its lease expires)"
+    )]
+    Contended { what: String, seconds: u64 },
 
     /// The stored data breaks forktrail's model (edited by hand or by a foreign tool).
     #[error("corrupt data in session {session}: {detail}")]

@@ -60,6 +60,7 @@ pub use regenerate::{
     RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
     ESTIMATE_METHOD,
 };
+pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};
 pub use store::Store;
 
 #[cfg(doctest)]

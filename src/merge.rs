@@ -12,7 +12,7 @@ impl Store {
     /// merged is refused. PROV: an `ft:Merge` activity used the child and generated the
     /// turn, which `prov:wasDerivedFrom` the child.
     pub fn merge(&self, child: &SessionId, options: MergeOptions) -> Result<MergePlan> {
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         let chain = self.chain(child)?;
         let facts = chain.leaf().clone();
         let into = match (options.into, chain.parent()) {
@@ -153,7 +153,7 @@ impl Store {
 
     /// Records that the work in fork `child` ended without a merge.
     fn abandon(&self, child: &SessionId, why: &str) -> Result<()> {
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         let facts = self.require(child)?;
         if self.rdf().abandoned(&facts)? {
             return Ok(());
@@ -178,7 +178,7 @@ impl SessionWriter<'_> {
 
     /// Appends a turn to the held session and returns its index.
     pub fn append(&self, turn: NewTurn) -> Result<u64> {
-        let mut tx = self.store.write();
+        let mut tx = self.store.write()?;
         let facts = self.store.require(&self.session)?;
         let index = self.store.append_in(&mut tx, &facts, turn, |_, _, _| {})?;
         tx.commit()?;

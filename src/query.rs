@@ -227,7 +227,7 @@ impl Store {
     /// forktrail never fetches anything.
     pub fn update(&self, sparql: &str, cancel: Option<&CancellationToken>) -> Result<()> {
         let update = crate::query_check::parse_update(sparql)?;
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         let result = self.backend().update(update, cancel.cloned());
         // An update may change anything: the derived read cache goes, whatever the
         // outcome.

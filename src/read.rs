@@ -17,6 +17,12 @@ impl Store {
     /// The facts of the session stored in graph `iri`, length included, if that graph
     /// holds a session: from the cache, or read and then cached.
     pub(crate) fn facts_of(&self, iri: NamedNodeRef<'_>) -> Result<Option<SessionNode>> {
+        if self.across_network() {
+            return Ok(self
+                .rdf()
+                .nodes_with_lengths(iri, false)?
+                .remove(&iri.into_owned()));
+        }
         let epoch = if self.caching() {
             let cache = self.cache();
             if let (Some(f), Some(length)) = (cache.facts(iri.as_str()), cache.length(iri.as_str()))
@@ -96,7 +102,27 @@ impl Store {
     /// The chain of `id`, root first. Cycles are found with a visited set (and named);
     /// a chain longer than the depth limit is refused; a missing parent is named.
     pub(crate) fn chain(&self, id: &SessionId) -> Result<Chain> {
-        let mut levels = vec![self.require(id)?];
+        if self.across_network() {
+            // Every level in one request, then the same walk over what came back.
+            let mut nodes = self
+                .rdf()
+                .nodes_with_lengths(self.session_iri(id).as_ref(), true)?;
+            return self.walk(id, |iri| Ok(nodes.remove(&iri.into_owned())));
+        }
+        self.walk(id, |iri| self.facts_of(iri))
+    }
+
+    /// The chain of `id` with the facts of each level from `facts_of`.
+    fn walk(
+        &self,
+        id: &SessionId,
+        mut facts_of: impl FnMut(NamedNodeRef<'_>) -> Result<Option<SessionNode>>,
+    ) -> Result<Chain> {
+        let leaf =
+            facts_of(self.session_iri(id).as_ref())?.ok_or_else(|| Error::SessionNotFound {
+                session: id.to_string(),
+            })?;
+        let mut levels = vec![leaf];
         let mut seen: HashSet<NamedNode> = HashSet::from([levels[0].iri.clone()]);
         while let Some(parent) = levels.last().and_then(|f| f.parent.clone()) {
             if !seen.insert(parent.clone()) {
@@ -111,7 +137,7 @@ impl Store {
             }
             // Past the limit we keep walking (the store is finite) so that a long cycle
             // is reported as a cycle, not as depth.
-            match self.facts_of(parent.as_ref())? {
+            match facts_of(parent.as_ref())? {
                 Some(f) => levels.push(f),
                 None => {
                     let child = levels.last().map(|f| f.id.to_string()).unwrap_or_default();
@@ -163,6 +189,11 @@ impl Store {
         let epoch = self.cache().epoch();
         let chain = self.chain(id)?;
         let spans = chain.spans(id, up_to)?;
+        if self.across_network() {
+            // Every span in one request: a replay is two requests at any depth.
+            let spans: Vec<_> = spans.iter().map(|s| (s.owner, s.from, s.to)).collect();
+            return self.rdf().span_records(&spans);
+        }
         let mut out = Vec::with_capacity(spans.last().map_or(0, |s| s.to as usize));
         for span in spans {
             self.replay_span(epoch, span, &mut out)?;

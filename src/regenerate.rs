@@ -274,7 +274,7 @@ impl Store {
             options.request_id
         ]);
         let key = rdf::sha256_hex(&[parts.to_string().as_bytes()]);
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         if !options.again {
             if let Some(job) = self.job_of_request(&key, options.request_id.is_some())? {
                 return Ok(job);
@@ -431,7 +431,7 @@ impl Store {
     /// Sets a running job's final status in one transaction; a job already ended is
     /// left alone.
     fn finish(&self, node: &JobNode, status: JobStatus, error: Option<&str>) -> Result<Job> {
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         self.finish_in(&mut tx, node, status, error)?;
         tx.commit()?;
         self.rdf().job(node)
@@ -503,7 +503,7 @@ impl Store {
         flag: &AtomicBool,
     ) -> Result<Job> {
         let answer = Answer::read(answer, &job.model)?;
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         if self.cancel_requested(&job.job, flag) {
             self.finish_in(&mut tx, node, JobStatus::Cancelled, None)?;
             tx.commit()?;

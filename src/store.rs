@@ -4,13 +4,19 @@
 use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
 use crate::error::{Error, Result};
 use crate::model::{ReplayRecord, SessionId};
-use crate::rdf::{Iris, Rdf};
-use crate::storage::{Backend, Change, Embedded};
+use crate::rdf::{lease_quads, Iris, Rdf};
+use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
 use oxigraph::model::{NamedNode, Quad};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long a lease holds if its writer never removes it (a process that died).
+const LEASE_TTL: Duration = Duration::from_secs(30);
+/// How long a writer waits for others' leases before giving up.
+const LEASE_WAIT: Duration = Duration::from_secs(45);
 
 /// A forktrail store: sessions and turns as RDF, one named graph per session.
 ///
@@ -36,6 +42,8 @@ pub struct Store {
     caching: bool,
     /// Sessions held by a `SessionWriter`.
     writers: Mutex<HashSet<SessionId>>,
+    /// How long a write waits for other processes' leases on a shared store.
+    lease_wait: Duration,
     /// Cancellation flags of the regeneration jobs this process runs.
     pub(crate) jobs_running: Mutex<HashMap<String, Arc<AtomicBool>>>,
 }
@@ -54,6 +62,35 @@ impl Store {
         Ok(Self::wrap(Box::new(Embedded::in_memory()?)))
     }
 
+    /// A remote SPARQL 1.1 store (Oxigraph server, Virtuoso, GraphDB, Neptune, another
+    /// `forktrail serve`, …), which many processes may share.
+    ///
+    /// Nothing is sent until the first operation. Its default graph must be the union
+    /// of its named graphs (Oxigraph server: `--union-default-graph`); writers of one
+    /// store coordinate through leases in the graph `{base}leases` (ARCHITECTURE.md
+    /// says what that relies on).
+    pub fn remote(config: RemoteConfig) -> Result<Self> {
+        Ok(Self::wrap(Box::new(Remote::new(config)?)))
+    }
+
+    /// How long a write to a shared store waits while other processes hold leases on
+    /// its sessions before failing with [`Error::Contended`] (default 45 s; a lease
+    /// whose writer died lapses after 30 s).
+    pub fn with_lease_wait(mut self, wait: Duration) -> Self {
+        self.lease_wait = wait;
+        self
+    }
+
+    /// HTTP requests sent so far to a remote store; `None` for an embedded one.
+    pub fn remote_requests(&self) -> Option<u64> {
+        self.backend.requests()
+    }
+
+    /// Where the store is: its directory, its query URL, or `memory`.
+    pub fn location(&self) -> String {
+        self.backend.location()
+    }
+
     fn wrap(backend: Box<dyn Backend>) -> Self {
         Self {
             caching: backend.exclusive(),
@@ -62,6 +99,7 @@ impl Store {
             write_lock: Mutex::new(()),
             cache: Mutex::new(Cache::new(DEFAULT_TURN_BUDGET)),
             writers: Mutex::new(HashSet::new()),
+            lease_wait: LEASE_WAIT,
             jobs_running: Mutex::new(HashMap::new()),
         }
     }
@@ -164,27 +202,113 @@ impl Store {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the store is across a network: reads then ask for much per request
+    /// rather than making many point lookups.
+    pub(crate) fn across_network(&self) -> bool {
+        self.backend.requests().is_some()
+    }
+
     /// Whether reads may use the cache (this process owns the store alone).
     pub(crate) fn caching(&self) -> bool {
         self.caching
     }
 
-    /// Starts a write: takes the store's write lock until the transaction is committed
-    /// or dropped.
-    pub(crate) fn write(&self) -> WriteTx<'_> {
+    /// Starts a write that may touch anything: takes the store's write lock (and, on a
+    /// shared store, a lease on the whole store) until the transaction is committed or
+    /// dropped.
+    pub(crate) fn write(&self) -> Result<WriteTx<'_>> {
+        self.write_on(&[])
+    }
+
+    /// Starts a write that touches sessions `keys` only (their graphs, their children):
+    /// on a shared store, other processes may write other sessions meanwhile. Empty
+    /// `keys` claims the whole store.
+    pub(crate) fn write_on(&self, keys: &[NamedNode]) -> Result<WriteTx<'_>> {
         // A panic while holding the lock left no partial write (nothing was committed),
         // so a poisoned lock is safe to take over.
         let guard = self
             .write_lock
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        WriteTx {
+        let lease = if self.backend.exclusive() {
+            None
+        } else {
+            Some(self.acquire(keys)?)
+        };
+        Ok(WriteTx {
             store: self,
             _guard: guard,
             change: Change::default(),
             forget: Vec::new(),
             appended: Vec::new(),
             clear: false,
+            lease,
+        })
+    }
+
+    /// Claims `keys` (the whole store if empty) against the other writers of a shared
+    /// store: writes a lease, reads every lease back, and goes ahead only if no other
+    /// unexpired lease claims the same; otherwise withdraws and tries again after a
+    /// random pause. Two writers can never both go ahead: whichever wrote second sees
+    /// the first's lease. Both may step back, hence the pauses.
+    fn acquire(&self, keys: &[NamedNode]) -> Result<Lease> {
+        let store_key = self.iris.lease_graph();
+        let keys: Vec<NamedNode> = if keys.is_empty() {
+            vec![store_key.clone()]
+        } else {
+            keys.to_vec()
+        };
+        let claims = |other: &[NamedNode]| {
+            other
+                .iter()
+                .any(|k| *k == store_key || keys.contains(k) || keys.contains(&store_key))
+        };
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let id = uuid::Uuid::now_v7();
+            let node = self.iris.lease(&id.to_string());
+            let expires = chrono::Utc::now()
+                + chrono::Duration::from_std(LEASE_TTL).expect("a small duration");
+            let quads = lease_quads(&self.iris, &node, &keys, expires);
+            self.backend.commit(Change {
+                inserts: quads.clone(),
+                ..Change::default()
+            })?;
+            let now = chrono::Utc::now();
+            let mut stale = Vec::new();
+            let mut blocked = false;
+            for other in self.rdf().leases()? {
+                if other.node == node || !claims(&other.keys) {
+                    continue;
+                }
+                match other.expires {
+                    Some(t) if t > now => blocked = true,
+                    _ => stale.extend(other.quads),
+                }
+            }
+            if !blocked {
+                return Ok(Lease { quads, stale });
+            }
+            self.backend.commit(Change {
+                removes: quads,
+                ..Change::default()
+            })?;
+            if started.elapsed() > self.lease_wait {
+                let what = match keys.as_slice() {
+                    [k] if *k == store_key => format!("store {}", self.location()),
+                    [k] => format!("session {}", self.iris.name_of(k.as_ref())),
+                    _ => format!("one of {} sessions", keys.len()),
+                };
+                return Err(Error::Contended {
+                    what,
+                    seconds: started.elapsed().as_secs_f64().round() as u64,
+                });
+            }
+            // Up to twice the pause, from the random bits of the lease id.
+            let jitter = (id.as_u128() & 0xffff) as u32;
+            std::thread::sleep(pause + pause * jitter / 0xffff);
+            pause = (pause * 2).min(Duration::from_millis(100));
         }
     }
 
@@ -217,6 +341,28 @@ pub(crate) struct WriteTx<'s> {
     appended: Vec<(NamedNode, ReplayRecord, String)>,
     /// The change may touch anything: drop the whole cache.
     clear: bool,
+    /// On a shared store, the lease this write holds: removed by the commit.
+    lease: Option<Lease>,
+}
+
+/// A lease held: its quads, and those of lapsed leases on the same sessions, which the
+/// commit clears away.
+struct Lease {
+    quads: Vec<Quad>,
+    stale: Vec<Quad>,
+}
+
+impl Drop for WriteTx<'_> {
+    /// A write given up (bad input, a failed commit) withdraws its lease at once, so
+    /// others need not wait for it to lapse.
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            let _ = self.store.backend.commit(Change {
+                removes: lease.quads,
+                ..Change::default()
+            });
+        }
+    }
 }
 
 impl<'s> WriteTx<'s> {
@@ -251,10 +397,19 @@ impl<'s> WriteTx<'s> {
 
     /// Writes the change in one atomic commit, then updates the cache; on failure
     /// nothing is written and the cache is as it was.
-    pub(crate) fn commit(self) -> Result<()> {
-        if !self.change.is_empty() {
-            self.store.backend.commit(self.change)?;
+    pub(crate) fn commit(mut self) -> Result<()> {
+        let mut change = std::mem::take(&mut self.change);
+        // The lease goes in the same request as the write: it is held until the write
+        // is in, and never outlives it.
+        if let Some(lease) = &self.lease {
+            change.removes.extend(lease.quads.iter().cloned());
+            change.removes.extend(lease.stale.iter().cloned());
         }
+        if !change.is_empty() {
+            // On failure the lease stays here and `drop` withdraws it.
+            self.store.backend.commit(change)?;
+        }
+        self.lease = None;
         let mut cache = self.store.cache();
         if self.clear {
             cache.clear();
@@ -262,7 +417,7 @@ impl<'s> WriteTx<'s> {
         for iri in &self.forget {
             cache.forget(iri.as_str());
         }
-        for (iri, record, digest) in self.appended {
+        for (iri, record, digest) in std::mem::take(&mut self.appended) {
             cache.appended(iri.as_str(), record, digest);
         }
         Ok(())

@@ -35,6 +35,7 @@ pub mod ft {
         RESULT_SESSION = "resultSession",
         SOURCE_ID = "sourceId", AGENT_ID = "agentId", SPAWNED_BY = "spawnedBy",
         SPAWNED_IN_SESSION = "spawnedInSession", SPAWN_TOOL_CALL_ID = "spawnToolCallId",
+        LEASE = "Lease", LEASE_OF = "leaseOf", LEASE_EXPIRES = "leaseExpires",
     }
 }
 

@@ -27,11 +27,11 @@ impl Store {
             None => SessionId::generate(),
         };
         let principal = Agent::principal(options.principal.as_deref().unwrap_or(ANONYMOUS))?;
-        let mut tx = self.write();
+        let iri = self.session_iri(&id);
+        let mut tx = self.write_on(std::slice::from_ref(&iri))?;
         if self.exists(&id)? {
             return Err(Error::Conflict(format!("session {id} already exists")));
         }
-        let iri = self.session_iri(&id);
         tx.insert(session_quads(
             &self.iris,
             &SessionRecord {
@@ -65,7 +65,7 @@ impl Store {
         extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
     ) -> Result<u64> {
         self.not_held(id)?;
-        let mut tx = self.write();
+        let mut tx = self.write_on(&[self.session_iri(id)])?;
         let facts = self.require(id)?;
         let index = self.append_in(&mut tx, &facts, turn, extra)?;
         tx.commit()?;
@@ -149,7 +149,8 @@ impl Store {
     /// written and the plan is returned. With `options.request_id`, a retry returns the
     /// fork the first request made, and the same id with other options is a conflict.
     pub fn fork(&self, parent: &SessionId, options: ForkOptions) -> Result<ForkPlan> {
-        let mut tx = self.write();
+        // The parent's lease covers its children's labels.
+        let mut tx = self.write_on(&[self.session_iri(parent)])?;
         let (plan, _) = self.fork_in(&mut tx, parent, options)?;
         tx.commit()?;
         Ok(plan)
@@ -363,7 +364,7 @@ impl Store {
 
     /// [`Store::detach`], or with `options.dry_run` only its plan.
     pub fn detach_with(&self, id: &SessionId, options: DetachOptions) -> Result<DetachPlan> {
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         let chain = self.chain(id)?;
         let leaf = chain.leaf().clone();
         let (Some(parent), Some(ancestors)) = (leaf.parent.clone(), chain.ancestors()) else {
@@ -459,7 +460,8 @@ impl Store {
     /// `options.cascade` is off).
     pub fn delete_with(&self, id: &SessionId, options: DeleteOptions) -> Result<DeletePlan> {
         self.not_held(id)?;
-        let mut tx = self.write();
+        // A cascade reaches the whole subtree: claim the store.
+        let mut tx = self.write()?;
         let facts = self.require(id)?;
         let children = self.children_of(&facts.iri)?;
         if !children.is_empty() && !options.cascade {

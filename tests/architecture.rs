@@ -4,7 +4,8 @@
 //! - modules import each other in one direction only (no cycle among `crate::` paths);
 //! - the engine files' `impl Store` methods call each other in one direction only;
 //! - quads are built, and vocabulary terms named, only in `src/rdf/` (and `vocab.rs`);
-//! - only the storage seam (`src/storage.rs`) names `oxigraph::store::Store`;
+//!   the storage seam may rebuild the quads a store answers, but names no term;
+//! - only the storage seam (`src/storage/`) names `oxigraph::store::Store`;
 //! - no function is longer than 120 lines unless a `// Long:` comment above it says why.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -313,6 +314,8 @@ fn quads_and_terms_are_made_only_in_src_rdf() {
     let mut seen_in_rdf = 0;
     for (path, text) in sources() {
         let in_rdf = path.starts_with("src/rdf") || path == Path::new("src/vocab.rs");
+        // A backend turns a store's answers back into quads; it names no term.
+        let in_storage = path.starts_with("src/storage");
         for (n, line) in code_only(&text).lines().enumerate() {
             let mut hits: Vec<String> = Vec::new();
             for vocabulary in vocabularies {
@@ -328,7 +331,7 @@ fn quads_and_terms_are_made_only_in_src_rdf() {
                 }
             }
             for builder in builders {
-                if line.contains(builder) {
+                if line.contains(builder) && !in_storage {
                     hits.push(builder.to_string());
                 }
             }
@@ -412,7 +415,7 @@ fn only_the_storage_seam_names_the_oxigraph_store() {
             }
             // The public escape hatch to an embedded store is the one exception.
             let escape_hatch = line.contains("pub fn oxigraph(&self)");
-            if path == Path::new("src/storage.rs") {
+            if path.starts_with("src/storage") {
                 in_storage += 1;
             } else if !escape_hatch {
                 found.push(format!("{}:{}", path.display(), n + 1));
@@ -422,6 +425,6 @@ fn only_the_storage_seam_names_the_oxigraph_store() {
     assert!(in_storage > 0, "the scan misses the seam itself");
     assert!(
         found.is_empty(),
-        "oxigraph::store::Store named outside src/storage.rs: {found:?}"
+        "oxigraph::store::Store named outside src/storage/: {found:?}"
     );
 }

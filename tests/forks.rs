@@ -281,16 +281,13 @@ fn set_parent(store: &Store, child: &str, parent: &str) {
     let pred = NamedNode::new("https://w3id.org/forktrail/ns#parentSession").unwrap();
     let at = NamedNode::new("https://w3id.org/forktrail/ns#forkedAtIndex").unwrap();
     let g = GraphName::NamedNode(c.clone());
-    store
-        .oxigraph()
-        .insert(&Quad::new(c.clone(), pred, p, g.clone()))
-        .unwrap();
-    store
-        .oxigraph()
-        .insert(&Quad::new(c, at, Literal::from(0u64), g))
-        .unwrap();
-    // Written behind forktrail's back, so its read cache must be told.
-    store.clear_caches();
+    insert_behind(
+        store,
+        &[
+            Quad::new(c.clone(), pred, p, g.clone()),
+            Quad::new(c, at, Literal::from(0u64), g),
+        ],
+    );
 }
 
 #[test]
@@ -356,8 +353,7 @@ fn a_parent_removed_by_other_means_is_named_with_the_remedy() {
     for s in stores() {
         let a = session_with(&s, "a", 2);
         let b = fork_at(&s, &a, 1, "b", "x");
-        s.oxigraph().remove_named_graph(&s.session_iri(&a)).unwrap();
-        s.clear_caches();
+        drop_behind(&s, &a);
         let err = fails_unchanged(&s, || s.replay(&b, None));
         assert!(
             matches!(&err, Error::ParentMissing { session, parent } if session == "b" && parent == "a")
@@ -502,14 +498,15 @@ fn turn_indices_that_run_past_the_largest_index_are_reported_not_looped_over() {
         let a = session_with(&s, "a", 1);
         let g = GraphName::NamedNode(s.session_iri(&a));
         let index = NamedNode::new("https://w3id.org/forktrail/ns#index").unwrap();
-        for shift in 0..64 {
-            let i = 1u64 << shift;
-            let turn = NamedNode::new(format!("{}/turn/{i}", s.session_iri(&a).as_str())).unwrap();
-            s.oxigraph()
-                .insert(&Quad::new(turn, index.clone(), Literal::from(i), g.clone()))
-                .unwrap();
-        }
-        s.clear_caches();
+        let turns: Vec<Quad> = (0..64)
+            .map(|shift| {
+                let i = 1u64 << shift;
+                let turn =
+                    NamedNode::new(format!("{}/turn/{i}", s.session_iri(&a).as_str())).unwrap();
+                Quad::new(turn, index.clone(), Literal::from(i), g.clone())
+            })
+            .collect();
+        insert_behind(&s, &turns);
         let err = s.replay(&a, None).unwrap_err();
         assert!(
             matches!(&err, Error::Corrupt { session, .. } if session == "a"),

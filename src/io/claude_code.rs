@@ -187,7 +187,7 @@ impl Store {
     /// started as a copy of them), in one transaction. Refused if a copied session
     /// changed in the store meanwhile.
     fn commit_scratch(&self, scratch: &Store, written: &Written) -> Result<()> {
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         for (id, copied) in written
             .existing
             .iter()
@@ -476,7 +476,7 @@ impl Build<'_, '_> {
         let store = self.store;
         let id = facts.id.clone();
         let quads = store.graph_quads(&facts.iri)?;
-        let mut tx = self.scratch.write();
+        let mut tx = self.scratch.write()?;
         tx.insert(quads.iter().cloned());
         tx.commit()?;
         self.labels.insert(facts.branch.clone());
@@ -699,7 +699,7 @@ impl Build<'_, '_> {
 
     /// Adds a sub-agent's links to its session node in the scratch store.
     fn add_to_node(&self, id: &SessionId, facts: &SubAgentFacts<'_>) -> Result<()> {
-        let mut tx = self.scratch.write();
+        let mut tx = self.scratch.write()?;
         tx.insert(sub_agent_quads(&self.scratch.session_iri(id), facts));
         tx.commit()
     }
@@ -1268,7 +1268,7 @@ impl Store {
         label: &str,
         reason: &str,
     ) -> Result<Vec<SessionId>> {
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         let facts = self.require(child)?;
         let chain = self.chain(parent)?;
         let shift = chain.len() as u64;

@@ -90,7 +90,7 @@ impl Store {
             };
             graphs.entry(g.clone()).or_default().push(quad);
         }
-        let mut tx = self.write();
+        let mut tx = self.write()?;
         let mut ids = BTreeSet::new();
         let mut parents = Vec::new();
         for (graph, quads) in &graphs {
@@ -210,7 +210,7 @@ impl Store {
 /// An in-memory store under `base` holding `quads`, to check or build sessions in.
 pub(super) fn scratch_with(base: &str, quads: Vec<Quad>) -> Result<Store> {
     let scratch = Store::in_memory()?.with_base_iri(base)?;
-    let mut tx = scratch.write();
+    let mut tx = scratch.write()?;
     tx.insert(quads);
     tx.commit()?;
     Ok(scratch)

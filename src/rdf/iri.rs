@@ -37,6 +37,17 @@ impl Iris {
         NamedNode::new_unchecked(format!("{}session:{id}/{what}", self.base))
     }
 
+    /// `{base}leases`: the graph of the leases writers of a shared store hold, and the
+    /// key of a lease on the whole store.
+    pub(crate) fn lease_graph(&self) -> NamedNode {
+        NamedNode::new_unchecked(format!("{}leases", self.base))
+    }
+
+    /// `{base}lease/{id}`.
+    pub(crate) fn lease(&self, id: &str) -> NamedNode {
+        NamedNode::new_unchecked(format!("{}lease/{id}", self.base))
+    }
+
     pub(crate) fn agent(&self, agent: &Agent) -> NamedNode {
         match agent {
             Agent::Principal(name) => {

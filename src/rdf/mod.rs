@@ -10,6 +10,7 @@
 //! | `activity.rs` | anchors, merges, abandons |
 //! | `job.rs` | regeneration jobs |
 //! | `import.rs` | what imports record: source ids |
+//! | `lease.rs` | the leases writers of a shared store hold |
 //! | `prov.rs` | what PROV-O and the ontology entail, for the PROV export |
 //!
 //! Encoders are functions from values to quads. Lookups and decoders read through the
@@ -21,6 +22,7 @@ mod digest;
 mod import;
 mod iri;
 mod job;
+mod lease;
 pub(crate) mod prov;
 mod session;
 mod turn;
@@ -32,6 +34,7 @@ pub(crate) use import::{source_id_quad, ImportedGraph};
 pub(crate) use iri::Iris;
 pub use iri::DEFAULT_BASE_IRI;
 pub(crate) use job::{JobNode, JobRecord};
+pub(crate) use lease::lease_quads;
 pub(crate) use session::{
     adopt_change, detach_change, fork_request_quads, session_quads, sub_agent_quads, ForkRecord,
     SessionNode, SessionRecord, SubAgentFacts,
@@ -121,6 +124,29 @@ impl Rdf<'_> {
             }
         }
         Ok(out)
+    }
+}
+
+impl Rdf<'_> {
+    /// The rows of a SELECT forktrail wrote itself (its terms serialised by oxrdf).
+    pub(crate) fn select_rows(&self, text: &str) -> Result<Vec<oxigraph::sparql::QuerySolution>> {
+        let query = spargebra::SparqlParser::new()
+            .parse_query(text)
+            .map_err(|e| crate::Error::Query(format!("an internal query does not parse: {e}")))?;
+        let results = self.backend.query(crate::storage::Sparql {
+            query,
+            bindings: Vec::new(),
+            default_graphs: Vec::new(),
+            named_graphs: Vec::new(),
+            cancellation: None,
+        })?;
+        let oxigraph::sparql::QueryResults::Solutions(rows) = results else {
+            return Err(crate::Error::Query(
+                "an internal SELECT gave no rows".into(),
+            ));
+        };
+        rows.map(|row| row.map_err(crate::storage::evaluation_error))
+            .collect()
     }
 }
 

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::model::{Agent, Label, SessionId, SubAgentInfo, TurnRef};
 use crate::vocab::{dcterms, ft, prov, rdf};
 use oxigraph::model::{GraphName, Literal, NamedNode, NamedNodeRef, Quad, Term};
+use std::collections::HashMap;
 
 /// The lineage facts of one session, as stored on the session node in its own graph.
 /// `length` is not stored (the node never changes on append): readers find it.
@@ -161,6 +162,77 @@ fn named(term: Term) -> Option<NamedNode> {
 }
 
 impl Rdf<'_> {
+    /// For a store across a network, in one request: the node of session `iri` and,
+    /// with `ancestors`, of every session its `parentSession` links reach (a cycle
+    /// included), each with its length (from the largest turn index and the number of
+    /// turns, which must agree: turns are contiguous).
+    pub(crate) fn nodes_with_lengths(
+        &self,
+        iri: NamedNodeRef<'_>,
+        ancestors: bool,
+    ) -> Result<HashMap<NamedNode, SessionNode>> {
+        let reach = if ancestors {
+            format!("{iri} {}* ?g .", ft::PARENT_SESSION)
+        } else {
+            format!("VALUES ?g {{ {iri} }}")
+        };
+        let query = format!(
+            "SELECT ?g ?p ?o ?max ?n WHERE {{
+               {{ {reach} GRAPH ?g {{ ?g ?p ?o }} }}
+               UNION
+               {{ SELECT ?g (MAX(?i) AS ?max) (COUNT(?i) AS ?n)
+                  WHERE {{ {reach} GRAPH ?g {{ ?t {} ?i }} }} GROUP BY ?g }}
+             }}",
+            ft::INDEX
+        );
+        let mut facts: HashMap<NamedNode, (Vec<Quad>, Option<(u64, u64)>)> = HashMap::new();
+        for row in self.select_rows(&query)? {
+            let Some(Term::NamedNode(g)) = row.get("g") else {
+                continue;
+            };
+            let entry = facts.entry(g.clone()).or_default();
+            let int = |v: &str| {
+                row.get(v)
+                    .and_then(text)
+                    .and_then(|t| t.parse::<u64>().ok())
+            };
+            if let (Some(max), Some(n)) = (int("max"), int("n")) {
+                entry.1 = Some((max, n));
+            } else if let (Some(Term::NamedNode(p)), Some(o)) = (row.get("p"), row.get("o")) {
+                let graph = GraphName::NamedNode(g.clone());
+                entry
+                    .0
+                    .push(Quad::new(g.clone(), p.clone(), o.clone(), graph));
+            }
+        }
+        let mut out = HashMap::new();
+        for (g, (quads, ends)) in facts {
+            let Some(mut node) = SessionNode::decode(self.iris, g.as_ref(), quads)? else {
+                continue;
+            };
+            node.length = match ends {
+                None => node.own_start(),
+                Some((max, n))
+                    if i128::from(max) + 1 - i128::from(n) == node.own_start().into() =>
+                {
+                    max + 1
+                }
+                Some((max, n)) => {
+                    return Err(Error::Corrupt {
+                        session: node.id.to_string(),
+                        detail: format!(
+                            "turn indices are not contiguous from {}: {n} turns, the largest \
+                             index {max}",
+                            node.own_start()
+                        ),
+                    })
+                }
+            };
+            out.insert(g, node);
+        }
+        Ok(out)
+    }
+
     /// The node of the session stored in graph `iri`, length not set (0).
     pub(crate) fn session_node(&self, iri: NamedNodeRef<'_>) -> Result<Option<SessionNode>> {
         SessionNode::decode(self.iris, iri, self.about(iri, iri)?)

@@ -2,7 +2,7 @@
 
 use super::{literal, text, GraphWriter, Iris, Rdf, SessionNode};
 use crate::error::{Error, Result};
-use crate::model::{Agent, Kind, NewTurn, Role, Turn};
+use crate::model::{Agent, Kind, NewTurn, ReplayRecord, Role, Turn};
 use crate::vocab::{ft, prov, rdf, rdfs};
 use oxigraph::model::{
     GraphName, GraphNameRef, Literal, NamedNode, NamedNodeRef, Quad, QuadRef, Term,
@@ -242,6 +242,81 @@ impl Rdf<'_> {
             }
         }
         Ok(models.into_iter().collect())
+    }
+}
+
+impl Rdf<'_> {
+    /// For a store across a network, in one request: the replay records of `spans`, in
+    /// order (the turn records of `turn-records.rq`, for every span at once).
+    pub(crate) fn span_records(
+        &self,
+        spans: &[(&SessionNode, u64, u64)],
+    ) -> Result<Vec<ReplayRecord>> {
+        let total = spans.last().map_or(0, |s| s.2) as usize;
+        let mut slots: Vec<Option<ReplayRecord>> = vec![None; total];
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        let rows: String = spans
+            .iter()
+            .map(|(owner, from, to)| {
+                format!(
+                    "({} {} {}) ",
+                    owner.iri,
+                    Literal::from(*from),
+                    Literal::from(*to)
+                )
+            })
+            .collect();
+        let query = format!(
+            "SELECT ?session ?index ?role ?content ?branch WHERE {{
+               VALUES (?session ?from ?to) {{ {rows} }}
+               GRAPH ?session {{
+                 ?turn {} ?index ; {} ?role ; {} ?content .
+                 OPTIONAL {{ ?turn {} ?branch }}
+               }}
+               FILTER(?index >= ?from && ?index < ?to)
+             }}",
+            ft::INDEX,
+            ft::ROLE,
+            ft::CONTENT,
+            ft::BRANCH
+        );
+        for row in self.select_rows(&query)? {
+            let value = |var: &str| row.get(var).and_then(text);
+            let (Some(Term::NamedNode(session)), Some(index), Some(role), Some(content)) = (
+                row.get("session"),
+                value("index").and_then(|i| i.parse::<u64>().ok()),
+                value("role"),
+                value("content"),
+            ) else {
+                continue;
+            };
+            let Some((owner, ..)) = spans.iter().find(|s| s.0.iri == *session) else {
+                continue;
+            };
+            if let Some(slot) = slots.get_mut(index as usize) {
+                *slot = Some(ReplayRecord {
+                    index,
+                    role: role.parse()?,
+                    content: content.to_string(),
+                    branch: value("branch").unwrap_or(&owner.branch).to_string(),
+                });
+            }
+        }
+        slots
+            .into_iter()
+            .enumerate()
+            .map(|(i, slot)| {
+                slot.ok_or_else(|| {
+                    let owner = spans
+                        .iter()
+                        .find(|s| (s.1..s.2).contains(&(i as u64)))
+                        .map_or(spans[0].0, |s| s.0);
+                    missing_turn(owner, i as u64)
+                })
+            })
+            .collect()
     }
 }
 

@@ -1,92 +1,16 @@
-//! The storage seam: what the engine needs from a store, and the embedded Oxigraph store
-//! (in memory, or on RocksDB) that provides it.
-//!
-//! The engine reads quads by pattern, runs SPARQL queries with values bound as terms,
-//! commits a change (graphs dropped, quads removed, quads inserted) atomically, and
-//! needs to know whether this process owns the store alone (the read cache is only safe
-//! then). The engine never names `oxigraph::store::Store`: outside this module only
-//! `Store::oxigraph`, the public escape hatch to an embedded store, does.
+//! Oxigraph in this process: in memory, or a RocksDB directory this process holds.
 
+use super::{evaluation_error, Backend, Change, Quads, Sparql};
 use crate::error::{Error, Result};
 use oxigraph::model::{
-    GraphName, GraphNameRef, NamedNode, NamedNodeRef, NamedOrBlankNode, NamedOrBlankNodeRef, Quad,
-    QuadRef, Term, TermRef, Variable,
+    GraphName, GraphNameRef, NamedNodeRef, NamedOrBlankNode, NamedOrBlankNodeRef, QuadRef, TermRef,
 };
-use oxigraph::sparql::{CancellationToken, QueryEvaluationError, QueryResults, SparqlEvaluator};
+use oxigraph::sparql::{CancellationToken, QueryResults, SparqlEvaluator};
 use std::path::{Path, PathBuf};
 
-/// Quads read by pattern.
-pub(crate) type Quads = Box<dyn Iterator<Item = Result<Quad>>>;
-
-/// What one commit writes: all of it, or nothing.
-#[derive(Debug, Default)]
-pub(crate) struct Change {
-    /// Graphs removed whole, first.
-    pub(crate) drop_graphs: Vec<NamedNode>,
-    /// Then these quads removed.
-    pub(crate) removes: Vec<Quad>,
-    /// Then these inserted.
-    pub(crate) inserts: Vec<Quad>,
-}
-
-impl Change {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.drop_graphs.is_empty() && self.removes.is_empty() && self.inserts.is_empty()
-    }
-}
-
-/// A read-only query, its dataset, the terms bound to its variables and a way to stop
-/// it.
-pub(crate) struct Sparql {
-    pub(crate) query: spargebra::Query,
-    pub(crate) bindings: Vec<(Variable, Term)>,
-    /// The graphs merged into the default graph; empty means the union of all graphs
-    /// unless the query says `FROM`.
-    pub(crate) default_graphs: Vec<NamedNode>,
-    /// The graphs `GRAPH` may match; empty means all of them unless the query says
-    /// `FROM NAMED`.
-    pub(crate) named_graphs: Vec<NamedNode>,
-    pub(crate) cancellation: Option<CancellationToken>,
-}
-
-/// What the engine needs from a store.
-pub(crate) trait Backend: Send + Sync {
-    /// The quads matching a pattern (`None` matches anything).
-    fn quads(
-        &self,
-        subject: Option<NamedOrBlankNodeRef<'_>>,
-        predicate: Option<NamedNodeRef<'_>>,
-        object: Option<TermRef<'_>>,
-        graph: Option<GraphNameRef<'_>>,
-    ) -> Quads;
-
-    fn contains(&self, quad: QuadRef<'_>) -> Result<bool>;
-
-    /// Whether a named graph holds anything.
-    fn has_graph(&self, graph: NamedNodeRef<'_>) -> Result<bool>;
-
-    /// Writes `change` atomically.
-    fn commit(&self, change: Change) -> Result<()>;
-
-    fn query(&self, query: Sparql) -> Result<QueryResults<'static>>;
-
-    /// Runs a SPARQL update in one transaction.
-    fn update(&self, update: spargebra::Update, cancel: Option<CancellationToken>) -> Result<()>;
-
-    /// Whether this process is the only writer of the store: derived state (the read
-    /// cache) is safe only then.
-    fn exclusive(&self) -> bool;
-
-    fn len(&self) -> Result<usize>;
-
-    fn flush(&self) -> Result<()>;
-
-    /// The directory of an on-disk store.
-    fn path(&self) -> Option<&Path>;
-
-    /// The Oxigraph store behind an embedded backend; `None` for one that is not.
-    fn oxigraph(&self) -> Option<&oxigraph::store::Store>;
-}
+/// The file in a store directory where `forktrail serve` leaves the SPARQL URL it
+/// serves the store at, so that a command refused the store can name it.
+pub const SERVER_FILE: &str = "forktrail-serve.url";
 
 /// Oxigraph in this process: in memory, or a RocksDB directory this process holds.
 pub(crate) struct Embedded {
@@ -112,6 +36,10 @@ impl Embedded {
             if text.contains("While lock file") || text.contains("lock hold by current process") {
                 Error::StoreLocked {
                     path: path.to_path_buf(),
+                    server: std::fs::read_to_string(path.join(SERVER_FILE))
+                        .ok()
+                        .map(|url| url.trim().to_string())
+                        .filter(|url| url.starts_with("http")),
                 }
             } else {
                 Error::Store(e)
@@ -233,19 +161,11 @@ impl Backend for Embedded {
     fn oxigraph(&self) -> Option<&oxigraph::store::Store> {
         Some(&self.store)
     }
-}
 
-/// Maps evaluation errors to forktrail's: SERVICE is never followed, cancellation is
-/// its own error.
-pub(crate) fn evaluation_error(e: QueryEvaluationError) -> Error {
-    match e {
-        QueryEvaluationError::Cancelled => Error::Cancelled("time limit or caller".into()),
-        QueryEvaluationError::UnsupportedService(_)
-        | QueryEvaluationError::UnboundService
-        | QueryEvaluationError::InvalidServiceName(_)
-        | QueryEvaluationError::Service(_) => {
-            Error::Query("SERVICE is not allowed: forktrail never calls other endpoints".into())
+    fn location(&self) -> String {
+        match &self.path {
+            Some(path) => path.display().to_string(),
+            None => "memory".into(),
         }
-        other => Error::Query(other.to_string()),
     }
 }

@@ -1,0 +1,122 @@
+//! The storage seam: what the engine needs from a store, and the two stores behind it:
+//! Oxigraph in this process (in memory, or on RocksDB), and any SPARQL 1.1 store over
+//! HTTP.
+//!
+//! The engine reads quads by pattern, runs SPARQL queries with values bound as terms,
+//! commits a change (graphs dropped, quads removed, quads inserted) atomically, and
+//! needs to know whether this process owns the store alone (the read cache is only safe
+//! then). The engine never names `oxigraph::store::Store`: outside this module only
+//! `Store::oxigraph`, the public escape hatch to an embedded store, does.
+
+mod embedded;
+mod remote;
+
+pub(crate) use embedded::Embedded;
+pub use embedded::SERVER_FILE;
+pub(crate) use remote::Remote;
+pub use remote::{RemoteAuth, RemoteConfig};
+
+use crate::error::{Error, Result};
+use oxigraph::model::{
+    GraphNameRef, NamedNode, NamedNodeRef, NamedOrBlankNodeRef, Quad, QuadRef, Term, TermRef,
+    Variable,
+};
+use oxigraph::sparql::{CancellationToken, QueryEvaluationError, QueryResults};
+use std::path::Path;
+
+/// Quads read by pattern.
+pub(crate) type Quads = Box<dyn Iterator<Item = Result<Quad>>>;
+
+/// What one commit writes: all of it, or nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Change {
+    /// Graphs removed whole, first.
+    pub(crate) drop_graphs: Vec<NamedNode>,
+    /// Then these quads removed.
+    pub(crate) removes: Vec<Quad>,
+    /// Then these inserted.
+    pub(crate) inserts: Vec<Quad>,
+}
+
+impl Change {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.drop_graphs.is_empty() && self.removes.is_empty() && self.inserts.is_empty()
+    }
+}
+
+/// A read-only query, its dataset, the terms bound to its variables and a way to stop
+/// it.
+pub(crate) struct Sparql {
+    pub(crate) query: spargebra::Query,
+    pub(crate) bindings: Vec<(Variable, Term)>,
+    /// The graphs merged into the default graph; empty means the union of all graphs
+    /// unless the query says `FROM`.
+    pub(crate) default_graphs: Vec<NamedNode>,
+    /// The graphs `GRAPH` may match; empty means all of them unless the query says
+    /// `FROM NAMED`.
+    pub(crate) named_graphs: Vec<NamedNode>,
+    pub(crate) cancellation: Option<CancellationToken>,
+}
+
+/// What the engine needs from a store.
+pub(crate) trait Backend: Send + Sync {
+    /// The quads matching a pattern (`None` matches anything).
+    fn quads(
+        &self,
+        subject: Option<NamedOrBlankNodeRef<'_>>,
+        predicate: Option<NamedNodeRef<'_>>,
+        object: Option<TermRef<'_>>,
+        graph: Option<GraphNameRef<'_>>,
+    ) -> Quads;
+
+    fn contains(&self, quad: QuadRef<'_>) -> Result<bool>;
+
+    /// Whether a named graph holds anything.
+    fn has_graph(&self, graph: NamedNodeRef<'_>) -> Result<bool>;
+
+    /// Writes `change` atomically.
+    fn commit(&self, change: Change) -> Result<()>;
+
+    fn query(&self, query: Sparql) -> Result<QueryResults<'static>>;
+
+    /// Runs a SPARQL update in one transaction.
+    fn update(&self, update: spargebra::Update, cancel: Option<CancellationToken>) -> Result<()>;
+
+    /// Whether this process is the only writer of the store: derived state (the read
+    /// cache) is safe only then.
+    fn exclusive(&self) -> bool;
+
+    fn len(&self) -> Result<usize>;
+
+    fn flush(&self) -> Result<()>;
+
+    /// The directory of an on-disk store.
+    fn path(&self) -> Option<&Path>;
+
+    /// The Oxigraph store behind an embedded backend; `None` for one that is not.
+    fn oxigraph(&self) -> Option<&oxigraph::store::Store>;
+
+    /// The requests sent so far to a store across a network; `None` in process, where
+    /// a call is not a round trip and point lookups are cheap.
+    fn requests(&self) -> Option<u64> {
+        None
+    }
+
+    /// Where the store is, for messages: a directory, a URL, or "memory".
+    fn location(&self) -> String;
+}
+
+/// Maps evaluation errors to forktrail's: SERVICE is never followed, cancellation is
+/// its own error.
+pub(crate) fn evaluation_error(e: QueryEvaluationError) -> Error {
+    match e {
+        QueryEvaluationError::Cancelled => Error::Cancelled("time limit or caller".into()),
+        QueryEvaluationError::UnsupportedService(_)
+        | QueryEvaluationError::UnboundService
+        | QueryEvaluationError::InvalidServiceName(_)
+        | QueryEvaluationError::Service(_) => {
+            Error::Query("SERVICE is not allowed: forktrail never calls other endpoints".into())
+        }
+        other => Error::Query(other.to_string()),
+    }
+}

@@ -1,0 +1,278 @@
+//! forktrail on a remote SPARQL 1.1 store (a real Oxigraph server): requests per
+//! operation, leases between writers, and many processes writing one store at once.
+//! The behaviour suites (sessions, forks, agent, …) also run on this store: see
+//! `common::stores`.
+
+mod common;
+
+use common::*;
+use forktrail::{Error, ForkOptions, NewTurn, RemoteConfig, Role, Store};
+use oxigraph::model::{GraphName, Literal, NamedNode, Quad};
+use oxigraph::sparql::QueryResults;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::time::Duration;
+
+const FT: &str = "https://w3id.org/forktrail/ns#";
+
+fn requests(store: &Store, op: impl FnOnce()) -> u64 {
+    let before = store.remote_requests().unwrap();
+    op();
+    store.remote_requests().unwrap() - before
+}
+
+#[test]
+fn replay_costs_two_requests_at_any_depth_and_a_write_does_not_grow_with_history() {
+    let Some(s) = remote() else { return };
+    let root = session_with(&s, "root", 3);
+    let mut leaf = root.clone();
+    let mut depths = BTreeMap::new();
+    for d in 1..=32u64 {
+        leaf = fork_at(
+            &s,
+            &leaf,
+            s.info(&leaf).unwrap().length,
+            &format!("f{d}"),
+            "x",
+        );
+        append_n(&s, &leaf, 1);
+        if [1, 8, 32].contains(&d) {
+            depths.insert(d, leaf.clone());
+        }
+    }
+    for (d, id) in &depths {
+        let mut records = Vec::new();
+        let n = requests(&s, || records = s.replay(id, None).unwrap());
+        assert_eq!(records.len() as u64, 3 + d, "depth {d}");
+        assert!(n <= d + 1, "replay at depth {d} took {n} requests");
+        assert_eq!(
+            n, 2,
+            "replay at depth {d}: one for the chain, one for the turns"
+        );
+    }
+    // The same operations on a short and on a long history cost the same requests.
+    let short = session_with(&s, "short", 2);
+    let long = session_with(&s, "long", 300);
+    let cost = |id: &forktrail::SessionId| {
+        let append = requests(&s, || {
+            s.append(id, NewTurn::new(Role::User, "more")).unwrap();
+        });
+        let fork = requests(&s, || {
+            s.fork(id, ForkOptions::default()).unwrap();
+        });
+        (append, fork)
+    };
+    let (short_cost, long_cost) = (cost(&short), cost(&long));
+    assert_eq!(short_cost, long_cost, "requests grow with history");
+    assert!(short_cost.0 <= 8 && short_cost.1 <= 8, "{short_cost:?}");
+}
+
+/// A lease as a writer that died mid-write would have left it.
+fn lease_of(s: &Store, id: &str, expires: chrono::DateTime<chrono::Utc>) -> Vec<Quad> {
+    let lease = NamedNode::new(format!("urn:forktrail:lease/dead-{id}")).unwrap();
+    let graph = GraphName::NamedNode(NamedNode::new("urn:forktrail:leases").unwrap());
+    let term = |local: &str| NamedNode::new(format!("{FT}{local}")).unwrap();
+    vec![
+        Quad::new(
+            lease.clone(),
+            NamedNode::new("http://www.w3.org/1999/02/22-rdf-syntax-ns#type").unwrap(),
+            term("Lease"),
+            graph.clone(),
+        ),
+        Quad::new(
+            lease.clone(),
+            term("leaseOf"),
+            s.session_iri(&sid(id)),
+            graph.clone(),
+        ),
+        Quad::new(
+            lease,
+            term("leaseExpires"),
+            Literal::new_typed_literal(
+                expires.to_rfc3339(),
+                NamedNode::new("http://www.w3.org/2001/XMLSchema#dateTime").unwrap(),
+            ),
+            graph,
+        ),
+    ]
+}
+
+fn lease_count(s: &Store) -> usize {
+    quads(s)
+        .iter()
+        .filter(|q| q.ends_with("<urn:forktrail:leases> ."))
+        .count()
+}
+
+#[test]
+fn a_live_lease_holds_its_session_only_and_a_lapsed_one_is_cleared() {
+    let Some(remote) = remote() else { return };
+    let s = Store::remote(RemoteConfig::new(server_url(&remote)))
+        .unwrap()
+        .with_lease_wait(Duration::from_millis(300));
+    let held = session_with(&s, "held", 1);
+    let free = session_with(&s, "free", 1);
+    let lapses = chrono::Utc::now() + chrono::Duration::seconds(4);
+    insert_behind(&s, &lease_of(&s, "held", lapses));
+    let err = fails_unchanged(&s, || s.append(&held, NewTurn::new(Role::User, "blocked")));
+    assert!(
+        matches!(&err, Error::Contended { what, .. } if what == "session held"),
+        "{err}"
+    );
+    // Another session, and reads, go on.
+    s.append(&free, NewTurn::new(Role::User, "goes on"))
+        .unwrap();
+    assert_eq!(s.replay(&held, None).unwrap().len(), 1);
+    // A store-wide write (delete) waits for every session's lease.
+    let err = fails_unchanged(&s, || s.delete(&free, false));
+    assert!(matches!(err, Error::Contended { .. }), "{err}");
+    assert_eq!(lease_count(&s), 3, "only the dead writer's lease is left");
+
+    // Once it lapses, the next write on the session goes ahead and clears it away.
+    let wait = lapses - chrono::Utc::now() + chrono::Duration::milliseconds(100);
+    std::thread::sleep(wait.to_std().unwrap_or_default());
+    s.append(&held, NewTurn::new(Role::User, "after")).unwrap();
+    assert_eq!(
+        lease_count(&s),
+        0,
+        "the write removed its own and the lapsed lease"
+    );
+    assert_eq!(s.replay(&held, None).unwrap().len(), 2);
+}
+
+fn server_url(store: &TestStore) -> String {
+    store.location()
+}
+
+/// What one worker process saw acknowledged.
+#[derive(Default)]
+struct Acks {
+    /// `(session, index, content)` of each append that exited 0.
+    appends: Vec<(String, u64, String)>,
+    /// `(label, child)` of each contested fork that exited 0.
+    forks: Vec<(String, String)>,
+    refused_labels: usize,
+}
+
+#[test]
+fn four_processes_writing_one_store_never_clash_and_lose_nothing() {
+    let Some(server) = remote() else { return };
+    let url = server_url(&server);
+    let root = session_with(&server, "root", 1);
+    let bin = env!("CARGO_BIN_EXE_forktrail");
+    let run = |args: &[&str]| {
+        Command::new(bin)
+            .arg("--store")
+            .arg(&url)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let workers: Vec<Acks> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let (run, root) = (&run, &root);
+                scope.spawn(move || {
+                    let mut acks = Acks::default();
+                    let mut mine: Vec<String> = Vec::new();
+                    for i in 0..200 {
+                        if i % 5 == 4 {
+                            // All four race for the same label: one may win.
+                            let label = format!("c{i}");
+                            let out = run(&["fork", "root", "--label", &label]);
+                            let stdout = String::from_utf8(out.stdout).unwrap();
+                            if out.status.success() {
+                                let child = stdout.lines().next().unwrap().to_string();
+                                mine.push(child.clone());
+                                acks.forks.push((label, child));
+                            } else {
+                                let stderr = String::from_utf8_lossy(&out.stderr);
+                                assert!(stderr.contains("already has a child"), "{stderr}");
+                                acks.refused_labels += 1;
+                            }
+                            continue;
+                        }
+                        // Mostly the shared root; sometimes a fork this worker made.
+                        let session = match mine.get(i % 7) {
+                            Some(fork) if i % 3 == 0 => fork.clone(),
+                            _ => root.to_string(),
+                        };
+                        let content = format!("w{w} i{i}");
+                        let out =
+                            run(&["append", &session, "--role", "user", "--content", &content]);
+                        assert!(
+                            out.status.success(),
+                            "append failed: {}",
+                            String::from_utf8_lossy(&out.stderr)
+                        );
+                        let index = String::from_utf8(out.stdout)
+                            .unwrap()
+                            .trim()
+                            .parse()
+                            .unwrap();
+                        acks.appends.push((session, index, content));
+                    }
+                    acks
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    // Every acknowledged append is there, at its index, once.
+    let mut by_session: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+    for acks in &workers {
+        for (session, index, content) in &acks.appends {
+            by_session
+                .entry(session.clone())
+                .or_default()
+                .push((*index, content.clone()));
+        }
+    }
+    for (session, acked) in &by_session {
+        let records = server.replay(&sid(session), None).unwrap();
+        for (i, r) in records.iter().enumerate() {
+            assert_eq!(r.index, i as u64, "{session}: indices are not contiguous");
+        }
+        let mut seen = BTreeSet::new();
+        for (index, content) in acked {
+            assert!(
+                seen.insert(*index),
+                "{session}: two appends acknowledged at {index}"
+            );
+            assert_eq!(
+                records.get(*index as usize).map(|r| &r.content),
+                Some(content),
+                "{session}: the acknowledged turn {index} is not there"
+            );
+        }
+    }
+    // No index holds two turns anywhere, and no parent has two children of one label.
+    let doubled = format!(
+        "SELECT ?g ?i WHERE {{ GRAPH ?g {{ ?a <{FT}index> ?i . ?b <{FT}index> ?i }} FILTER(?a != ?b) }}"
+    );
+    assert_eq!(count(&server, &doubled), 0, "two turns share an index");
+    let twins = format!(
+        "SELECT ?p ?l WHERE {{ ?a <{FT}parentSession> ?p ; <{FT}branch> ?l . \
+         ?b <{FT}parentSession> ?p ; <{FT}branch> ?l FILTER(?a != ?b) }}"
+    );
+    assert_eq!(count(&server, &twins), 0, "two siblings share a label");
+    // Each contested label went to exactly one worker, and that worker's child is it.
+    let won: Vec<&(String, String)> = workers.iter().flat_map(|a| &a.forks).collect();
+    let refused: usize = workers.iter().map(|a| a.refused_labels).sum();
+    assert_eq!(won.len(), 40, "one fork per contested label");
+    assert_eq!(refused, 120);
+    let tree = server.tree(&root).unwrap();
+    for (label, child) in won {
+        let node = tree.children.iter().find(|c| &c.branch == label).unwrap();
+        assert_eq!(node.session.as_str(), child);
+    }
+    assert_eq!(lease_count(&server), 0, "a lease outlived its write");
+}
+
+fn count(store: &Store, sparql: &str) -> usize {
+    match store.query(sparql, &[]).unwrap() {
+        QueryResults::Solutions(rows) => rows.count(),
+        _ => panic!("not a SELECT"),
+    }
+}
