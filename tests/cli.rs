@@ -291,9 +291,86 @@ fn a_store_held_by_another_process_is_reported_as_in_use_and_left_unchanged() {
             let stderr = String::from_utf8(out.stderr).unwrap();
             assert!(stderr.contains("in use by another process"), "{stderr}");
             assert!(stderr.contains("forktrail serve"), "{stderr}");
+            assert!(
+                stderr.contains("--store http://HOST:PORT/sparql"),
+                "{stderr}"
+            );
         }
     }
     assert_eq!(before, cli.snapshot());
+}
+
+#[test]
+fn while_serve_holds_the_store_the_refusal_names_it_and_the_cli_works_through_it() {
+    use std::io::BufRead;
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "s"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+        .arg("--store")
+        .arg(&cli.store)
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .env("FORKTRAIL_TOKEN", "t0ken")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("serving on"), "{first}");
+    let url = format!("http://127.0.0.1:{port}/sparql");
+
+    let refused = cli.run(&["list"]);
+    assert!(!refused.status.success());
+    let refused = String::from_utf8_lossy(&refused.stderr);
+    assert!(refused.contains(&format!("--store {url}")), "{refused}");
+    let through = |args: &[&str], token: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
+        command.args(["--store", &url]).args(args);
+        match token {
+            Some(t) => command.env("FORKTRAIL_STORE_TOKEN", t),
+            None => command.env_remove("FORKTRAIL_STORE_TOKEN"),
+        };
+        command.output().unwrap()
+    };
+    let denied = through(&["append", "s", "--role", "user", "--content", "x"], None);
+    assert!(!denied.status.success());
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert!(stderr.contains("FORKTRAIL_STORE_TOKEN"), "{stderr}");
+    let appended = through(
+        &[
+            "append",
+            "s",
+            "--role",
+            "user",
+            "--content",
+            "through the server",
+        ],
+        Some("t0ken"),
+    );
+    assert!(
+        appended.status.success(),
+        "{}",
+        String::from_utf8_lossy(&appended.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&appended.stdout).trim(), "0");
+    let replay = through(&["replay", "s"], None);
+    assert!(
+        String::from_utf8_lossy(&replay.stdout).contains("through the server"),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+    // The server's address file goes with it only on a clean stop; a killed one leaves
+    // it, and the store opens all the same.
+    assert!(cli.ok(&["replay", "s"]).contains("through the server"));
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! `forktrail` binary on `PATH` (and the system's tools): every ```` ```sh ```` block but
 //! the first (`make`, which runs in the checkout, as CI does) runs in order, in one
 //! directory, so later blocks see the store earlier ones built. A block after
-//! `<!-- readme-test: server -->` runs while `forktrail serve` serves that store (on a
-//! free port instead of 7878). Blocks in ```` ```text ```` are not run: they need a
+//! `<!-- readme-test: server -->` runs while `FORKTRAIL_TOKEN=s3cret forktrail serve`
+//! serves that store (on a free port instead of 7878). Blocks in ```` ```text ```` are not run: they need a
 //! model server or files of the reader's own.
 #![cfg(feature = "rocksdb")]
 
@@ -55,7 +55,8 @@ fn serve(dir: &Path, path: &str) -> (Child, String) {
         .current_dir(dir)
         .env("PATH", path)
         .env_remove("FORKTRAIL_STORE")
-        .env_remove("FORKTRAIL_TOKEN")
+        // The token the README's server block says the server was started with.
+        .env("FORKTRAIL_TOKEN", "s3cret")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

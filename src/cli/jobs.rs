@@ -1,6 +1,6 @@
 //! What-if regeneration and its jobs: `regenerate`, `jobs`.
 
-use super::{emit, is_locked, open, open_when_free, print_json, render, CliResult, Out};
+use super::{emit, is_locked, open, open_when_free, print_json, render, CliResult, Out, Target};
 use clap::{Args, Subcommand};
 use forktrail::{Job, JobStatus, RegenerateOptions, SessionId, Store};
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ fn read(file: &Path) -> Result<String, String> {
 }
 
 impl RegenerateArgs {
-    pub(super) fn run(self, out: Out, store: Store, path: &Path) -> CliResult {
+    pub(super) fn run(self, out: Out, store: Store, path: &Target) -> CliResult {
         let mut options = self.options;
         options.system_prompt = self.system_prompt.as_deref().map(read).transpose()?;
         if let Some(file) = &self.tools {
@@ -95,8 +95,7 @@ impl RegenerateArgs {
             // The worker needs the store this process holds.
             drop(store);
             std::process::Command::new(std::env::current_exe()?)
-                .arg("--store")
-                .arg(path)
+                .args(path.args())
                 .args(["jobs", "run", &job.job])
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())
@@ -176,11 +175,15 @@ impl JobsArgs {
 
     /// Cancels a job. If a background worker holds the store, a cancel file asks it to
     /// stop, and this waits for the store to report the outcome.
-    pub(super) fn cancel(self, out: Out, path: &Path) -> CliResult {
+    pub(super) fn cancel(self, out: Out, path: &Target) -> CliResult {
         let Some(JobsAction::Cancel { job }) = &self.action else {
             unreachable!("called for `jobs cancel` only")
         };
-        let cancel_file = Store::cancel_file(path, job);
+        let Some(dir) = path.dir() else {
+            // A shared store has no holder to ask: the job is marked cancelled in it.
+            return self.run(out, &open(path, false)?);
+        };
+        let cancel_file = Store::cancel_file(dir, job);
         let store = match open(path, false) {
             Ok(store) => store,
             Err(e) if is_locked(e.as_ref()) => {

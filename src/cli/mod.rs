@@ -16,7 +16,7 @@ mod transfer;
 mod tree;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use forktrail::Store;
+use forktrail::{RemoteAuth, RemoteConfig, Store};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,8 +26,11 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "forktrail", version, about, long_about = None)]
 struct Cli {
-    /// The store directory (RocksDB); created, with its parents, by demo, new, import
-    /// and serve.
+    /// The store: a directory (RocksDB; created, with its parents, by demo, new, import
+    /// and serve), or the http(s) URL of a SPARQL 1.1 query endpoint (Oxigraph server,
+    /// Virtuoso, GraphDB, a running `forktrail serve`'s /sparql …), which many
+    /// processes may share. Credentials come from FORKTRAIL_STORE_TOKEN (bearer), or
+    /// FORKTRAIL_STORE_USER and FORKTRAIL_STORE_PASSWORD (basic), only.
     #[arg(
         long,
         global = true,
@@ -35,8 +38,51 @@ struct Cli {
         default_value = "./forktrail-data"
     )]
     store: PathBuf,
+    /// With a URL --store: its SPARQL update endpoint. Default: the query URL with a
+    /// final /query replaced by /update (Oxigraph server), else the query URL itself.
+    #[arg(
+        long,
+        global = true,
+        env = "FORKTRAIL_UPDATE_ENDPOINT",
+        value_name = "URL"
+    )]
+    update_endpoint: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Where the store is, as the command line says.
+pub(crate) struct Target {
+    store: PathBuf,
+    update_endpoint: Option<String>,
+}
+
+impl Target {
+    /// The query URL of a remote store.
+    fn url(&self) -> Option<&str> {
+        let s = self.store.to_str()?;
+        (s.starts_with("http://") || s.starts_with("https://")).then_some(s)
+    }
+
+    /// The directory of an embedded store.
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.url().is_none().then_some(self.store.as_path())
+    }
+
+    /// The arguments that point another forktrail process at this store.
+    pub(crate) fn args(&self) -> Vec<std::ffi::OsString> {
+        let mut args = vec!["--store".into(), self.store.clone().into_os_string()];
+        if let Some(update) = &self.update_endpoint {
+            args.extend(["--update-endpoint".into(), update.into()]);
+        }
+        args
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.store.display())
+    }
 }
 
 #[derive(Subcommand)]
@@ -172,7 +218,10 @@ type Out<'a> = &'a mut dyn Write;
 /// Picks the command. Those that need no store run first; the others get it opened
 /// (and created, for the commands that make one).
 fn run(cli: Cli, out: Out) -> CliResult {
-    let path = cli.store;
+    let path = Target {
+        store: cli.store,
+        update_endpoint: cli.update_endpoint,
+    };
     let store = match cli.command {
         Command::Completions(args) => {
             clap_complete::generate(args.shell, &mut Cli::command(), "forktrail", out);
@@ -223,7 +272,10 @@ impl Command {
 }
 
 /// Opens the store; commands that create one also create its directory and parents.
-fn open(path: &Path, create: bool) -> Result<Store, Box<dyn std::error::Error>> {
+fn open(target: &Target, create: bool) -> Result<Store, Box<dyn std::error::Error>> {
+    let Some(path) = target.dir() else {
+        return open_remote(target);
+    };
     if path.is_file() {
         return Err(format!("{} is a file, not a store directory", path.display()).into());
     }
@@ -253,6 +305,33 @@ fn open(path: &Path, create: bool) -> Result<Store, Box<dyn std::error::Error>> 
     }
 }
 
+/// A remote store, with credentials from the environment only (never from arguments,
+/// which other users of the machine can read).
+fn open_remote(target: &Target) -> Result<Store, Box<dyn std::error::Error>> {
+    let url = target.url().expect("called for a URL");
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let auth = match (
+        var("FORKTRAIL_STORE_TOKEN"),
+        var("FORKTRAIL_STORE_USER"),
+        var("FORKTRAIL_STORE_PASSWORD"),
+    ) {
+        (Some(_), Some(_), _) => {
+            return Err("set FORKTRAIL_STORE_TOKEN or FORKTRAIL_STORE_USER, not both".into())
+        }
+        (Some(token), None, _) => RemoteAuth::Bearer(token),
+        (None, Some(user), password) => RemoteAuth::Basic(user, password.unwrap_or_default()),
+        (None, None, Some(_)) => {
+            return Err("FORKTRAIL_STORE_PASSWORD is set without FORKTRAIL_STORE_USER".into())
+        }
+        (None, None, None) => RemoteAuth::None,
+    };
+    let mut config = RemoteConfig::new(url).with_auth(auth);
+    if let Some(update) = &target.update_endpoint {
+        config = config.with_update_url(update.clone());
+    }
+    Ok(Store::remote(config)?)
+}
+
 fn is_locked(e: &(dyn std::error::Error + 'static)) -> bool {
     matches!(
         e.downcast_ref::<forktrail::Error>(),
@@ -262,7 +341,7 @@ fn is_locked(e: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Opens the store, waiting up to 30 s while another process holds it (a background
 /// worker finds the store still held by the command that started it, for a moment).
-fn open_when_free(path: &Path) -> Result<Store, Box<dyn std::error::Error>> {
+fn open_when_free(path: &Target) -> Result<Store, Box<dyn std::error::Error>> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         match open(path, false) {

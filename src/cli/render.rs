@@ -15,7 +15,6 @@ use oxigraph::sparql::results::{QueryResultsFormat, QueryResultsSerializer};
 use oxigraph::sparql::QueryResults;
 use std::fmt::Write as _;
 use std::io::{self, Write};
-use std::path::Path;
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -566,12 +565,13 @@ pub fn query_results(
     Ok(())
 }
 
-pub fn demo(out: &mut dyn Write, store: &Store, tree: &DemoTree, path: &Path) -> CliResult {
-    writeln!(
-        out,
-        "Built a demo conversation and its forks in {}\n",
-        path.display()
-    )?;
+pub fn demo(
+    out: &mut dyn Write,
+    store: &Store,
+    tree: &DemoTree,
+    path: &super::Target,
+) -> CliResult {
+    writeln!(out, "Built a demo conversation and its forks in {}\n", path)?;
     writeln!(out, "Fork tree:")?;
     write!(out, "{}", tree_text(&store.tree(&tree.root)?))?;
     writeln!(
@@ -598,7 +598,7 @@ pub fn demo(out: &mut dyn Write, store: &Store, tree: &DemoTree, path: &Path) ->
     let exe = std::env::args()
         .next()
         .unwrap_or_else(|| "forktrail".into());
-    let store_arg = format!("{exe} --store {}", path.display());
+    let store_arg = format!("{exe} --store {path}");
     writeln!(out, "\nTry next:")?;
     writeln!(out, "  {store_arg} tree {} --mermaid", tree.root)?;
     writeln!(out, "  {store_arg} query --list")?;

@@ -75,14 +75,26 @@ impl ServeArgs {
             allow_remote_models: self.allow_remote_models,
         };
         let writable = config.token.is_some();
+        // Where a command refused the store (it is held here) learns where to go.
+        let url_file = store.path().map(|dir| dir.join(forktrail::SERVER_FILE));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
-        runtime.block_on(forktrail::server::serve(
+        let announce = url_file.clone();
+        let served = runtime.block_on(forktrail::server::serve(
             std::sync::Arc::new(store),
             config,
-            move |addr| banner(addr, writable),
-        ))?;
+            move |addr| {
+                if let Some(file) = &announce {
+                    let _ = std::fs::write(file, format!("http://{addr}/sparql\n"));
+                }
+                banner(addr, writable)
+            },
+        ));
+        if let Some(file) = url_file {
+            let _ = std::fs::remove_file(file);
+        }
+        served?;
         Ok(())
     }
 }
