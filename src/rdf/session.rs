@@ -185,7 +185,9 @@ impl Rdf<'_> {
              }}",
             ft::INDEX
         );
-        let mut facts: HashMap<NamedNode, (Vec<Quad>, Option<(u64, u64)>)> = HashMap::new();
+        // Per graph: the node's quads, and (largest index, number) of its turns.
+        type Rows = (Vec<Quad>, Option<(u64, u64)>);
+        let mut facts: HashMap<NamedNode, Rows> = HashMap::new();
         for row in self.select_rows(&query)? {
             let Some(Term::NamedNode(g)) = row.get("g") else {
                 continue;
