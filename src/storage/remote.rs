@@ -135,10 +135,21 @@ impl Remote {
             let parsed = url::Url::parse(url).map_err(|e| {
                 Error::InvalidInput(format!("invalid {what} endpoint {url:?}: {e}"))
             })?;
-            if !matches!(parsed.scheme(), "http" | "https") {
-                return Err(Error::InvalidInput(format!(
-                    "the {what} endpoint {url} is not an http(s) URL"
-                )));
+            match parsed.scheme() {
+                "http" => {}
+                // ureq is built without TLS for now: say so before any request.
+                "https" => {
+                    return Err(Error::InvalidInput(format!(
+                        "the {what} endpoint {url} is https, which this forktrail cannot \
+                         speak yet; use an http:// endpoint (a TLS-terminating proxy on \
+                         localhost, for instance)"
+                    )))
+                }
+                _ => {
+                    return Err(Error::InvalidInput(format!(
+                        "the {what} endpoint {url} is not an http URL"
+                    )))
+                }
             }
         }
         let authorization = match &config.auth {
@@ -747,6 +758,15 @@ mod tests {
             RemoteConfig::new("http://h:8890/sparql").update_url,
             "http://h:8890/sparql"
         );
+    }
+
+    #[test]
+    fn an_endpoint_it_cannot_speak_is_refused_before_any_request() {
+        for url in ["https://h/sparql", "ftp://h/sparql", "not a url"] {
+            let err = Remote::new(RemoteConfig::new(url)).err().expect(url);
+            assert!(err.to_string().contains("endpoint"), "{url}: {err}");
+        }
+        assert!(Remote::new(RemoteConfig::new("http://h/sparql")).is_ok());
     }
 
     #[test]
