@@ -411,7 +411,9 @@ impl Backend for Remote {
 }
 
 /// `GRAPH g { s p o }` with the given positions as terms and the others as `?s ?p ?o
-/// ?g`. Blank nodes have no identity across requests, so they cannot be asked for.
+/// ?g`. Every value is an oxrdf term rendered by its `Display` (escaped N-Triples
+/// syntax), never a raw string. Blank nodes have no identity across requests, so they
+/// cannot be asked for.
 fn quad_pattern(
     subject: Option<NamedOrBlankNodeRef<'_>>,
     predicate: Option<NamedNodeRef<'_>>,
@@ -746,6 +748,20 @@ mod tests {
         let text = change_text(&change).unwrap();
         let update: spargebra::Update = text.parse().unwrap();
         assert_eq!(update.operations.len(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_hostile_literal_in_a_pattern_stays_one_term() {
+        let hostile = oxigraph::model::Literal::new_simple_literal("x\" } } ; DROP ALL ; #");
+        let pattern = quad_pattern(None, None, Some(hostile.as_ref().into()), None).unwrap();
+        let query: spargebra::Query = format!("SELECT * WHERE {{ {pattern} }}").parse().unwrap();
+        let text = query.to_string();
+        assert!(
+            text.contains("?s") && text.contains("?p") && text.contains("?g"),
+            "{text}"
+        );
+        // The whole value came back as the one literal of the one triple pattern.
+        assert!(text.contains(&format!("?p {hostile} ")), "{text}");
     }
 
     #[test]
