@@ -46,7 +46,7 @@ pub mod vocab;
 mod write;
 
 pub use error::{Error, Result};
-pub use io::{ExportFormat, ImportFormat, TranscriptOptions, TranscriptReport};
+pub use io::{CopyReport, ExportFormat, ImportFormat, TranscriptOptions, TranscriptReport};
 pub use merge::SessionWriter;
 pub use model::{
     Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,

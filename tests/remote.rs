@@ -276,3 +276,137 @@ fn count(store: &Store, sparql: &str) -> usize {
         _ => panic!("not a SELECT"),
     }
 }
+
+/// `(session, length, head digest)` of every session.
+fn heads(store: &Store) -> Vec<(String, u64, Option<String>)> {
+    let mut all: Vec<_> = store
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.session.to_string(), s.length, s.head_digest))
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn a_store_copied_to_a_remote_one_and_back_is_the_same_store() {
+    let Some(remote) = remote() else { return };
+    let source = Store::in_memory().unwrap();
+    let demo = forktrail::demo::build(&source).unwrap();
+    let hostile = session_with(&source, "hostile", 0);
+    source
+        .append(
+            &hostile,
+            NewTurn::new(
+                Role::User,
+                "\"} ; DROP ALL ; INSERT DATA { <a> <b> \"c\" } #\n\u{0}é",
+            ),
+        )
+        .unwrap();
+    let standalone = fork_at(&source, &demo.root, 2, "alone", "alone");
+    source.detach(&standalone).unwrap();
+
+    let there = source.copy_to(&remote).unwrap();
+    assert_eq!(there.sessions.len(), source.list().unwrap().len());
+    assert_eq!(there.verified, there.sessions.len());
+    assert_eq!(there.quads as usize, quads(&source).len());
+    assert_eq!(heads(&remote), heads(&source));
+
+    let back = Store::in_memory().unwrap();
+    let report = remote.copy_to(&back).unwrap();
+    assert_eq!(report.sessions, there.sessions);
+    assert_eq!(heads(&back), heads(&source));
+    // Not just the heads: every quad came back, and replays read the same.
+    assert_eq!(quads(&back), quads(&source));
+    let leaf = &demo.booking;
+    assert_eq!(
+        back.replay(leaf, None).unwrap(),
+        source.replay(leaf, None).unwrap()
+    );
+
+    // A second copy into the same remote store is refused and writes nothing.
+    let err = fails_unchanged(&remote, || source.copy_to(&remote));
+    assert!(
+        matches!(&err, Error::Conflict(m) if m.contains("already exists")),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn the_copy_command_moves_a_directory_store_to_a_server_and_back() {
+    let Some(remote) = remote() else { return };
+    let url = server_url(&remote);
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let forktrail = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+            .args(args)
+            .env_remove("FORKTRAIL_STORE")
+            .output()
+            .unwrap();
+        let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        (out.status.success(), text(out.stdout), text(out.stderr))
+    };
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let (ok, _, err) = forktrail(&[&os("--store"), a.as_os_str(), &os("demo")]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = forktrail(&[
+        &os("copy"),
+        &os("--from"),
+        a.as_os_str(),
+        &os("--to"),
+        &os(&url),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("checked: 4 of 4 sessions"), "{out}");
+    let (ok, out, err) = forktrail(&[
+        &os("copy"),
+        &os("--from"),
+        &os(&url),
+        &os("--to"),
+        b.as_os_str(),
+        &os("--json"),
+    ]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["verified"], 4);
+    let listing = |store: &std::path::Path| {
+        let (ok, out, err) = forktrail(&[
+            &os("--store"),
+            store.as_os_str(),
+            &os("list"),
+            &os("--json"),
+        ]);
+        assert!(ok, "{err}");
+        let all: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+        let mut heads: Vec<String> = all
+            .iter()
+            .map(|s| format!("{} {} {}", s["session"], s["length"], s["head_digest"]))
+            .collect();
+        heads.sort();
+        heads
+    };
+    let (before, after) = (listing(&a), listing(&b));
+    assert_eq!(before.len(), 4);
+    assert_eq!(before, after);
+    // Copying onto itself, or again into a store that has the sessions, is refused.
+    let (ok, _, err) = forktrail(&[
+        &os("copy"),
+        &os("--from"),
+        a.as_os_str(),
+        &os("--to"),
+        a.as_os_str(),
+    ]);
+    assert!(!ok && err.contains("the same store"), "{err}");
+    let (ok, _, err) = forktrail(&[
+        &os("copy"),
+        &os("--from"),
+        a.as_os_str(),
+        &os("--to"),
+        b.as_os_str(),
+    ]);
+    assert!(!ok && err.contains("already exists"), "{err}");
+    assert_eq!(listing(&b), before);
+}

@@ -55,6 +55,9 @@ struct Cli {
 pub(crate) struct Target {
     store: PathBuf,
     update_endpoint: Option<String>,
+    /// The prefix of the environment variables that hold a remote store's
+    /// credentials: `FORKTRAIL_STORE` (`_TOKEN`, `_USER`, `_PASSWORD`).
+    credentials: &'static str,
 }
 
 impl Target {
@@ -160,6 +163,14 @@ enum Command {
     /// records and OpenAI chat messages take one session; PROV-O is Turtle with the
     /// PROV types and relations written out for PROV tools.
     Export(transfer::ExportArgs),
+    /// Copy every session of one store into another (embedded or remote), all or
+    /// nothing, then check each copied session's length and head digest.
+    ///
+    /// Moves a store between a directory and a SPARQL 1.1 store, either way. The
+    /// destination is created if it is a directory; a session already there is refused.
+    /// Credentials for a remote --to come from FORKTRAIL_TO_TOKEN, or FORKTRAIL_TO_USER
+    /// and FORKTRAIL_TO_PASSWORD (those of --from, as for --store, from FORKTRAIL_STORE_*).
+    Copy(transfer::CopyArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell or elvish).
     ///
     /// For example: `forktrail completions bash >
@@ -221,6 +232,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
     let path = Target {
         store: cli.store,
         update_endpoint: cli.update_endpoint,
+        credentials: "FORKTRAIL_STORE",
     };
     let store = match cli.command {
         Command::Completions(args) => {
@@ -228,6 +240,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
             return Ok(());
         }
         Command::Query(args) if args.list => return args.list(out),
+        Command::Copy(args) => return args.run(out, path),
         Command::Jobs(args) if args.is_cancel() => return args.cancel(out, &path),
         Command::Jobs(args) if args.is_worker() => return args.run(out, &open_when_free(&path)?),
         ref command => open(&path, command.creates_store())?,
@@ -255,7 +268,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         #[cfg(feature = "server")]
         Command::Serve(args) => args.run(out, store),
         Command::Export(args) => args.run(out, &store),
-        Command::Completions(_) => unreachable!("runs without a store"),
+        Command::Completions(_) | Command::Copy(_) => unreachable!("opens its own stores"),
     }
 }
 
@@ -309,20 +322,17 @@ fn open(target: &Target, create: bool) -> Result<Store, Box<dyn std::error::Erro
 /// which other users of the machine can read).
 fn open_remote(target: &Target) -> Result<Store, Box<dyn std::error::Error>> {
     let url = target.url().expect("called for a URL");
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let auth = match (
-        var("FORKTRAIL_STORE_TOKEN"),
-        var("FORKTRAIL_STORE_USER"),
-        var("FORKTRAIL_STORE_PASSWORD"),
-    ) {
-        (Some(_), Some(_), _) => {
-            return Err("set FORKTRAIL_STORE_TOKEN or FORKTRAIL_STORE_USER, not both".into())
-        }
+    let p = target.credentials;
+    let var = |name: &str| {
+        std::env::var(format!("{p}_{name}"))
+            .ok()
+            .filter(|v| !v.is_empty())
+    };
+    let auth = match (var("TOKEN"), var("USER"), var("PASSWORD")) {
+        (Some(_), Some(_), _) => return Err(format!("set {p}_TOKEN or {p}_USER, not both").into()),
         (Some(token), None, _) => RemoteAuth::Bearer(token),
         (None, Some(user), password) => RemoteAuth::Basic(user, password.unwrap_or_default()),
-        (None, None, Some(_)) => {
-            return Err("FORKTRAIL_STORE_PASSWORD is set without FORKTRAIL_STORE_USER".into())
-        }
+        (None, None, Some(_)) => return Err(format!("{p}_PASSWORD is set without {p}_USER").into()),
         (None, None, None) => RemoteAuth::None,
     };
     let mut config = RemoteConfig::new(url).with_auth(auth);

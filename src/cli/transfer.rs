@@ -1,6 +1,6 @@
-//! Sessions in and out: `import`, `export`.
+//! Sessions in and out: `import`, `export`, `copy`.
 
-use super::{existing_path, print_json, render, CliResult, Out};
+use super::{existing_path, open, print_json, render, CliResult, Out, Target};
 use clap::Args;
 use forktrail::{ExportFormat, ImportFormat, SessionId, Store, TranscriptReport};
 use std::path::{Path, PathBuf};
@@ -116,6 +116,67 @@ impl ExportArgs {
             return Err(e.into());
         }
         std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(())
+    }
+}
+
+#[derive(Args)]
+pub(super) struct CopyArgs {
+    /// The store to copy from (default: --store).
+    #[arg(long, value_name = "STORE")]
+    from: Option<PathBuf>,
+    /// The store to copy into: a directory (created if missing) or the http:// URL of a
+    /// SPARQL 1.1 query endpoint.
+    #[arg(long, value_name = "STORE")]
+    to: PathBuf,
+    /// With a URL --to: its SPARQL update endpoint (default as for --update-endpoint).
+    #[arg(long, value_name = "URL")]
+    to_update_endpoint: Option<String>,
+    /// Print a JSON report.
+    #[arg(long)]
+    json: bool,
+}
+
+impl CopyArgs {
+    pub(super) fn run(self, out: Out, store: Target) -> CliResult {
+        let from = match self.from {
+            Some(from) => Target {
+                store: from,
+                ..store
+            },
+            None => store,
+        };
+        let to = Target {
+            store: self.to,
+            update_endpoint: self.to_update_endpoint,
+            credentials: "FORKTRAIL_TO",
+        };
+        let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => a == b,
+        };
+        if same(&from.store, &to.store) {
+            return Err(format!("--from and --to are the same store, {from}").into());
+        }
+        let source = open(&from, false)?;
+        let dest = open(&to, true)?;
+        let report = source.copy_to(&dest)?;
+        if self.json {
+            return print_json(out, &report);
+        }
+        let sessions = render::count(report.sessions.len() as u64, "session", "sessions");
+        let turns = render::count(report.own_turns, "turn", "turns");
+        let quads = render::count(report.quads, "quad", "quads");
+        writeln!(
+            out,
+            "copied {sessions} ({turns}, {quads}) from {from} to {to}"
+        )?;
+        writeln!(
+            out,
+            "checked: {} of {} sessions have the same length and head digest in both",
+            report.verified,
+            report.sessions.len()
+        )?;
         Ok(())
     }
 }

@@ -9,13 +9,16 @@
 //! | `report.rs` | what transcript imports take and report |
 //! | `openai.rs` | OpenAI chat messages in and out |
 //! | `claude_code.rs` | Claude Code logs, sub-agents and project folders in |
+//! | `copy.rs` | a whole store into another, checked session by session |
 
 mod claude_code;
+mod copy;
 mod formats;
 mod graphs;
 mod openai;
 mod report;
 
+pub use copy::CopyReport;
 pub use formats::{ExportFormat, ImportFormat};
 pub(crate) use openai::openai_messages;
 pub use report::{TranscriptOptions, TranscriptReport};
