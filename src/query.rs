@@ -228,7 +228,7 @@ impl Store {
     pub fn update(&self, sparql: &str, cancel: Option<&CancellationToken>) -> Result<()> {
         let update = crate::query_check::parse_update(sparql)?;
         let mut tx = self.write()?;
-        let result = self.backend().update(update, cancel.cloned());
+        let result = self.backend().update(sparql, update, cancel.cloned());
         // An update may change anything: the derived read cache goes, whatever the
         // outcome.
         tx.forget_all();
@@ -360,12 +360,12 @@ impl Store {
         let end = up_to.map_or(u64::MAX, |n| n.saturating_add(1));
         let mut out: Vec<ReplayRecord> = Vec::new();
         for (i, level) in chain.levels().iter().enumerate() {
-            // xsd:integer values are 64-bit signed here.
-            let cut = chain.visible_limit(i).min(end).min(i64::MAX as u64);
-            let bindings = [
-                ("id", Literal::from(level.id.as_str()).into()),
-                ("cut", Literal::from(cut).into()),
-            ];
+            let mut bindings = vec![("id", Literal::from(level.id.as_str()).into())];
+            // No cut at all rather than a huge one: Virtuoso 7 overflows on i64::MAX.
+            let cut = chain.visible_limit(i).min(end);
+            if let Ok(cut) = i64::try_from(cut) {
+                bindings.push(("cut", Literal::from(cut).into()));
+            }
             for row in self.select(&queries::SESSION_TURNS, &bindings)? {
                 let index = int(&row, "index").unwrap_or(u64::MAX);
                 if index < out.len() as u64 {

@@ -10,7 +10,7 @@ use crate::query::queries;
 use crate::rdf::{instant, missing_turn, SessionNode};
 use crate::store::Store;
 use oxigraph::model::{Literal, NamedNode, NamedNodeRef, Term};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 impl Store {
@@ -20,7 +20,7 @@ impl Store {
         if self.across_network() {
             return Ok(self
                 .rdf()
-                .nodes_with_lengths(iri, false)?
+                .nodes_with_lengths(iri, 0)?
                 .remove(&iri.into_owned()));
         }
         let epoch = if self.caching() {
@@ -103,11 +103,19 @@ impl Store {
     /// a chain longer than the depth limit is refused; a missing parent is named.
     pub(crate) fn chain(&self, id: &SessionId) -> Result<Chain> {
         if self.across_network() {
-            // Every level in one request, then the same walk over what came back.
-            let mut nodes = self
-                .rdf()
-                .nodes_with_lengths(self.session_iri(id).as_ref(), true)?;
-            return self.walk(id, |iri| Ok(nodes.remove(&iri.into_owned())));
+            // Levels in batches, the first small (most chains are short), the next
+            // reaching past the depth limit: a chain is one request up to depth 8 and
+            // two up to 32. The same walk runs over what came back.
+            let mut nodes = HashMap::new();
+            let mut batch = 8;
+            return self.walk(id, |iri| {
+                let iri = iri.into_owned();
+                if !nodes.contains_key(&iri) {
+                    nodes.extend(self.rdf().nodes_with_lengths(iri.as_ref(), batch)?);
+                    batch = MAX_FORK_DEPTH;
+                }
+                Ok(nodes.remove(&iri))
+            });
         }
         self.walk(id, |iri| self.facts_of(iri))
     }

@@ -22,7 +22,7 @@ fn requests(store: &Store, op: impl FnOnce()) -> u64 {
 }
 
 #[test]
-fn replay_costs_two_requests_at_any_depth_and_a_write_does_not_grow_with_history() {
+fn replay_costs_at_most_three_requests_at_any_depth_and_a_write_does_not_grow_with_history() {
     let Some(s) = remote() else { return };
     let root = session_with(&s, "root", 3);
     let mut leaf = root.clone();
@@ -45,9 +45,11 @@ fn replay_costs_two_requests_at_any_depth_and_a_write_does_not_grow_with_history
         let n = requests(&s, || records = s.replay(id, None).unwrap());
         assert_eq!(records.len() as u64, 3 + d, "depth {d}");
         assert!(n <= d + 1, "replay at depth {d} took {n} requests");
+        // The chain in one request up to depth 8 and two past it; then the turns.
+        let expected = if *d <= 8 { 2 } else { 3 };
         assert_eq!(
-            n, 2,
-            "replay at depth {d}: one for the chain, one for the turns"
+            n, expected,
+            "replay at depth {d}: the chain, then the turns"
         );
     }
     // The same operations on a short and on a long history cost the same requests.
@@ -156,7 +158,19 @@ struct Acks {
 
 #[test]
 fn four_processes_writing_one_store_never_clash_and_lose_nothing() {
-    let Some(server) = remote() else { return };
+    if let Some(server) = remote() {
+        four_processes_on(server);
+    }
+}
+
+#[test]
+fn four_processes_writing_one_virtuoso_store_never_clash_and_lose_nothing() {
+    if let Some(server) = virtuoso() {
+        four_processes_on(server);
+    }
+}
+
+fn four_processes_on(server: TestStore) {
     let url = server_url(&server);
     let root = session_with(&server, "root", 1);
     let bin = env!("CARGO_BIN_EXE_forktrail");
@@ -267,7 +281,12 @@ fn four_processes_writing_one_store_never_clash_and_lose_nothing() {
         let node = tree.children.iter().find(|c| &c.branch == label).unwrap();
         assert_eq!(node.session.as_str(), child);
     }
-    assert_eq!(lease_count(&server), 0, "a lease outlived its write");
+    assert_eq!(
+        lease_count(&server),
+        0,
+        "{}: a lease outlived its write",
+        server.kind
+    );
 }
 
 fn count(store: &Store, sparql: &str) -> usize {

@@ -7,6 +7,7 @@ use crate::model::{Agent, Label, SessionId, SubAgentInfo, TurnRef};
 use crate::vocab::{dcterms, ft, prov, rdf};
 use oxigraph::model::{GraphName, Literal, NamedNode, NamedNodeRef, Quad, Term};
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 /// The lineage facts of one session, as stored on the session node in its own graph.
 /// `length` is not stored (the node never changes on append): readers find it.
@@ -162,17 +163,29 @@ fn named(term: Term) -> Option<NamedNode> {
 }
 
 impl Rdf<'_> {
-    /// For a store across a network, in one request: the node of session `iri` and,
-    /// with `ancestors`, of every session its `parentSession` links reach (a cycle
-    /// included), each with its length (from the largest turn index and the number of
-    /// turns, which must agree: turns are contiguous).
+    /// For a store across a network, in one request: the node of session `iri` and of
+    /// the first `ancestors` sessions its `parentSession` links reach, each with its
+    /// length (from the largest turn index and the number of turns, which must agree:
+    /// turns are contiguous).
+    ///
+    /// The ancestors are reached by one UNION branch per level, each a plain join of
+    /// `parentSession` patterns: Virtuoso 7 answers `parentSession*` followed by
+    /// `GRAPH ?g` with missing rows, and a VALUES block inside a UNION branch with none.
     pub(crate) fn nodes_with_lengths(
         &self,
         iri: NamedNodeRef<'_>,
-        ancestors: bool,
+        ancestors: usize,
     ) -> Result<HashMap<NamedNode, SessionNode>> {
-        let reach = if ancestors {
-            format!("{iri} {}* ?g .", ft::PARENT_SESSION)
+        let reach = if ancestors > 0 {
+            let mut branches = vec![format!("{{ BIND({iri} AS ?g) }}")];
+            for level in 1..=ancestors {
+                let mut steps = format!("{iri}");
+                for hop in 1..level {
+                    let _ = write!(steps, " {} ?a{hop} . ?a{hop}", ft::PARENT_SESSION);
+                }
+                branches.push(format!("{{ {steps} {} ?g }}", ft::PARENT_SESSION));
+            }
+            format!("{{ {} }}", branches.join(" UNION "))
         } else {
             format!("VALUES ?g {{ {iri} }}")
         };
@@ -180,7 +193,7 @@ impl Rdf<'_> {
             "SELECT ?g ?p ?o ?max ?n WHERE {{
                {{ {reach} GRAPH ?g {{ ?g ?p ?o }} }}
                UNION
-               {{ SELECT ?g (MAX(?i) AS ?max) (COUNT(?i) AS ?n)
+               {{ SELECT ?g (MAX(?i) AS ?max) (COUNT(DISTINCT ?t) AS ?n)
                   WHERE {{ {reach} GRAPH ?g {{ ?t {} ?i }} }} GROUP BY ?g }}
              }}",
             ft::INDEX
@@ -202,9 +215,11 @@ impl Rdf<'_> {
                 entry.1 = Some((max, n));
             } else if let (Some(Term::NamedNode(p)), Some(o)) = (row.get("p"), row.get("o")) {
                 let graph = GraphName::NamedNode(g.clone());
-                entry
-                    .0
-                    .push(Quad::new(g.clone(), p.clone(), o.clone(), graph));
+                let quad = Quad::new(g.clone(), p.clone(), o.clone(), graph);
+                // A cycle reaches a graph at several levels: its rows come again.
+                if !entry.0.contains(&quad) {
+                    entry.0.push(quad);
+                }
             }
         }
         let mut out = HashMap::new();

@@ -127,7 +127,12 @@ impl Backend for Embedded {
             .map_err(evaluation_error)
     }
 
-    fn update(&self, update: spargebra::Update, cancel: Option<CancellationToken>) -> Result<()> {
+    fn update(
+        &self,
+        _text: &str,
+        update: spargebra::Update,
+        cancel: Option<CancellationToken>,
+    ) -> Result<()> {
         let mut evaluator = SparqlEvaluator::new();
         if let Some(token) = cancel {
             evaluator = evaluator.with_cancellation_token(token);

@@ -79,8 +79,14 @@ pub(crate) trait Backend: Send + Sync {
 
     fn query(&self, query: Sparql) -> Result<QueryResults<'static>>;
 
-    /// Runs a SPARQL update in one transaction.
-    fn update(&self, update: spargebra::Update, cancel: Option<CancellationToken>) -> Result<()>;
+    /// Runs a SPARQL update in one transaction: `update` is `text` parsed (and checked);
+    /// a remote store is sent the text as written.
+    fn update(
+        &self,
+        text: &str,
+        update: spargebra::Update,
+        cancel: Option<CancellationToken>,
+    ) -> Result<()>;
 
     /// Whether this process is the only writer of the store: derived state (the read
     /// cache) is safe only then.

@@ -183,7 +183,10 @@ impl Remote {
         match request.send_form(form) {
             Ok(response) => Ok(response),
             Err(ureq::Error::Status(status, response)) => {
-                let body = response.into_string().unwrap_or_default();
+                // The start only: Virtuoso echoes the whole request in its errors.
+                let mut start = Vec::new();
+                let _ = response.into_reader().take(4096).read_to_end(&mut start);
+                let body = String::from_utf8_lossy(&start);
                 let body = body.trim();
                 let detail = match status {
                     401 | 403 => format!(
@@ -220,10 +223,24 @@ impl Remote {
         self.results(response)
     }
 
-    fn ask(&self, query: &str) -> Result<bool> {
-        match self.select(query)? {
-            QueryResults::Boolean(b) => Ok(b),
-            _ => Err(self.unexpected("an ASK query did not answer a boolean")),
+    /// Whether the group `pattern` has a solution, asked as a one-row SELECT (see
+    /// [`ask_as_select`]).
+    fn ask(&self, pattern: &str) -> Result<bool> {
+        let rows = self.select(&format!(
+            "SELECT (1 AS ?{ASK}) WHERE {{ {pattern} }} LIMIT 1"
+        ))?;
+        self.any_row(rows)
+    }
+
+    /// The answer to an ASK sent as [`ask_as_select`]: whether a row came back.
+    fn any_row(&self, results: QueryResults<'static>) -> Result<bool> {
+        match results {
+            QueryResults::Solutions(mut rows) => match rows.next() {
+                Some(Err(e)) => Err(self.unexpected(&format!("unreadable results: {e}"))),
+                row => Ok(row.is_some()),
+            },
+            // A store that answers the SELECT with a boolean is not answering it.
+            _ => Err(self.unexpected("a SELECT did not answer rows")),
         }
     }
 
@@ -336,11 +353,11 @@ impl Backend for Remote {
             Some(quad.object),
             Some(graph),
         )?;
-        self.ask(&format!("ASK {{ {pattern} }}"))
+        self.ask(&pattern)
     }
 
     fn has_graph(&self, graph: NamedNodeRef<'_>) -> Result<bool> {
-        self.ask(&format!("ASK {{ GRAPH {graph} {{ ?s ?p ?o }} }}"))
+        self.ask(&format!("GRAPH {graph} {{ ?s ?p ?o }}"))
     }
 
     fn commit(&self, change: Change) -> Result<()> {
@@ -352,7 +369,9 @@ impl Backend for Remote {
             spargebra::Query::Construct { .. } | spargebra::Query::Describe { .. } => GRAPH_ACCEPT,
             _ => RESULTS_ACCEPT,
         };
-        let text = bind(query.query, query.bindings)?.to_string();
+        let bound = bind(query.query, query.bindings)?;
+        let is_ask = matches!(bound, spargebra::Query::Ask { .. });
+        let text = ask_as_select(bound).to_string();
         let mut form: Vec<(&str, &str)> = vec![("query", &text)];
         for g in &query.default_graphs {
             form.push(("default-graph-uri", g.as_str()));
@@ -361,11 +380,22 @@ impl Backend for Remote {
             form.push(("named-graph-uri", g.as_str()));
         }
         let response = self.post(&self.config.query_url, accept, &form)?;
-        self.results(response)
+        let results = self.results(response)?;
+        if is_ask {
+            return Ok(QueryResults::Boolean(self.any_row(results)?));
+        }
+        Ok(results)
     }
 
-    fn update(&self, update: spargebra::Update, _cancel: Option<CancellationToken>) -> Result<()> {
-        self.run_update(&update.to_string())
+    fn update(
+        &self,
+        text: &str,
+        _update: spargebra::Update,
+        _cancel: Option<CancellationToken>,
+    ) -> Result<()> {
+        // As written: Virtuoso 7 refuses some of what spargebra writes back (a `.` after
+        // a GRAPH block in a DELETE template), though SPARQL allows it.
+        self.run_update(text)
     }
 
     fn exclusive(&self) -> bool {
@@ -524,6 +554,42 @@ fn change_text(change: &Change) -> Result<String> {
     let trimmed = out.trim_end().trim_end_matches(';').trim_end().len();
     out.truncate(trimmed);
     Ok(out)
+}
+
+/// The variable an ASK sent as a SELECT projects.
+const ASK: &str = "forktrail_ask";
+
+/// An ASK as `SELECT (1 AS ?forktrail_ask) WHERE { … } LIMIT 1`, any other query as it
+/// is. Virtuoso 7 answers ASK with a SELECT-shaped result, and answers true to an ASK
+/// whose pattern joins a VALUES block with a FILTER that removes every row (its SELECT
+/// of the same pattern is right), so forktrail never sends an ASK to a remote store.
+fn ask_as_select(query: spargebra::Query) -> spargebra::Query {
+    let spargebra::Query::Ask {
+        dataset,
+        pattern,
+        base_iri,
+    } = query
+    else {
+        return query;
+    };
+    let variable = Variable::new_unchecked(ASK);
+    let one = spargebra::algebra::Expression::Literal(1.into());
+    spargebra::Query::Select {
+        dataset,
+        pattern: GraphPattern::Slice {
+            inner: Box::new(GraphPattern::Project {
+                inner: Box::new(GraphPattern::Extend {
+                    inner: Box::new(pattern),
+                    variable: variable.clone(),
+                    expression: one,
+                }),
+                variables: vec![variable],
+            }),
+            start: 0,
+            length: Some(1),
+        },
+        base_iri,
+    }
 }
 
 /// `query` with `bindings` as a one-row `VALUES` block at the start of its outermost
@@ -730,6 +796,35 @@ mod tests {
         // What the store gets back parses, and still orders and projects.
         let reparsed: spargebra::Query = bound.parse().unwrap();
         assert!(reparsed.to_string().contains("ORDER BY"), "{bound}");
+    }
+
+    #[test]
+    fn an_ask_is_sent_as_a_one_row_select_that_keeps_its_dataset_and_values() {
+        let query: spargebra::Query = "ASK FROM <urn:x:g> { ?s ?p ?i FILTER(?i = ?want) }"
+            .parse()
+            .unwrap();
+        let want = (
+            Variable::new("want").unwrap(),
+            oxigraph::model::Literal::from(2).into(),
+        );
+        let sent = ask_as_select(bind(query, vec![want]).unwrap()).to_string();
+        let reparsed: spargebra::Query = sent.parse().unwrap();
+        let spargebra::Query::Select { dataset, .. } = &reparsed else {
+            panic!("not a SELECT: {sent}");
+        };
+        assert!(dataset.is_some(), "{sent}");
+        assert!(
+            sent.starts_with("SELECT (") && sent.contains(" AS ?forktrail_ask)"),
+            "{sent}"
+        );
+        assert!(sent.trim_end().ends_with("LIMIT 1"), "{sent}");
+        assert!(
+            sent.find("VALUES").unwrap() < sent.find("FILTER").unwrap(),
+            "{sent}"
+        );
+        // Other queries go as they are.
+        let select: spargebra::Query = "SELECT ?s { ?s ?p ?o }".parse().unwrap();
+        assert_eq!(ask_as_select(select.clone()), select);
     }
 
     #[test]

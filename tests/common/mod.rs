@@ -12,7 +12,7 @@ pub struct TestStore {
     pub store: Store,
     pub kind: &'static str,
     _dir: Option<tempfile::TempDir>,
-    _server: Option<OxigraphServer>,
+    _server: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::ops::Deref for TestStore {
@@ -22,8 +22,9 @@ impl std::ops::Deref for TestStore {
     }
 }
 
-/// One in-memory store, with the `rocksdb` feature one on-disk store, and one remote
-/// store on a real Oxigraph server (see [`OxigraphServer::start`]).
+/// One in-memory store, with the `rocksdb` feature one on-disk store, one remote store
+/// on a real Oxigraph server (see [`OxigraphServer::start`]), and with
+/// `FORKTRAIL_VIRTUOSO` one on a Virtuoso server (see [`Virtuoso::start`]).
 pub fn stores() -> Vec<TestStore> {
     #[allow(unused_mut)]
     let mut out = vec![TestStore {
@@ -35,7 +36,19 @@ pub fn stores() -> Vec<TestStore> {
     #[cfg(feature = "rocksdb")]
     out.push(rocksdb());
     out.extend(remote());
+    out.extend(virtuoso());
     out
+}
+
+/// A store on a fresh Virtuoso server, when `FORKTRAIL_VIRTUOSO` names `virtuoso-t`.
+pub fn virtuoso() -> Option<TestStore> {
+    let server = Virtuoso::start()?;
+    Some(TestStore {
+        store: Store::remote(RemoteConfig::new(server.query_url())).unwrap(),
+        kind: "virtuoso",
+        _dir: None,
+        _server: Some(Box::new(server)),
+    })
 }
 
 #[cfg(feature = "rocksdb")]
@@ -56,7 +69,7 @@ pub fn remote() -> Option<TestStore> {
         store: Store::remote(RemoteConfig::new(server.query_url())).unwrap(),
         kind: "remote",
         _dir: None,
-        _server: Some(server),
+        _server: Some(Box::new(server)),
     })
 }
 
@@ -120,6 +133,131 @@ impl Drop for OxigraphServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A Virtuoso 7 server (Debian's `virtuoso-opensource`) on 127.0.0.1 and free ports,
+/// its database in a temp dir, killed when dropped. Its SPARQL user may update (granted
+/// once in a template database that every server starts from a copy of), because
+/// Virtuoso's `/sparql` is read-only until then.
+pub struct Virtuoso {
+    child: std::process::Child,
+    http: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Virtuoso {
+    /// `$FORKTRAIL_VIRTUOSO` is the `virtuoso-t` binary; `isql-vt` is found beside it.
+    /// Without the variable, Virtuoso stores are left out.
+    pub fn start() -> Option<Self> {
+        let binary = std::path::PathBuf::from(std::env::var_os("FORKTRAIL_VIRTUOSO")?);
+        let template = virtuoso_template(&binary);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(&template, dir.path().join("v.db")).unwrap();
+        let (child, http, _) = spawn_virtuoso(&binary, dir.path());
+        Some(Self {
+            child,
+            http,
+            _dir: dir,
+        })
+    }
+
+    pub fn query_url(&self) -> String {
+        format!("http://127.0.0.1:{}/sparql", self.http)
+    }
+}
+
+impl Drop for Virtuoso {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `virtuoso-t` on the database in `dir` (created if missing) and waits for its
+/// SPARQL endpoint; returns the process, its HTTP port and its SQL port.
+fn spawn_virtuoso(
+    binary: &std::path::Path,
+    dir: &std::path::Path,
+) -> (std::process::Child, u16, u16) {
+    let (sql, http) = (free_port(), free_port());
+    let d = dir.display();
+    let ini = format!(
+        "[Database]\nDatabaseFile = {d}/v.db\nErrorLogFile = {d}/v.log\nLockFile = {d}/v.lck\n\
+         TransactionFile = {d}/v.trx\nxa_persistent_file = {d}/v.pxa\n\
+         [TempDatabase]\nDatabaseFile = {d}/v-temp.db\nTransactionFile = {d}/v-temp.trx\n\
+         [Parameters]\nServerPort = 127.0.0.1:{sql}\nDisableUnixSocket = 1\n\
+         NumberOfBuffers = 10000\nMaxDirtyBuffers = 6000\nCheckpointInterval = 0\n\
+         [HTTPServer]\nServerPort = 127.0.0.1:{http}\nServerThreads = 10\n\
+         MaxClientConnections = 10\n\
+         [SPARQL]\nResultSetMaxRows = 1000000\nMaxQueryExecutionTime = 60\n"
+    );
+    let config = dir.join("virtuoso.ini");
+    std::fs::write(&config, ini).unwrap();
+    let mut child = std::process::Command::new(binary)
+        .arg("+foreground")
+        .arg("+configfile")
+        .arg(&config)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let probe = format!("http://127.0.0.1:{http}/sparql?query=ASK%7B%7D");
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = std::fs::read_to_string(dir.join("v.log")).unwrap_or_default();
+            panic!("virtuoso exited ({status}): {log}");
+        }
+        if ureq::get(&probe).call().is_ok() {
+            return (child, http, sql);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("virtuoso did not answer on {probe} within 120 s");
+}
+
+/// A database whose SPARQL user may update, made once per target directory (creating
+/// one takes seconds, copying it milliseconds).
+fn virtuoso_template(binary: &std::path::Path) -> std::path::PathBuf {
+    static MADE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("virtuoso-template");
+    let db = root.join("v.db");
+    if db.exists() {
+        return db;
+    }
+    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (mut child, _, sql) = spawn_virtuoso(binary, scratch.path());
+    let isql = binary.with_file_name("isql-vt");
+    let status = std::process::Command::new(&isql)
+        .arg(format!("127.0.0.1:{sql}"))
+        .args(["dba", "dba"])
+        .arg("exec=GRANT SPARQL_UPDATE TO \"SPARQL\"; checkpoint; shutdown;")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", isql.display()));
+    if !status.success() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{} failed", isql.display());
+    }
+    child.wait().unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    let partial = root.join(format!("v.db.{}", std::process::id()));
+    std::fs::copy(scratch.path().join("v.db"), &partial).unwrap();
+    std::fs::rename(&partial, &db).unwrap();
+    db
 }
 
 pub fn sid(s: &str) -> SessionId {
@@ -218,9 +356,13 @@ pub fn insert_behind(store: &Store, quads: &[oxigraph::model::Quad]) {
         .unwrap();
 }
 
-/// Removes a session's graph behind forktrail's back.
+/// Removes a session's graph behind forktrail's back (SILENT: Virtuoso refuses to DROP a
+/// graph that no CREATE GRAPH made).
 pub fn drop_behind(store: &Store, id: &SessionId) {
     store
-        .update(&format!("DROP GRAPH {}", store.session_iri(id)), None)
+        .update(
+            &format!("DROP SILENT GRAPH {}", store.session_iri(id)),
+            None,
+        )
         .unwrap();
 }
