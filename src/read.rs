@@ -103,16 +103,15 @@ impl Store {
     /// a chain longer than the depth limit is refused; a missing parent is named.
     pub(crate) fn chain(&self, id: &SessionId) -> Result<Chain> {
         if self.across_network() {
-            // Levels in batches, the first small (most chains are short), the next
-            // reaching past the depth limit: a chain is one request up to depth 8 and
-            // two up to 32. The same walk runs over what came back.
+            // Nine levels per request (a session and 8 ancestors): one request up to
+            // depth 8, four at depth 32. The query grows with the square of its levels
+            // (one join chain per level), so more per request costs more than a round
+            // trip on a local network. The same walk runs over what came back.
             let mut nodes = HashMap::new();
-            let mut batch = 8;
             return self.walk(id, |iri| {
                 let iri = iri.into_owned();
                 if !nodes.contains_key(&iri) {
-                    nodes.extend(self.rdf().nodes_with_lengths(iri.as_ref(), batch)?);
-                    batch = MAX_FORK_DEPTH;
+                    nodes.extend(self.rdf().nodes_with_lengths(iri.as_ref(), 8)?);
                 }
                 Ok(nodes.remove(&iri))
             });
