@@ -9,6 +9,10 @@
 //! A reader that computed something from the store records it only if no entry was
 //! dropped since it started reading (the epoch), so a slow reader cannot bring back an
 //! entry of a session deleted (and perhaps re-created) meanwhile.
+//!
+//! On a shared store other processes write unseen, so only replay records are used
+//! there, each run with a validator: the digest of its last turn, which a reader checks
+//! against the store before it serves the run (see `Store::replay_shared`).
 
 use crate::model::ReplayRecord;
 use crate::rdf::SessionNode as Facts;
@@ -32,6 +36,10 @@ pub(crate) struct Cache {
     heads: HashMap<String, (u64, String)>,
     /// Replay records of a session's own turns, contiguous from its first own index.
     turns: HashMap<String, OwnTurns>,
+    /// On a shared store: by session, the index and stored digest of the last cached
+    /// turn. Digests chain over every earlier turn, so the store still holding that
+    /// digest at that index shows the cached run is still the session's.
+    validators: HashMap<String, (u64, String)>,
     /// Sessions in the order their turns were first cached, for eviction.
     order: VecDeque<String>,
     turn_bytes: usize,
@@ -116,6 +124,28 @@ impl Cache {
         }
     }
 
+    /// The last cached turn of `session` and its digest, if a shared-store reader
+    /// recorded them for the cached run as it now ends.
+    pub(crate) fn validator(&self, session: &str) -> Option<&(u64, String)> {
+        let own = self.turns.get(session)?;
+        let end = own.start + own.turns.len() as u64;
+        self.validators
+            .get(session)
+            .filter(|(index, _)| index + 1 == end)
+    }
+
+    /// Records the digest of the turn that ends the cached run of `session`, if that
+    /// run ends at `index` and nothing was dropped since `epoch`.
+    pub(crate) fn validate(&mut self, epoch: u64, session: &str, index: u64, digest: String) {
+        let ends_here = self
+            .turns
+            .get(session)
+            .is_some_and(|own| own.start + own.turns.len() as u64 == index + 1);
+        if self.epoch == epoch && ends_here {
+            self.validators.insert(session.to_string(), (index, digest));
+        }
+    }
+
     /// The digest of turn `index - 1` of `session`, if an append recorded it.
     pub(crate) fn head_digest(&self, session: &str, index: u64) -> Option<String> {
         self.heads
@@ -148,6 +178,7 @@ impl Cache {
             if let Some(own) = self.turns.remove(&oldest) {
                 self.turn_bytes -= own.bytes;
             }
+            self.validators.remove(&oldest);
             if oldest == session {
                 // Its cached run is gone, so the new turns would not extend it.
                 return;
@@ -172,6 +203,7 @@ impl Cache {
         self.facts.remove(session);
         self.lengths.remove(session);
         self.heads.remove(session);
+        self.validators.remove(session);
         if let Some(own) = self.turns.remove(session) {
             self.turn_bytes -= own.bytes;
             self.order.retain(|s| s != session);
@@ -255,5 +287,25 @@ mod tests {
         c.fill_turns(e, "b", 0, 0, &records(0, 2));
         c.forget("b");
         assert_eq!(c.turn_bytes, 0);
+    }
+
+    #[test]
+    fn a_validator_vouches_only_for_the_run_as_it_ended_when_checked() {
+        let mut c = Cache::new(1 << 20);
+        let e = c.epoch();
+        // Not the end of the run: not recorded.
+        c.fill_turns(e, "s", 0, 0, &records(0, 3));
+        c.validate(e, "s", 1, "d1".into());
+        assert!(c.validator("s").is_none());
+        c.validate(e, "s", 2, "d2".into());
+        assert_eq!(c.validator("s"), Some(&(2, "d2".to_string())));
+        // The run grows without a new check: the old digest no longer covers it.
+        c.appended("s", ReplayRecord::clone(&records(3, 4)[0]), "d3".into());
+        assert!(c.validator("s").is_none());
+        // A reader that started before a forget records nothing.
+        c.forget("s");
+        c.fill_turns(c.epoch(), "s", 0, 0, &records(0, 3));
+        c.validate(e, "s", 2, "d2".into());
+        assert!(c.validator("s").is_none());
     }
 }

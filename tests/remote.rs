@@ -42,6 +42,7 @@ fn replay_costs_a_request_per_nine_levels_and_one_and_a_write_does_not_grow_with
     }
     for (d, id) in &depths {
         let mut records = Vec::new();
+        s.clear_caches();
         let n = requests(&s, || records = s.replay(id, None).unwrap());
         assert_eq!(records.len() as u64, 3 + d, "depth {d}");
         assert!(n <= d + 1, "replay at depth {d} took {n} requests");
@@ -51,6 +52,13 @@ fn replay_costs_a_request_per_nine_levels_and_one_and_a_write_does_not_grow_with
             n, expected,
             "replay at depth {d}: the chain, then the turns"
         );
+        // Again, from the cache: the chain, then one check of the cached turns.
+        let mut warm = Vec::new();
+        assert_eq!(
+            requests(&s, || warm = s.replay(id, None).unwrap()),
+            expected
+        );
+        assert_eq!(warm, records);
     }
     // The same operations on a short and on a long history cost the same requests.
     let short = session_with(&s, "short", 2);
@@ -428,4 +436,42 @@ fn the_copy_command_moves_a_directory_store_to_a_server_and_back() {
     ]);
     assert!(!ok && err.contains("already exists"), "{err}");
     assert_eq!(listing(&b), before);
+}
+
+#[test]
+fn a_process_never_replays_what_another_process_appended_deleted_or_replaced() {
+    let Some(a) = remote() else { return };
+    let b = Store::remote(RemoteConfig::new(a.location())).unwrap();
+    let texts = |store: &Store, id: &str| -> Vec<String> {
+        let records = store.replay(&sid(id), None).unwrap();
+        records.into_iter().map(|r| r.content).collect()
+    };
+    let s = session_with(&b, "s", 3);
+    let first = texts(&a, "s");
+    assert_eq!(first.len(), 3);
+    // Cached, and checked: the chain, then one request for the digest at its end.
+    let mut again = Vec::new();
+    assert_eq!(requests(&a, || again = texts(&a, "s")), 2);
+    assert_eq!(again, first);
+
+    // Another process appends: the new turn is read, the cached ones are not.
+    b.append(&s, NewTurn::new(Role::User, "from b")).unwrap();
+    let mut grown = Vec::new();
+    assert_eq!(requests(&a, || grown = texts(&a, "s")), 3);
+    assert_eq!(grown[..3], first[..]);
+    assert_eq!(grown[3], "from b");
+
+    // Another process deletes it and makes a new "s" of the same length.
+    b.delete(&s, false).unwrap();
+    let s = session_with(&b, "s", 0);
+    for i in 0..4 {
+        b.append(&s, NewTurn::new(Role::User, format!("new {i}")))
+            .unwrap();
+    }
+    assert_eq!(texts(&a, "s"), ["new 0", "new 1", "new 2", "new 3"]);
+
+    // And deletes it for good.
+    b.delete(&s, false).unwrap();
+    let err = a.replay(&s, None).unwrap_err();
+    assert!(matches!(err, Error::SessionNotFound { .. }), "{err}");
 }

@@ -7,7 +7,7 @@ use crate::vocab::{ft, prov, rdf, rdfs};
 use oxigraph::model::{
     GraphName, GraphNameRef, Literal, NamedNode, NamedNodeRef, Quad, QuadRef, Term,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// `prov:Agent` for principals, `prov:SoftwareAgent` for models and tools.
 fn agent_class(agent: &Agent) -> NamedNodeRef<'static> {
@@ -246,15 +246,15 @@ impl Rdf<'_> {
 }
 
 impl Rdf<'_> {
-    /// For a store across a network, in one request: the replay records of `spans`, in
-    /// order (the turn records of `turn-records.rq`, for every span at once).
+    /// For a store across a network, in one request: the replay records of `spans`
+    /// (disjoint index ranges `from..to` of their owners), in index order, each with its
+    /// stored digest (the turn records of `turn-records.rq`, for every span at once).
     pub(crate) fn span_records(
         &self,
         spans: &[(&SessionNode, u64, u64)],
-    ) -> Result<Vec<ReplayRecord>> {
-        let total = spans.last().map_or(0, |s| s.2) as usize;
-        let mut slots: Vec<Option<ReplayRecord>> = vec![None; total];
-        if total == 0 {
+    ) -> Result<Vec<(ReplayRecord, String)>> {
+        let spans: Vec<_> = spans.iter().filter(|s| s.1 < s.2).collect();
+        if spans.is_empty() {
             return Ok(Vec::new());
         }
         let rows: String = spans
@@ -269,10 +269,10 @@ impl Rdf<'_> {
             })
             .collect();
         let query = format!(
-            "SELECT ?session ?index ?role ?content ?branch WHERE {{
+            "SELECT ?session ?index ?role ?content ?branch ?digest WHERE {{
                VALUES (?session ?from ?to) {{ {rows} }}
                GRAPH ?session {{
-                 ?turn {} ?index ; {} ?role ; {} ?content .
+                 ?turn {} ?index ; {} ?role ; {} ?content ; {} ?digest .
                  OPTIONAL {{ ?turn {} ?branch }}
                }}
                FILTER(?index >= ?from && ?index < ?to)
@@ -280,8 +280,10 @@ impl Rdf<'_> {
             ft::INDEX,
             ft::ROLE,
             ft::CONTENT,
+            ft::DIGEST,
             ft::BRANCH
         );
+        let mut found: BTreeMap<u64, (ReplayRecord, String)> = BTreeMap::new();
         for row in self.select_rows(&query)? {
             let value = |var: &str| row.get(var).and_then(text);
             let (Some(Term::NamedNode(session)), Some(index), Some(role), Some(content)) = (
@@ -292,31 +294,64 @@ impl Rdf<'_> {
             ) else {
                 continue;
             };
-            let Some((owner, ..)) = spans.iter().find(|s| s.0.iri == *session) else {
+            let Some((owner, ..)) = spans
+                .iter()
+                .find(|s| s.0.iri == *session && (s.1..s.2).contains(&index))
+            else {
                 continue;
             };
-            if let Some(slot) = slots.get_mut(index as usize) {
-                *slot = Some(ReplayRecord {
-                    index,
-                    role: role.parse()?,
-                    content: content.to_string(),
-                    branch: value("branch").unwrap_or(&owner.branch).to_string(),
-                });
+            let record = ReplayRecord {
+                index,
+                role: role.parse()?,
+                content: content.to_string(),
+                branch: value("branch").unwrap_or(&owner.branch).to_string(),
+            };
+            found.insert(
+                index,
+                (record, value("digest").unwrap_or_default().to_string()),
+            );
+        }
+        for (owner, from, to) in &spans {
+            if let Some(index) = (*from..*to).find(|i| !found.contains_key(i)) {
+                return Err(missing_turn(owner, index));
             }
         }
-        slots
-            .into_iter()
-            .enumerate()
-            .map(|(i, slot)| {
-                slot.ok_or_else(|| {
-                    let owner = spans
-                        .iter()
-                        .find(|s| (s.1..s.2).contains(&(i as u64)))
-                        .map_or(spans[0].0, |s| s.0);
-                    missing_turn(owner, i as u64)
-                })
-            })
-            .collect()
+        Ok(found.into_values().collect())
+    }
+
+    /// For a store across a network, in one request: the stored digest of each
+    /// `(session, index)` turn that exists.
+    pub(crate) fn digests_at(
+        &self,
+        points: &[(&NamedNode, u64)],
+    ) -> Result<HashMap<(NamedNode, u64), String>> {
+        let mut out = HashMap::new();
+        if points.is_empty() {
+            return Ok(out);
+        }
+        let rows: String = points
+            .iter()
+            .map(|(g, i)| format!("({g} {}) ", Literal::from(*i)))
+            .collect();
+        let query = format!(
+            "SELECT ?g ?i ?d WHERE {{
+               VALUES (?g ?i) {{ {rows} }}
+               GRAPH ?g {{ ?t {} ?i ; {} ?d }}
+             }}",
+            ft::INDEX,
+            ft::DIGEST
+        );
+        for row in self.select_rows(&query)? {
+            let value = |var: &str| row.get(var).and_then(text);
+            if let (Some(Term::NamedNode(g)), Some(i), Some(d)) = (
+                row.get("g"),
+                value("i").and_then(|i| i.parse::<u64>().ok()),
+                value("d"),
+            ) {
+                out.insert((g.clone(), i), d.to_string());
+            }
+        }
+        Ok(out)
     }
 }
 
