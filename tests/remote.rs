@@ -475,3 +475,29 @@ fn a_process_never_replays_what_another_process_appended_deleted_or_replaced() {
     let err = a.replay(&s, None).unwrap_err();
     assert!(matches!(err, Error::SessionNotFound { .. }), "{err}");
 }
+
+#[test]
+fn virtuoso_takes_writes_through_sparql_auth_with_digest_credentials() {
+    let Some(v) = virtuoso() else { return };
+    let auth_url = v.location().replace("/sparql", "/sparql-auth");
+    let login = |password: &str| {
+        let auth = forktrail::RemoteAuth::Password("dba".into(), password.into());
+        Store::remote(RemoteConfig::new(auth_url.clone()).with_auth(auth)).unwrap()
+    };
+    // A wrong password: refused, named as credentials, nothing written.
+    let err = login("wrong").create_session(forktrail::NewSession {
+        id: Some("x".into()),
+        ..Default::default()
+    });
+    let err = err.unwrap_err();
+    assert!(err.to_string().contains("credentials"), "{err}");
+    assert!(!v.exists(&sid("x")).unwrap());
+    // The right one: Digest, learnt from the first 401 and then sent with every request.
+    let s = login("dba");
+    let id = session_with(&s, "d", 2);
+    assert_eq!(v.replay(&id, None).unwrap().len(), 2);
+    let n = requests(&s, || {
+        s.append(&id, NewTurn::new(Role::User, "more")).unwrap();
+    });
+    assert_eq!(n, 5, "no further challenges once the nonce is known");
+}

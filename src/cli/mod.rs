@@ -30,7 +30,8 @@ struct Cli {
     /// and serve), or the http:// URL of a SPARQL 1.1 query endpoint (Oxigraph server,
     /// Virtuoso, GraphDB, a running `forktrail serve`'s /sparql …), which many
     /// processes may share. Credentials come from FORKTRAIL_STORE_TOKEN (bearer), or
-    /// FORKTRAIL_STORE_USER and FORKTRAIL_STORE_PASSWORD (basic), only.
+    /// FORKTRAIL_STORE_USER and FORKTRAIL_STORE_PASSWORD (Basic or Digest, as the store
+    /// asks), only.
     #[arg(
         long,
         global = true,
@@ -331,7 +332,7 @@ fn open_remote(target: &Target) -> Result<Store, Box<dyn std::error::Error>> {
     let auth = match (var("TOKEN"), var("USER"), var("PASSWORD")) {
         (Some(_), Some(_), _) => return Err(format!("set {p}_TOKEN or {p}_USER, not both").into()),
         (Some(token), None, _) => RemoteAuth::Bearer(token),
-        (None, Some(user), password) => RemoteAuth::Basic(user, password.unwrap_or_default()),
+        (None, Some(user), password) => RemoteAuth::Password(user, password.unwrap_or_default()),
         (None, None, Some(_)) => return Err(format!("{p}_PASSWORD is set without {p}_USER").into()),
         (None, None, None) => RemoteAuth::None,
     };

@@ -9,6 +9,7 @@
 //! `Store::oxigraph`, the public escape hatch to an embedded store, does.
 
 mod embedded;
+mod http_auth;
 mod remote;
 
 pub(crate) use embedded::Embedded;

@@ -6,6 +6,7 @@
 //! update request, so it is atomic wherever the store runs one request in one
 //! transaction. Every request is counted, so tests and benchmarks can bound them.
 
+use super::http_auth::Credentials;
 use super::{Backend, Change, Quads, Sparql};
 use crate::error::{Error, Result};
 use oxigraph::io::{RdfFormat, RdfParser};
@@ -57,8 +58,9 @@ pub enum RemoteAuth {
     None,
     /// `Authorization: Bearer TOKEN` (`forktrail serve`, GraphDB, Stardog, …).
     Bearer(String),
-    /// HTTP Basic (`user`, `password`).
-    Basic(String, String),
+    /// A user and password (`user`, `password`), sent as HTTP Basic or Digest, whichever
+    /// the store asks for in its first 401 (so never before it asks).
+    Password(String, String),
 }
 
 impl std::fmt::Debug for RemoteAuth {
@@ -66,7 +68,7 @@ impl std::fmt::Debug for RemoteAuth {
         f.write_str(match self {
             RemoteAuth::None => "None",
             RemoteAuth::Bearer(_) => "Bearer(…)",
-            RemoteAuth::Basic(..) => "Basic(…)",
+            RemoteAuth::Password(..) => "Password(…)",
         })
     }
 }
@@ -121,7 +123,7 @@ impl RemoteConfig {
 pub(crate) struct Remote {
     config: RemoteConfig,
     agent: ureq::Agent,
-    authorization: Option<String>,
+    credentials: Credentials,
     requests: AtomicU64,
 }
 
@@ -152,14 +154,7 @@ impl Remote {
                 }
             }
         }
-        let authorization = match &config.auth {
-            RemoteAuth::None => None,
-            RemoteAuth::Bearer(token) => Some(format!("Bearer {token}")),
-            RemoteAuth::Basic(user, password) => Some(format!(
-                "Basic {}",
-                base64(format!("{user}:{password}").as_bytes())
-            )),
-        };
+        let credentials = Credentials::new(&config.auth);
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(config.connect_timeout)
             .timeout(config.timeout)
@@ -167,20 +162,40 @@ impl Remote {
         Ok(Self {
             config,
             agent,
-            authorization,
+            credentials,
             requests: AtomicU64::new(0),
         })
     }
 
     /// Sends one form-encoded POST (the one request shape every store accepts: Virtuoso
     /// refuses raw query bodies) and returns the answer, or an error naming the store.
+    /// A password is sent once the store has asked for it (Basic or Digest): the request
+    /// that learns how is sent again, once.
     fn post(&self, url: &str, accept: &str, form: &[(&str, &str)]) -> Result<ureq::Response> {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        let mut request = self.agent.post(url).set("Accept", accept);
-        if let Some(authorization) = &self.authorization {
-            request = request.set("Authorization", authorization);
-        }
-        match request.send_form(form) {
+        let uri = url::Url::parse(url).map_or_else(
+            |_| "/".to_string(),
+            |u| match u.query() {
+                Some(q) => format!("{}?{q}", u.path()),
+                None => u.path().to_string(),
+            },
+        );
+        let mut first = true;
+        let outcome = loop {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            let mut request = self.agent.post(url).set("Accept", accept);
+            if let Some(authorization) = self.credentials.header("POST", &uri) {
+                request = request.set("Authorization", &authorization);
+            }
+            match request.send_form(form) {
+                Err(ureq::Error::Status(401, response))
+                    if std::mem::take(&mut first)
+                        && self
+                            .credentials
+                            .challenged(response.header("WWW-Authenticate")) => {}
+                other => break other,
+            }
+        };
+        match outcome {
             Ok(response) => Ok(response),
             Err(ureq::Error::Status(status, response)) => {
                 // The start only: Virtuoso echoes the whole request in its errors.
@@ -737,44 +752,9 @@ fn clip(body: &str) -> String {
     }
 }
 
-/// Standard base64 with padding, for HTTP Basic credentials.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_the_rfc_4648_vectors() {
-        for (plain, encoded) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(plain.as_bytes()), encoded, "{plain:?}");
-        }
-    }
 
     #[test]
     fn bound_values_reach_filters_and_the_projection() {
@@ -883,7 +863,7 @@ mod tests {
     #[test]
     fn credentials_are_never_printed() {
         let config = RemoteConfig::new("http://h/sparql")
-            .with_auth(RemoteAuth::Basic("alice".into(), "s3cret".into()));
+            .with_auth(RemoteAuth::Password("alice".into(), "s3cret".into()));
         let shown = format!("{config:?}");
         assert!(
             !shown.contains("s3cret") && !shown.contains("alice"),
