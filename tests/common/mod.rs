@@ -76,7 +76,7 @@ pub fn remote() -> Option<TestStore> {
 /// An Oxigraph server (`pip install oxigraph`) in memory on 127.0.0.1 and a free
 /// port, with the union default graph forktrail needs; killed when dropped.
 pub struct OxigraphServer {
-    child: std::process::Child,
+    child: Reaped,
     port: u16,
 }
 
@@ -107,10 +107,13 @@ impl OxigraphServer {
                     return None;
                 }
             };
-            let mut server = Self { child, port };
+            let mut server = Self {
+                child: Reaped(child),
+                port,
+            };
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
             while std::time::Instant::now() < deadline {
-                if matches!(server.child.try_wait(), Ok(Some(_))) {
+                if matches!(server.child.0.try_wait(), Ok(Some(_))) {
                     break; // the port was taken meanwhile: try another
                 }
                 if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -118,7 +121,7 @@ impl OxigraphServer {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            let _ = server.child.kill();
+            drop(server);
         }
         panic!("{binary} serve did not start listening");
     }
@@ -128,10 +131,13 @@ impl OxigraphServer {
     }
 }
 
-impl Drop for OxigraphServer {
+/// A server process, killed and reaped when dropped.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -140,7 +146,7 @@ impl Drop for OxigraphServer {
 /// once in a template database that every server starts from a copy of), because
 /// Virtuoso's `/sparql` is read-only until then.
 pub struct Virtuoso {
-    child: std::process::Child,
+    _child: Reaped,
     http: u16,
     _dir: tempfile::TempDir,
 }
@@ -155,7 +161,7 @@ impl Virtuoso {
         std::fs::copy(&template, dir.path().join("v.db")).unwrap();
         let (child, http, _) = spawn_virtuoso(&binary, dir.path());
         Some(Self {
-            child,
+            _child: Reaped(child),
             http,
             _dir: dir,
         })
@@ -163,13 +169,6 @@ impl Virtuoso {
 
     pub fn query_url(&self) -> String {
         format!("http://127.0.0.1:{}/sparql", self.http)
-    }
-}
-
-impl Drop for Virtuoso {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
