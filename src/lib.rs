@@ -42,6 +42,7 @@ pub mod server;
 mod storage;
 mod store;
 mod summary;
+mod verify;
 pub mod vocab;
 mod write;
 
@@ -62,6 +63,7 @@ pub use regenerate::{
 };
 pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};
 pub use store::Store;
+pub use verify::{Check, Problem, VerifyReport};
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -14,6 +14,7 @@ mod serve;
 mod sessions;
 mod transfer;
 mod tree;
+mod verify;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use forktrail::{RemoteAuth, RemoteConfig, Store};
@@ -164,6 +165,13 @@ enum Command {
     /// records and OpenAI chat messages take one session; PROV-O is Turtle with the
     /// PROV types and relations written out for PROV tools.
     Export(transfer::ExportArgs),
+    /// Check the store: recompute every turn's digest across fork points, and check
+    /// lineage, indices, labels and provenance.
+    ///
+    /// Each problem is printed on one line naming the session, the index and what is
+    /// wrong; exits 1 when there is any. --file checks an exported TriG or N-Quads file
+    /// on its own, without a store.
+    Verify(verify::VerifyArgs),
     /// Copy every session of one store into another (embedded or remote), all or
     /// nothing, then check each copied session's length and head digest.
     ///
@@ -242,6 +250,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         }
         Command::Query(args) if args.list => return args.list(out),
         Command::Copy(args) => return args.run(out, path),
+        Command::Verify(args) if args.is_file() => return args.run_file(out),
         Command::Jobs(args) if args.is_cancel() => return args.cancel(out, &path),
         Command::Jobs(args) if args.is_worker() => return args.run(out, &open_when_free(&path)?),
         ref command => open(&path, command.creates_store())?,
@@ -269,6 +278,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         #[cfg(feature = "server")]
         Command::Serve(args) => args.run(out, store),
         Command::Export(args) => args.run(out, &store),
+        Command::Verify(args) => args.run(out, &store),
         Command::Completions(_) | Command::Copy(_) => unreachable!("opens its own stores"),
     }
 }

@@ -151,6 +151,20 @@ impl Store {
             }
         }
         let scratch = scratch_with(&self.iris.base, context)?;
+        // Every turn must have what replay needs, and the digests must chain: a file
+        // that would leave a session that cannot be replayed is refused whole.
+        let ids_list: Vec<SessionId> = ids.iter().cloned().collect();
+        let problems = scratch.turn_problems(&ids_list)?;
+        if let Some(first) = problems.first() {
+            let more = match problems.len() {
+                1 => String::new(),
+                n => format!(" (and {} more problems)", n - 1),
+            };
+            return Err(Error::InvalidInput(format!(
+                "import: {first}{more}; nothing imported (`forktrail verify --file` lists \
+                 every problem)"
+            )));
+        }
         let mut sibling_labels = BTreeSet::new();
         for id in ids {
             let facts = scratch.require(id)?;

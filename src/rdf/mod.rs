@@ -8,6 +8,7 @@
 //! | `session.rs` | session nodes: lineage facts, forks, detach, sub-agent links |
 //! | `turn.rs` | turns and the agents they are attributed to |
 //! | `activity.rs` | anchors, merges, abandons |
+//! | `audit.rs` | a session graph as stored, for `verify` |
 //! | `job.rs` | regeneration jobs |
 //! | `import.rs` | what imports record: source ids |
 //! | `lease.rs` | the leases writers of a shared store hold |
@@ -18,6 +19,7 @@
 //! touches this folder, `vocab.rs` and the ontology only.
 
 mod activity;
+mod audit;
 mod digest;
 mod import;
 mod iri;
@@ -28,6 +30,7 @@ mod session;
 mod turn;
 
 pub(crate) use activity::{abandon_quads, anchor_quads, merge_quads, AnchorNode, MergeRecord};
+pub(crate) use audit::{StoredSession, StoredTurn};
 pub use digest::turn_digest;
 pub(crate) use digest::{instant, now, sha256_hex};
 pub(crate) use import::{source_id_quad, ImportedGraph};

@@ -155,6 +155,15 @@ impl SessionNode {
     }
 }
 
+/// The session node of graph `iri` from its `quads` (see `SessionNode::decode`).
+pub(super) fn decode_node(
+    iris: &Iris,
+    iri: NamedNodeRef<'_>,
+    quads: Vec<Quad>,
+) -> Result<Option<SessionNode>> {
+    SessionNode::decode(iris, iri, quads)
+}
+
 fn named(term: Term) -> Option<NamedNode> {
     match term {
         Term::NamedNode(n) => Some(n),

@@ -1,0 +1,144 @@
+//! What `verify` reads: a session graph as stored, turn by turn, without the checks the
+//! read path makes (so a damaged graph is described, not refused).
+
+use super::{text, Iris, Rdf, SessionNode};
+use crate::error::Result;
+use crate::vocab::{ft, prov, rdf, xsd};
+use oxigraph::model::{NamedNode, NamedNodeRef, Quad, Term};
+use std::collections::BTreeMap;
+
+/// One turn node of a session graph, field by field as stored.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StoredTurn {
+    pub(crate) iri: Option<NamedNode>,
+    /// Every `ft:index` the node carries (one, when sound).
+    pub(crate) indices: Vec<u64>,
+    pub(crate) role: Option<String>,
+    pub(crate) kind: Option<String>,
+    pub(crate) content: Option<String>,
+    pub(crate) digest: Option<String>,
+    pub(crate) attributed: bool,
+    pub(crate) timed: bool,
+    /// Facts present but not as forktrail writes them (a datatype the read path's
+    /// lookups do not match), named.
+    pub(crate) malformed: Vec<String>,
+}
+
+/// A session graph as stored.
+pub(crate) struct StoredSession {
+    /// The decoded node, or why it cannot be decoded.
+    pub(crate) node: std::result::Result<SessionNode, String>,
+    pub(crate) turns: Vec<StoredTurn>,
+    /// The node says it was made by a fork (`prov:wasGeneratedBy` an `ft:Fork` that
+    /// used a session).
+    pub(crate) has_fork_activity: bool,
+}
+
+impl Rdf<'_> {
+    /// The session in graph `iri` as stored, if the graph holds a session node.
+    pub(crate) fn stored_session(&self, iri: NamedNodeRef<'_>) -> Result<Option<StoredSession>> {
+        Ok(stored_session(self.iris, iri, self.graph(iri)?))
+    }
+}
+
+/// The session in graph `iri` from the graph's `quads`.
+fn stored_session(iris: &Iris, iri: NamedNodeRef<'_>, quads: Vec<Quad>) -> Option<StoredSession> {
+    let mut node_quads = Vec::new();
+    let mut turns: BTreeMap<NamedNode, StoredTurn> = BTreeMap::new();
+    let mut forks = Vec::new();
+    let mut used = Vec::new();
+    let mut generated_by = Vec::new();
+    for quad in quads {
+        let Some(subject) = (match &quad.subject {
+            oxigraph::model::NamedOrBlankNode::NamedNode(n) => Some(n.clone()),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let p = quad.predicate.as_ref();
+        if subject.as_ref() == iri {
+            if p == prov::WAS_GENERATED_BY {
+                if let Term::NamedNode(a) = &quad.object {
+                    generated_by.push(a.clone());
+                }
+            }
+            node_quads.push(quad);
+            continue;
+        }
+        if p == rdf::TYPE && quad.object == Term::from(ft::FORK.into_owned()) {
+            forks.push(subject.clone());
+        }
+        if p == prov::USED {
+            used.push(subject.clone());
+        }
+        let is_turn_fact = p == ft::INDEX
+            || p == ft::ROLE
+            || p == ft::CONTENT
+            || p == ft::DIGEST
+            || (p == rdf::TYPE && quad.object == Term::from(ft::TURN.into_owned()));
+        let known = turns.contains_key(&subject);
+        if !is_turn_fact && !known {
+            // Attribution and time of a turn whose other facts come later.
+            if p != prov::WAS_ATTRIBUTED_TO && p != prov::GENERATED_AT_TIME {
+                continue;
+            }
+        }
+        let turn = turns.entry(subject.clone()).or_default();
+        turn.iri = Some(subject);
+        let value = || text(&quad.object).map(str::to_string);
+        // What the read path matches: an xsd:integer index, plain-string fields.
+        let typed = |datatype: oxigraph::model::NamedNodeRef<'_>| matches!(&quad.object, Term::Literal(l) if l.datatype() == datatype);
+        let wanted = if p == ft::INDEX {
+            Some(("ft:index", xsd::INTEGER))
+        } else if p == ft::ROLE {
+            Some(("ft:role", xsd::STRING))
+        } else if p == ft::CONTENT {
+            Some(("ft:content", xsd::STRING))
+        } else if p == ft::DIGEST {
+            Some(("ft:digest", xsd::STRING))
+        } else {
+            None
+        };
+        if let Some((name, datatype)) = wanted {
+            if !typed(datatype) {
+                turn.malformed
+                    .push(format!("{name} is {}, not an {datatype}", quad.object));
+            }
+        }
+        if p == ft::INDEX {
+            turn.indices
+                .extend(value().and_then(|v| v.parse::<u64>().ok()));
+        } else if p == ft::ROLE {
+            turn.role = value();
+        } else if p == ft::KIND {
+            turn.kind = value();
+        } else if p == ft::CONTENT {
+            turn.content = value();
+        } else if p == ft::DIGEST {
+            turn.digest = value();
+        } else if p == prov::WAS_ATTRIBUTED_TO {
+            turn.attributed = true;
+        } else if p == prov::GENERATED_AT_TIME {
+            turn.timed = true;
+        }
+    }
+    // Things with a time or an attribution but no turn fact are other nodes (jobs,
+    // anchors, merges): only nodes with an index, a type, role or content are turns.
+    let turns: Vec<StoredTurn> = turns
+        .into_values()
+        .filter(|t| !t.indices.is_empty() || t.role.is_some() || t.content.is_some())
+        .collect();
+    let node = match super::session::decode_node(iris, iri, node_quads) {
+        Ok(Some(node)) => Ok(node),
+        Ok(None) => return None,
+        Err(e) => Err(e.to_string()),
+    };
+    let has_fork_activity = generated_by
+        .iter()
+        .any(|a| forks.contains(a) && used.contains(a));
+    Some(StoredSession {
+        node,
+        turns,
+        has_fork_activity,
+    })
+}
