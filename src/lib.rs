@@ -47,7 +47,9 @@ pub mod vocab;
 mod write;
 
 pub use error::{Error, Result};
-pub use io::{CopyReport, ExportFormat, ImportFormat, TranscriptOptions, TranscriptReport};
+pub use io::{
+    BackupReport, CopyReport, ExportFormat, ImportFormat, TranscriptOptions, TranscriptReport,
+};
 pub use merge::SessionWriter;
 pub use model::{
     Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,

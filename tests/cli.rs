@@ -1246,3 +1246,47 @@ fn a_prov_export_is_turtle_that_names_turns_entities() {
     let agents = typed("<http://www.w3.org/ns/prov#Agent>");
     assert!(typed("<http://www.w3.org/ns/prov#SoftwareAgent>").is_subset(&agents));
 }
+
+#[test]
+fn verify_is_clean_on_the_demo_names_tampering_in_a_file_and_checks_a_backup() {
+    let cli = Cli::new();
+    cli.ok(&["demo"]);
+    let clean = cli.ok(&["verify"]);
+    assert!(clean.starts_with("ok: 4 sessions, 14 turns"), "{clean}");
+    let export = cli.store.with_extension("trig");
+    cli.ok(&["export", "--output", export.to_str().unwrap()]);
+    assert!(cli
+        .ok(&["verify", "--file", export.to_str().unwrap()])
+        .starts_with("ok: 4"));
+    // One content edited in the file: named by session, index and check; exit 1.
+    let text = std::fs::read_to_string(&export).unwrap();
+    let edited = text.replacen("ft:content \"", "ft:content \"EDITED ", 1);
+    assert_ne!(edited, text);
+    std::fs::write(&export, edited).unwrap();
+    let out = cli.run(&["verify", "--file", export.to_str().unwrap(), "--json"]);
+    assert!(!out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["problems"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["problems"][0]["check"], "digest");
+    assert!(report["problems"][0]["index"].is_u64());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("verify found 1 problem in 1 session"),
+        "{stderr}"
+    );
+    // A backup is a store of its own, and verifies.
+    let backup = cli.store.with_extension("backup");
+    let said = cli.ok(&["backup", backup.to_str().unwrap()]);
+    assert!(said.starts_with("backed up 4 sessions to"), "{said}");
+    let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+        .args(["--store", backup.to_str().unwrap(), "verify"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with("ok: 4 sessions"));
+    // Backing up onto it again is refused and changes nothing.
+    let err = cli.fails(&["backup", backup.to_str().unwrap()]);
+    assert!(err.contains("already exists"), "{err}");
+}

@@ -122,3 +122,52 @@ fn eight_threads_appending_and_forking_keep_indices_contiguous() {
         }
     }
 }
+
+#[test]
+fn a_backup_taken_while_a_writer_appends_opens_verifies_and_holds_a_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path().join("store")).unwrap();
+    let busy = session_with(&s, "busy", 5);
+    let fork = fork_at(&s, &busy, 3, "fork", "alt");
+    append_n(&s, &fork, 2);
+    let backup = dir.path().join("backups/first");
+    let report = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            for i in 0..300 {
+                s.append(&busy, NewTurn::new(Role::User, format!("during {i}")))
+                    .unwrap();
+            }
+        });
+        // Some appends in, the rest racing the backup.
+        while s.info(&busy).unwrap().length < 50 {
+            std::thread::yield_now();
+        }
+        let report = s.backup(&backup).unwrap();
+        writer.join().unwrap();
+        report
+    });
+    assert_eq!((report.sessions, report.method), (2, "checkpoint"));
+    let copy = Store::open(&backup).unwrap();
+    let verified = copy.verify(None).unwrap();
+    assert!(verified.is_clean(), "{:?}", verified.problems);
+    // A snapshot: each session a prefix of the original, the busy one caught mid-way.
+    let now = s.replay(&busy, None).unwrap();
+    let then = copy.replay(&busy, None).unwrap();
+    assert!((50..=305).contains(&then.len()), "{}", then.len());
+    assert_eq!(then[..], now[..then.len()]);
+    assert_eq!(
+        copy.replay(&fork, None).unwrap(),
+        s.replay(&fork, None).unwrap()
+    );
+
+    // Into a directory that exists: refused, nothing touched.
+    let err = s.backup(&backup).unwrap_err();
+    assert!(err.to_string().contains("already exists"), "{err}");
+    assert_eq!(copy.replay(&busy, None).unwrap(), then);
+
+    // A store not on disk is copied and checked instead.
+    let memory = Store::in_memory().unwrap();
+    session_with(&memory, "m", 3);
+    let report = memory.backup(&dir.path().join("from-memory")).unwrap();
+    assert_eq!((report.sessions, report.method), (1, "copy"));
+}

@@ -172,6 +172,12 @@ enum Command {
     /// wrong; exits 1 when there is any. --file checks an exported TriG or N-Quads file
     /// on its own, without a store.
     Verify(verify::VerifyArgs),
+    /// Back the whole store up into a new directory, while writers go on.
+    ///
+    /// A store on disk is backed up by RocksDB's checkpoint (one consistent snapshot);
+    /// a remote store, or a store held by `forktrail serve` (reach it with --store URL),
+    /// is copied and checked session by session. Open the backup with --store DIR.
+    Backup(transfer::BackupArgs),
     /// Copy every session of one store into another (embedded or remote), all or
     /// nothing, then check each copied session's length and head digest.
     ///
@@ -279,6 +285,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Serve(args) => args.run(out, store),
         Command::Export(args) => args.run(out, &store),
         Command::Verify(args) => args.run(out, &store),
+        Command::Backup(args) => args.run(out, &store),
         Command::Completions(_) | Command::Copy(_) => unreachable!("opens its own stores"),
     }
 }

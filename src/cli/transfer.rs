@@ -180,3 +180,40 @@ impl CopyArgs {
         Ok(())
     }
 }
+
+#[derive(Args)]
+pub(super) struct BackupArgs {
+    /// The new directory to back up into (must not exist).
+    dir: PathBuf,
+    /// Print a JSON report.
+    #[arg(long)]
+    json: bool,
+}
+
+impl BackupArgs {
+    #[cfg(feature = "rocksdb")]
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        let report = store.backup(&self.dir)?;
+        if self.json {
+            return print_json(out, &report);
+        }
+        let sessions = render::count(report.sessions as u64, "session", "sessions");
+        writeln!(
+            out,
+            "backed up {sessions} to {} ({}); open it with --store {}",
+            report.path.display(),
+            report.method,
+            report.path.display()
+        )?;
+        Ok(())
+    }
+
+    #[cfg(not(feature = "rocksdb"))]
+    pub(super) fn run(self, _out: Out, _store: &Store) -> CliResult {
+        Err(format!(
+            "cannot back up into {}: this forktrail was built without the rocksdb feature",
+            self.dir.display()
+        )
+        .into())
+    }
+}

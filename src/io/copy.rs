@@ -92,3 +92,53 @@ fn differs(id: &SessionId, detail: &str) -> Error {
         ),
     }
 }
+
+/// What [`Store::backup`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BackupReport {
+    /// The new store directory.
+    pub path: std::path::PathBuf,
+    /// Sessions in the backup, as read back from it.
+    pub sessions: usize,
+    /// `checkpoint` (RocksDB's own, of a store on disk) or `copy` (a verified
+    /// [`Store::copy_to`], of any other store).
+    pub method: &'static str,
+}
+
+impl Store {
+    /// Backs the whole store up into `dir`, a new directory that [`Store::open`] opens
+    /// as a store of its own, while writers go on.
+    ///
+    /// A store on disk is backed up by RocksDB's checkpoint: one consistent snapshot,
+    /// hard-linked where `dir` is on the same file system. Any other store (in memory,
+    /// remote) is copied with [`Store::copy_to`], checked session by session.
+    #[cfg(feature = "rocksdb")]
+    pub fn backup(&self, dir: &std::path::Path) -> Result<BackupReport> {
+        if dir.exists() {
+            return Err(Error::InvalidInput(format!(
+                "{} already exists: back up into a new directory",
+                dir.display()
+            )));
+        }
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
+        }
+        let method = match self.backend().backup(dir) {
+            Some(result) => {
+                result?;
+                "checkpoint"
+            }
+            None => {
+                self.copy_to(&Store::open(dir)?)?;
+                "copy"
+            }
+        };
+        let sessions = Store::open(dir)?.list()?.len();
+        Ok(BackupReport {
+            path: dir.to_path_buf(),
+            sessions,
+            method,
+        })
+    }
+}

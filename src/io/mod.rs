@@ -18,7 +18,7 @@ mod graphs;
 mod openai;
 mod report;
 
-pub use copy::CopyReport;
+pub use copy::{BackupReport, CopyReport};
 pub use formats::{ExportFormat, ImportFormat};
 pub(crate) use openai::openai_messages;
 pub use report::{TranscriptOptions, TranscriptReport};

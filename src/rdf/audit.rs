@@ -19,6 +19,8 @@ pub(crate) struct StoredTurn {
     pub(crate) digest: Option<String>,
     pub(crate) attributed: bool,
     pub(crate) timed: bool,
+    /// Typed `ft:Turn`.
+    pub(crate) is_turn: bool,
     /// Facts present but not as forktrail writes them (a datatype the read path's
     /// lookups do not match), named.
     pub(crate) malformed: Vec<String>,
@@ -71,20 +73,24 @@ fn stored_session(iris: &Iris, iri: NamedNodeRef<'_>, quads: Vec<Quad>) -> Optio
         if p == prov::USED {
             used.push(subject.clone());
         }
-        let is_turn_fact = p == ft::INDEX
-            || p == ft::ROLE
-            || p == ft::CONTENT
-            || p == ft::DIGEST
-            || (p == rdf::TYPE && quad.object == Term::from(ft::TURN.into_owned()));
-        let known = turns.contains_key(&subject);
-        if !is_turn_fact && !known {
-            // Attribution and time of a turn whose other facts come later.
-            if p != prov::WAS_ATTRIBUTED_TO && p != prov::GENERATED_AT_TIME {
-                continue;
-            }
+        // Only what a turn carries is kept; nodes that are not turns (jobs, anchors,
+        // merges) may carry an attribution or a time too, and are dropped below.
+        let read = [
+            ft::INDEX,
+            ft::ROLE,
+            ft::KIND,
+            ft::CONTENT,
+            ft::DIGEST,
+            prov::WAS_ATTRIBUTED_TO,
+            prov::GENERATED_AT_TIME,
+        ];
+        let typed_turn = p == rdf::TYPE && quad.object == Term::from(ft::TURN.into_owned());
+        if !typed_turn && !read.contains(&p) {
+            continue;
         }
         let turn = turns.entry(subject.clone()).or_default();
         turn.iri = Some(subject);
+        turn.is_turn |= typed_turn;
         let value = || text(&quad.object).map(str::to_string);
         // What the read path matches: an xsd:integer index, plain-string fields.
         let typed = |datatype: oxigraph::model::NamedNodeRef<'_>| matches!(&quad.object, Term::Literal(l) if l.datatype() == datatype);
@@ -122,11 +128,15 @@ fn stored_session(iris: &Iris, iri: NamedNodeRef<'_>, quads: Vec<Quad>) -> Optio
             turn.timed = true;
         }
     }
-    // Things with a time or an attribution but no turn fact are other nodes (jobs,
-    // anchors, merges): only nodes with an index, a type, role or content are turns.
     let turns: Vec<StoredTurn> = turns
         .into_values()
-        .filter(|t| !t.indices.is_empty() || t.role.is_some() || t.content.is_some())
+        .filter(|t| {
+            t.is_turn
+                || !t.indices.is_empty()
+                || t.role.is_some()
+                || t.content.is_some()
+                || t.digest.is_some()
+        })
         .collect();
     let node = match super::session::decode_node(iris, iri, node_quads) {
         Ok(Some(node)) => Ok(node),

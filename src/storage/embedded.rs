@@ -173,4 +173,10 @@ impl Backend for Embedded {
             None => "memory".into(),
         }
     }
+
+    #[cfg(feature = "rocksdb")]
+    fn backup(&self, dir: &Path) -> Option<Result<()>> {
+        self.path.as_ref()?;
+        Some(self.store.backup(dir).map_err(Error::Store))
+    }
 }

@@ -111,6 +111,14 @@ pub(crate) trait Backend: Send + Sync {
 
     /// Where the store is, for messages: a directory, a URL, or "memory".
     fn location(&self) -> String;
+
+    /// A consistent copy of the whole store into the new directory `dir`, made by the
+    /// store itself while writers go on (RocksDB's checkpoint); `None` when the store
+    /// cannot (in memory, remote).
+    #[cfg(feature = "rocksdb")]
+    fn backup(&self, _dir: &Path) -> Option<Result<()>> {
+        None
+    }
 }
 
 /// Maps evaluation errors to forktrail's: SERVICE is never followed, cancellation is
