@@ -12,7 +12,7 @@ OXIGRAPH_SERVER ?= 0.5.13
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso demo serve test lint
+.PHONY: deps llm virtuoso demo serve test lint crash-test
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -70,3 +70,7 @@ test: deps llm virtuoso
 lint: deps
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+
+# The crash test with 150 kills instead of the 30 `make test` runs (release build).
+crash-test: deps
+	FORKTRAIL_CRASH_ROUNDS=150 $(CARGO) test --release --test crash -- --nocapture
