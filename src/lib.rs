@@ -28,6 +28,7 @@ mod cache;
 mod chain;
 pub mod demo;
 mod diff;
+mod durability;
 mod error;
 mod io;
 mod merge;
@@ -46,6 +47,7 @@ mod verify;
 pub mod vocab;
 mod write;
 
+pub use durability::Durability;
 pub use error::{Error, Result};
 pub use io::{
     BackupReport, CopyReport, ExportFormat, ImportFormat, TranscriptOptions, TranscriptReport,

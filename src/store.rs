@@ -2,6 +2,7 @@
 //! and the write lock with the transaction type that holds it.
 
 use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
+use crate::durability::{Durability, Flusher};
 use crate::error::{Error, Result};
 use crate::model::{ReplayRecord, SessionId};
 use crate::rdf::{lease_quads, Iris, Rdf};
@@ -46,6 +47,9 @@ pub struct Store {
     lease_wait: Duration,
     /// Cancellation flags of the regeneration jobs this process runs.
     pub(crate) jobs_running: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    durability: Durability,
+    /// The thread of `Durability::Interval`, stopped (after a last flush) on drop.
+    _flusher: Option<Flusher>,
 }
 
 impl Store {
@@ -101,7 +105,23 @@ impl Store {
             writers: Mutex::new(HashSet::new()),
             lease_wait: LEASE_WAIT,
             jobs_running: Mutex::new(HashMap::new()),
+            durability: Durability::Process,
+            _flusher: None,
         }
+    }
+
+    /// What an acknowledged write survives on a store on disk (see [`Durability`];
+    /// in memory and remote stores are unaffected). Default: [`Durability::Process`].
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self._flusher = match durability {
+            Durability::Interval(every) => self
+                .backend
+                .flusher()
+                .map(|flush| Flusher::start(every, flush)),
+            _ => None,
+        };
+        self.durability = durability;
+        self
     }
 
     /// Uses `base` instead of `urn:forktrail:` for the IRIs of new sessions, turns and
@@ -405,9 +425,13 @@ impl<'s> WriteTx<'s> {
             change.removes.extend(lease.quads.iter().cloned());
             change.removes.extend(lease.stale.iter().cloned());
         }
+        let wrote = !change.is_empty() || self.clear;
         if !change.is_empty() {
             // On failure the lease stays here and `drop` withdraws it.
             self.store.backend.commit(change)?;
+        }
+        if wrote && self.store.durability == Durability::Sync {
+            self.store.backend.flush()?;
         }
         self.lease = None;
         let mut cache = self.store.cache();

@@ -171,3 +171,58 @@ fn a_backup_taken_while_a_writer_appends_opens_verifies_and_holds_a_prefix() {
     let report = memory.backup(&dir.path().join("from-memory")).unwrap();
     assert_eq!((report.sessions, report.method), (1, "copy"));
 }
+
+/// Table files RocksDB has written: what a flush leaves on disk (a write that is only
+/// in the write-ahead log has none).
+fn table_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "sst")
+        })
+        .count()
+}
+
+#[test]
+fn sync_durability_puts_each_write_on_disk_before_it_returns_and_an_interval_soon_after() {
+    use forktrail::Durability;
+    let dir = tempfile::tempdir().unwrap();
+    // Tables before and after a new session and an append.
+    let write = |name: &str, durability: Durability| {
+        let path = dir.path().join(name);
+        let s = Store::open(&path).unwrap().with_durability(durability);
+        let before = table_files(&path);
+        let id = session_with(&s, "s", 1);
+        let after_one = table_files(&path);
+        s.append(&id, NewTurn::new(Role::User, "more")).unwrap();
+        let after_two = table_files(&path);
+        (s, path, before, after_one, after_two)
+    };
+    let (_s, _, before, one, two) = write("process", Durability::Process);
+    assert_eq!(
+        (one, two),
+        (before, before),
+        "process: in the write-ahead log only"
+    );
+    let (_s, _, before, one, two) = write("sync", Durability::Sync);
+    assert!(
+        before < one && one < two,
+        "sync: each write flushed ({before}, {one}, {two})"
+    );
+    let (_s, path, before, ..) = write(
+        "interval",
+        Durability::Interval(std::time::Duration::from_millis(20)),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while table_files(&path) == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "interval: never flushed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

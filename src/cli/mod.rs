@@ -49,6 +49,18 @@ struct Cli {
         value_name = "URL"
     )]
     update_endpoint: Option<String>,
+    /// With a directory --store: what an acknowledged write survives. process: a crash
+    /// of this process (the default); sync: a power loss too (each write flushed to
+    /// disk first, slower); an interval such as 100ms: a power loss loses at most the
+    /// writes of the last interval.
+    #[arg(
+        long,
+        global = true,
+        env = "FORKTRAIL_DURABILITY",
+        default_value = "process",
+        value_name = "process|sync|INTERVAL"
+    )]
+    durability: forktrail::Durability,
     #[command(subcommand)]
     command: Command,
 }
@@ -60,6 +72,7 @@ pub(crate) struct Target {
     /// The prefix of the environment variables that hold a remote store's
     /// credentials: `FORKTRAIL_STORE` (`_TOKEN`, `_USER`, `_PASSWORD`).
     credentials: &'static str,
+    durability: forktrail::Durability,
 }
 
 impl Target {
@@ -80,6 +93,7 @@ impl Target {
         if let Some(update) = &self.update_endpoint {
             args.extend(["--update-endpoint".into(), update.into()]);
         }
+        args.extend(["--durability".into(), self.durability.to_string().into()]);
         args
     }
 }
@@ -248,6 +262,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         store: cli.store,
         update_endpoint: cli.update_endpoint,
         credentials: "FORKTRAIL_STORE",
+        durability: cli.durability,
     };
     let store = match cli.command {
         Command::Completions(args) => {
@@ -324,7 +339,7 @@ fn open(target: &Target, create: bool) -> Result<Store, Box<dyn std::error::Erro
     }
     #[cfg(feature = "rocksdb")]
     {
-        Ok(Store::open(path)?)
+        Ok(Store::open(path)?.with_durability(target.durability))
     }
     #[cfg(not(feature = "rocksdb"))]
     {

@@ -150,6 +150,7 @@ impl CopyArgs {
             store: self.to,
             update_endpoint: self.to_update_endpoint,
             credentials: "FORKTRAIL_TO",
+            durability: from.durability,
         };
         let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
             (Ok(a), Ok(b)) => a == b,

@@ -175,6 +175,13 @@ impl Backend for Embedded {
     }
 
     #[cfg(feature = "rocksdb")]
+    fn flusher(&self) -> Option<Box<dyn Fn() -> Result<()> + Send + 'static>> {
+        self.path.as_ref()?;
+        let store = self.store.clone();
+        Some(Box::new(move || store.flush().map_err(Error::Store)))
+    }
+
+    #[cfg(feature = "rocksdb")]
     fn backup(&self, dir: &Path) -> Option<Result<()>> {
         self.path.as_ref()?;
         Some(self.store.backup(dir).map_err(Error::Store))

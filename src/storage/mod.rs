@@ -112,6 +112,12 @@ pub(crate) trait Backend: Send + Sync {
     /// Where the store is, for messages: a directory, a URL, or "memory".
     fn location(&self) -> String;
 
+    /// A flush that another thread may call while the store is in use (a store on
+    /// disk); `None` when there is nothing to flush.
+    fn flusher(&self) -> Option<Box<dyn Fn() -> Result<()> + Send + 'static>> {
+        None
+    }
+
     /// A consistent copy of the whole store into the new directory `dir`, made by the
     /// store itself while writers go on (RocksDB's checkpoint); `None` when the store
     /// cannot (in memory, remote).
