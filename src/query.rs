@@ -194,7 +194,7 @@ impl Store {
     /// # Ok::<(), forktrail::Error>(())
     /// ```
     pub fn query(&self, sparql: &str, bindings: &[(&str, Term)]) -> Result<QueryResults<'static>> {
-        self.run(prepare(sparql)?, bindings, &QueryOptions::default())
+        self.query_with(sparql, bindings, &QueryOptions::default())
     }
 
     /// [`Store::query`] with a dataset and a cancellation token: what the SPARQL
@@ -205,7 +205,73 @@ impl Store {
         bindings: &[(&str, Term)],
         options: &QueryOptions,
     ) -> Result<QueryResults<'static>> {
-        self.run(prepare(sparql)?, bindings, options)
+        let prepared = prepare(sparql)?;
+        let pattern = match &prepared.query {
+            spargebra::Query::Select { pattern, .. }
+            | spargebra::Query::Construct { pattern, .. }
+            | spargebra::Query::Describe { pattern, .. }
+            | spargebra::Query::Ask { pattern, .. } => pattern,
+        };
+        self.check_cost(pattern, bindings)?;
+        self.run(prepared, bindings, options)
+    }
+
+    /// Refuses a pattern too costly for this store before it runs (see
+    /// `query_check::check_cost`); a remote store's own limits apply there instead.
+    /// Variables given a value by `bindings` count as that value.
+    fn check_cost(
+        &self,
+        pattern: &spargebra::algebra::GraphPattern,
+        bindings: &[(&str, Term)],
+    ) -> Result<()> {
+        if self.across_network() {
+            return Ok(());
+        }
+        let quads = self.approx_len()?;
+        // A triple pattern's matches, counted with its constants up to a cap (past it,
+        // taken as the whole store).
+        let rows = |p: &spargebra::term::TriplePattern| -> f64 {
+            use spargebra::term::{NamedNodePattern, TermPattern};
+            const CAP: usize = 100_000;
+            let bound = |v: &oxigraph::model::Variable| {
+                bindings
+                    .iter()
+                    .find(|(name, _)| *name == v.as_str())
+                    .map(|(_, t)| t)
+            };
+            let subject = match &p.subject {
+                TermPattern::NamedNode(s) => Some(oxigraph::model::NamedOrBlankNodeRef::from(s)),
+                TermPattern::Variable(v) => match bound(v) {
+                    Some(Term::NamedNode(s)) => Some(s.as_ref().into()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let predicate = match &p.predicate {
+                NamedNodePattern::NamedNode(p) => Some(p.as_ref()),
+                NamedNodePattern::Variable(_) => None,
+            };
+            let object = match &p.object {
+                TermPattern::NamedNode(o) => Some(oxigraph::model::TermRef::from(o)),
+                TermPattern::Literal(o) => Some(oxigraph::model::TermRef::from(o)),
+                TermPattern::Variable(v) => bound(v).map(Term::as_ref),
+                _ => None,
+            };
+            if subject.is_none() && predicate.is_none() && object.is_none() {
+                return quads as f64;
+            }
+            let n = self
+                .backend()
+                .quads(subject, predicate, object, None)
+                .take(CAP)
+                .count();
+            if n == CAP {
+                quads as f64
+            } else {
+                n as f64
+            }
+        };
+        crate::query_check::check_cost(pattern, quads, &rows)
     }
 
     /// [`Store::query_named`] with a dataset and a cancellation token, as
@@ -227,6 +293,11 @@ impl Store {
     /// forktrail never fetches anything.
     pub fn update(&self, sparql: &str, cancel: Option<&CancellationToken>) -> Result<()> {
         let update = crate::query_check::parse_update(sparql)?;
+        for operation in &update.operations {
+            if let spargebra::GraphUpdateOperation::DeleteInsert { pattern, .. } = operation {
+                self.check_cost(pattern, &[])?;
+            }
+        }
         let mut tx = self.write()?;
         let result = self.backend().update(sparql, update, cancel.cloned());
         // An update may change anything: the derived read cache goes, whatever the

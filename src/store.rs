@@ -48,6 +48,8 @@ pub struct Store {
     /// Cancellation flags of the regeneration jobs this process runs.
     pub(crate) jobs_running: Mutex<HashMap<String, Arc<AtomicBool>>>,
     durability: Durability,
+    /// The number of quads, as last counted, and when: query costs are weighed by it.
+    counted: Mutex<Option<(Instant, usize)>>,
     /// The thread of `Durability::Interval`, stopped (after a last flush) on drop.
     _flusher: Option<Flusher>,
 }
@@ -106,6 +108,7 @@ impl Store {
             lease_wait: LEASE_WAIT,
             jobs_running: Mutex::new(HashMap::new()),
             durability: Durability::Process,
+            counted: Mutex::new(None),
             _flusher: None,
         }
     }
@@ -133,6 +136,20 @@ impl Store {
             base: base.to_string(),
         };
         Ok(self)
+    }
+
+    /// The number of quads, counted again when the last count is 10 s old (counting
+    /// reads the whole store).
+    pub(crate) fn approx_len(&self) -> Result<usize> {
+        let mut counted = self.counted.lock().unwrap_or_else(|p| p.into_inner());
+        match *counted {
+            Some((at, n)) if at.elapsed() < Duration::from_secs(10) => Ok(n),
+            _ => {
+                let n = self.backend.len()?;
+                *counted = Some((Instant::now(), n));
+                Ok(n)
+            }
+        }
     }
 
     /// The directory of an on-disk store.

@@ -5,9 +5,10 @@
 mod common;
 
 use serde_json::Value;
-use std::io::Write;
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 struct Cli {
     _dir: tempfile::TempDir,
@@ -1289,4 +1290,81 @@ fn verify_is_clean_on_the_demo_names_tampering_in_a_file_and_checks_a_backup() {
     // Backing up onto it again is refused and changes nothing.
     let err = cli.fails(&["backup", backup.to_str().unwrap()]);
     assert!(err.contains("already exists"), "{err}");
+}
+
+#[test]
+fn serve_stops_on_sigterm_within_its_grace_whatever_queries_are_running() {
+    use std::io::BufRead;
+    let cli = Cli::new();
+    cli.ok(&["demo"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+        .arg("--store")
+        .arg(&cli.store)
+        .args(["serve", "--query-timeout", "200ms", "--bind"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("serving on"), "{first}");
+    // Slow queries (every pair of quads, many times over): each keeps a core busy
+    // past its time limit.
+    let values: Vec<String> = (1..=100).map(|i| i.to_string()).collect();
+    let slow = format!(
+        "SELECT (COUNT(*) AS ?n) WHERE {{ ?a ?b ?c . ?d ?e ?f . VALUES ?x {{ {} }} }}",
+        values.join(" ")
+    );
+    for _ in 0..4 {
+        let url = format!("http://127.0.0.1:{port}/sparql");
+        let slow = slow.clone();
+        std::thread::spawn(move || {
+            let _ = reqwest::blocking::Client::new()
+                .post(url)
+                .form(&[("query", slow)])
+                .send();
+        });
+    }
+    // Until they hold their slots (the metrics take none).
+    let metrics = format!("http://127.0.0.1:{port}/metrics");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !reqwest::blocking::get(&metrics)
+        .unwrap()
+        .text()
+        .unwrap()
+        .contains("forktrail_queries_running 4")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow queries never ran"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let signalled = std::time::Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    loop {
+        if let Some(status) = server.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(8),
+            "still running 8 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A clean stop: the store opens again at once.
+    assert!(cli.ok(&["list"]).contains("main"));
 }

@@ -94,6 +94,8 @@ impl ServeArgs {
         if let Some(file) = url_file {
             let _ = std::fs::remove_file(file);
         }
+        // Evaluations still running past the grace period are not waited for.
+        runtime.shutdown_timeout(std::time::Duration::from_millis(100));
         served?;
         Ok(())
     }

@@ -63,7 +63,11 @@ impl Default for ServerConfig {
 pub(crate) struct AppState {
     pub(crate) store: Arc<Store>,
     pub(crate) config: ServerConfig,
+    /// Slots of SPARQL queries.
     pub(crate) queries: Arc<Semaphore>,
+    /// Slots of REST calls and SPARQL updates: a pool of their own, so that queries
+    /// filling theirs never make the REST API or writes unavailable.
+    pub(crate) rest: Arc<Semaphore>,
     pub(crate) metrics: Metrics,
 }
 
@@ -75,6 +79,7 @@ pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
     config.token = config.token.filter(|t| !t.is_empty());
     let state = Arc::new(AppState {
         queries: Arc::new(Semaphore::new(config.max_concurrent_queries.max(1))),
+        rest: Arc::new(Semaphore::new(config.max_concurrent_queries.max(1))),
         metrics: Metrics::default(),
         store,
         config: config.clone(),
@@ -148,7 +153,8 @@ async fn json_errors(
     reply
 }
 
-/// Serves `store` until the process gets Ctrl-C. `ready` is called with the bound
+/// Serves `store` until the process gets SIGINT (Ctrl-C) or SIGTERM, then lets
+/// requests in flight finish for up to [`SHUTDOWN_GRACE`]. `ready` is called with the bound
 /// address once the listener is up (useful with port 0).
 pub async fn serve(
     store: Arc<Store>,
@@ -164,20 +170,57 @@ pub async fn serve(
         );
     }
     ready(addr);
-    axum::serve(listener, router(store, config))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
+    let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router(store, config)).with_graceful_shutdown(async {
+        shutdown_signal().await;
+        let _ = stopping.send(());
+    });
+    // Requests in flight get a few seconds after the signal, then the server stops
+    // whatever they are doing (the caller drops the runtime without waiting for them).
+    tokio::select! {
+        served = server => served,
+        () = async {
+            let _ = stopped.await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => Ok(()),
+    }
 }
 
-/// Runs `f` on a blocking thread with the store, holding one of the server's slots
-/// (503 with `Retry-After` when all are taken), so REST calls share the cap.
+/// How long requests in flight may run on after SIGINT or SIGTERM.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
+/// SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminated = async {
+            match term.as_mut() {
+                Some(term) => {
+                    term.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = terminated => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Runs `f` on a blocking thread with the store, holding one of the REST pool's slots
+/// (503 with `Retry-After` when all are taken; SPARQL queries have a pool of their own).
 pub(crate) async fn blocking<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&Store) -> Result<T, Error> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let permit = Arc::clone(&state.queries)
+    let permit = Arc::clone(&state.rest)
         .try_acquire_owned()
         .map_err(|_| ApiError::busy())?;
     let store = Arc::clone(&state.store);

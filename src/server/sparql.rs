@@ -278,12 +278,20 @@ fn accept(headers: &HeaderMap) -> String {
 /// An update is different: parts of it cannot be cancelled (waiting for the write lock,
 /// `INSERT DATA`), so after cancelling, `wait_for_outcome` waits and reports what really
 /// happened rather than a 503 for an update that then commits.
+///
+/// Queries take a slot of the query pool; updates (`wait_for_outcome`), which need the
+/// token, one of the pool REST calls use, so anonymous queries can never starve writes.
 async fn limited<T: Send + 'static>(
     state: &Arc<AppState>,
     wait_for_outcome: bool,
     work: impl FnOnce(&Store, CancellationToken) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let permit = Arc::clone(&state.queries)
+    let pool = if wait_for_outcome {
+        &state.rest
+    } else {
+        &state.queries
+    };
+    let permit = Arc::clone(pool)
         .try_acquire_owned()
         .map_err(|_| ApiError::busy())?;
     let token = CancellationToken::new();
