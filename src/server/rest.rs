@@ -105,6 +105,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
             .map(|Json(v)| Body(v))
             .map_err(|e| match e {
                 JsonRejection::BytesRejection(_) => too_large(),
+                JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "unsupported_media_type",
+                    "the body must be JSON, sent with Content-Type: application/json",
+                ),
                 other => ApiError::bad_request(format!("invalid JSON body: {}", other.body_text())),
             })
     }
