@@ -1362,3 +1362,62 @@ fn import_tells_the_format_from_the_body_and_delete_and_detach_preview() {
     assert_eq!(plan["copied_turns"], 6, "{plan}");
     assert_eq!(before, s.quads(), "dry runs write nothing");
 }
+
+#[test]
+fn stalled_and_vanishing_clients_neither_block_others_nor_half_apply_a_write() {
+    use std::io::{Read, Write};
+    let s = start(with_token());
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let before = s.quads();
+    let rss_before = rss();
+    // Twenty clients that send half a write and stall.
+    let stalled: Vec<std::net::TcpStream> = (0..20)
+        .map(|i| {
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            let head = format!(
+                "POST /sessions/{}/turns HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"role\": \"user\", \"content\": \"stalled {i}",
+                s.tree.root
+            );
+            c.write_all(head.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    // Others are answered at once, reads and writes.
+    let t = std::time::Instant::now();
+    assert_eq!(s.get("/health", "").status(), StatusCode::OK);
+    let r = s.post_json(
+        &format!("/sessions/{}/turns", s.tree.budget),
+        Some(TOKEN),
+        json!({"role": "user", "content": "while others stall"}),
+    );
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    // The stalled writers go away mid-body: none of their turns exists.
+    drop(stalled);
+    // Clients that read a few bytes of a large answer and hang up.
+    for _ in 0..20 {
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        let request = format!(
+            "GET /sessions/{}/export?format=trig HTTP/1.1\r\nHost: x\r\n\r\n",
+            s.tree.booking
+        );
+        c.write_all(request.as_bytes()).unwrap();
+        let mut first = [0u8; 16];
+        c.read_exact(&mut first).unwrap();
+        assert!(first.starts_with(b"HTTP/1.1 200"));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let mut after = s.quads();
+    let added: Vec<&String> = after.iter().filter(|q| !before.contains(q)).collect();
+    assert!(
+        added.iter().all(|q| !q.contains("stalled")),
+        "a stalled write was applied: {added:?}"
+    );
+    assert!(added.iter().any(|q| q.contains("while others stall")));
+    after.retain(|q| before.contains(q));
+    assert_eq!(after, before, "nothing else changed");
+    assert_eq!(s.get("/sessions", "").status(), StatusCode::OK);
+    let grown = rss().saturating_sub(rss_before);
+    assert!(grown < 100 << 20, "memory grew by {grown} bytes");
+}
