@@ -276,8 +276,14 @@ impl Remote {
             .into_reader()
             .read_to_end(&mut body)
             .map_err(|e| self.unexpected(&format!("reading the answer: {e}")))?;
-        let unreadable =
-            |e: &dyn std::fmt::Display| self.unexpected(&format!("unreadable results: {e}"));
+        // Say what came back: a store's error page is the usual cause.
+        let unreadable = |e: &dyn std::fmt::Display| {
+            let start = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            self.unexpected(&format!(
+                "unreadable results ({media_type}): {e}; the answer began {:?}",
+                clip(start.trim())
+            ))
+        };
         if let Some(format) = QueryResultsFormat::from_media_type(&media_type) {
             let parsed = QueryResultsParser::from_format(format)
                 .for_slice(&body)

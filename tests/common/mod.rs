@@ -210,13 +210,21 @@ fn spawn_virtuoso(
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let probe = format!("http://127.0.0.1:{http}/sparql?query=ASK%7B%7D");
+    let probe = format!("http://127.0.0.1:{http}/sparql");
     while std::time::Instant::now() < deadline {
         if let Ok(Some(status)) = child.try_wait() {
             let log = std::fs::read_to_string(dir.join("v.log")).unwrap_or_default();
             panic!("virtuoso exited ({status}): {log}");
         }
-        if ureq::get(&probe).call().is_ok() {
+        // Ready when a form POST gets JSON results back (as forktrail will ask), not
+        // only when the port answers.
+        let answered = ureq::post(&format!("http://127.0.0.1:{http}/sparql"))
+            .set("Accept", "application/sparql-results+json")
+            .send_form(&[("query", "SELECT * WHERE { ?s ?p ?o } LIMIT 1")])
+            .ok()
+            .and_then(|r| r.into_string().ok())
+            .is_some_and(|body| body.trim_start().starts_with('{'));
+        if answered {
             return (child, http, sql);
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
