@@ -734,6 +734,7 @@ fn the_cross_product_attack_is_refused_and_rest_and_writes_keep_answering() {
     }
     let grown = rss().saturating_sub(before);
     assert!(grown < 200 << 20, "memory grew by {grown} bytes");
+    eprintln!("the attack: memory grew by {} MB", grown >> 20);
 }
 
 #[test]
