@@ -8,6 +8,9 @@
 //! runs 150).
 #![cfg(feature = "rocksdb")]
 
+mod common;
+
+use common::Rng;
 use forktrail::{
     ForkOptions, MergeOptions, NewSession, NewTurn, Role, SessionId, Store, TranscriptOptions,
 };
@@ -19,18 +22,6 @@ use std::time::{Duration, Instant};
 
 const WRITER: &str = "FORKTRAIL_CRASH_WRITER";
 const TEST: &str = "acknowledged_writes_survive_sigkill_and_nothing_is_half_made";
-
-/// xorshift64: a fixed, reproducible sequence per seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as usize
-    }
-}
 
 /// The writer: runs until killed, one acknowledged operation per line.
 fn writer(dir: &Path, seed: u64) {

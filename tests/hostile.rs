@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::Rng;
 use forktrail::server::{serve, ServerConfig};
 use forktrail::Store;
 use serde_json::Value;
@@ -195,18 +196,6 @@ fn every_rest_case_gets_its_status_and_changes_nothing() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// xorshift64: a fixed, reproducible sequence.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as usize
-    }
 }
 
 /// `text` with bytes flipped, a line cut, or a JSON field dropped.

@@ -356,18 +356,6 @@ fn an_import_that_could_not_be_replayed_or_does_not_chain_is_refused_whole() {
     assert!(s.list().unwrap().is_empty());
 }
 
-/// xorshift64: a fixed, reproducible sequence.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 #[test]
 fn no_mutated_export_imports_a_session_that_cannot_be_replayed() {
     let lines = fixture_nquads();

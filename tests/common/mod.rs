@@ -373,3 +373,16 @@ pub fn drop_behind(store: &Store, id: &SessionId) {
         )
         .unwrap();
 }
+
+/// xorshift64: a fixed, reproducible sequence of choices, the same on every run.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as usize
+    }
+}
