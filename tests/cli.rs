@@ -301,30 +301,42 @@ fn a_store_held_by_another_process_is_reported_as_in_use_and_left_unchanged() {
     assert_eq!(before, cli.snapshot());
 }
 
-#[test]
-fn while_serve_holds_the_store_the_refusal_names_it_and_the_cli_works_through_it() {
+/// `forktrail serve` on the CLI's store and a free port, once it says it listens.
+fn serve(cli: &Cli, args: &[&str], token: Option<&str>) -> (std::process::Child, u16) {
     use std::io::BufRead;
-    let cli = Cli::new();
-    cli.ok(&["new", "--id", "s"]);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
+    command
         .arg("--store")
         .arg(&cli.store)
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .env("FORKTRAIL_TOKEN", "t0ken")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .arg("serve")
+        .args(args)
+        .arg("--bind")
+        .arg(format!("127.0.0.1:{port}"))
+        .env_remove("FORKTRAIL_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(token) = token {
+        command.env("FORKTRAIL_TOKEN", token);
+    }
+    let mut server = command.spawn().unwrap();
     let mut first = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
+    BufReader::new(server.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
     assert!(first.contains("serving on"), "{first}");
+    (server, port)
+}
+
+#[test]
+fn while_serve_holds_the_store_the_refusal_names_it_and_the_cli_works_through_it() {
+    let cli = Cli::new();
+    cli.ok(&["new", "--id", "s"]);
+    let (mut server, port) = serve(&cli, &[], Some("t0ken"));
     let url = format!("http://127.0.0.1:{port}/sparql");
 
     let refused = cli.run(&["list"]);
@@ -1294,28 +1306,9 @@ fn verify_is_clean_on_the_demo_names_tampering_in_a_file_and_checks_a_backup() {
 
 #[test]
 fn serve_stops_on_sigterm_within_its_grace_whatever_queries_are_running() {
-    use std::io::BufRead;
     let cli = Cli::new();
     cli.ok(&["demo"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .arg("--store")
-        .arg(&cli.store)
-        .args(["serve", "--query-timeout", "200ms", "--bind"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.contains("serving on"), "{first}");
+    let (mut server, port) = serve(&cli, &["--query-timeout", "200ms"], None);
     // Slow queries (every pair of quads, many times over): each keeps a core busy
     // past its time limit.
     let values: Vec<String> = (1..=100).map(|i| i.to_string()).collect();
