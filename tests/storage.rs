@@ -172,53 +172,40 @@ fn a_backup_taken_while_a_writer_appends_opens_verifies_and_holds_a_prefix() {
     assert_eq!((report.sessions, report.method), (1, "copy"));
 }
 
-/// Table files RocksDB has written: what a flush leaves on disk (a write that is only
-/// in the write-ahead log has none).
-fn table_files(dir: &std::path::Path) -> usize {
+/// The number of RocksDB's newest write-ahead log: a flush starts a new one.
+fn newest_log(dir: &std::path::Path) -> u64 {
     std::fs::read_dir(dir)
         .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "sst")
-        })
-        .count()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .filter_map(|p| p.file_stem()?.to_str()?.parse().ok())
+        .max()
+        .unwrap_or(0)
 }
 
 #[test]
-fn sync_durability_puts_each_write_on_disk_before_it_returns_and_an_interval_soon_after() {
+fn sync_durability_flushes_each_write_before_it_returns_and_an_interval_soon_after() {
     use forktrail::Durability;
     let dir = tempfile::tempdir().unwrap();
-    // Tables before and after a new session and an append.
+    // The newest log before and after an append.
     let write = |name: &str, durability: Durability| {
         let path = dir.path().join(name);
         let s = Store::open(&path).unwrap().with_durability(durability);
-        let before = table_files(&path);
         let id = session_with(&s, "s", 1);
-        let after_one = table_files(&path);
+        let before = newest_log(&path);
         s.append(&id, NewTurn::new(Role::User, "more")).unwrap();
-        let after_two = table_files(&path);
-        (s, path, before, after_one, after_two)
+        let after = newest_log(&path);
+        (s, path, before, after)
     };
-    let (_s, _, before, one, two) = write("process", Durability::Process);
-    assert_eq!(
-        (one, two),
-        (before, before),
-        "process: in the write-ahead log only"
-    );
-    let (_s, _, before, one, two) = write("sync", Durability::Sync);
-    assert!(
-        before < one && one < two,
-        "sync: each write flushed ({before}, {one}, {two})"
-    );
-    let (_s, path, before, ..) = write(
+    // (Under `process` RocksDB may still flush on its own, so nothing is asserted of it.)
+    let (_s, _, before, after) = write("sync", Durability::Sync);
+    assert!(after > before, "sync: flushed (a new log) before returning");
+    let (_s, path, _, after) = write(
         "interval",
-        Durability::Interval(std::time::Duration::from_millis(20)),
+        Durability::Interval(std::time::Duration::from_millis(50)),
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while table_files(&path) == before {
+    while newest_log(&path) == after {
         assert!(
             std::time::Instant::now() < deadline,
             "interval: never flushed"
