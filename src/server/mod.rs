@@ -9,6 +9,7 @@
 mod metrics;
 mod rest;
 mod sparql;
+mod ui;
 
 use crate::error::Error;
 use crate::store::Store;
@@ -89,6 +90,7 @@ pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
         .route("/metrics", get(metrics::handler))
         .merge(sparql::routes())
         .merge(rest::routes())
+        .merge(ui::routes())
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -102,7 +104,8 @@ pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
 }
 
 /// Every error leaves in the JSON shape `{"error", "message"}`, including those axum
-/// answers itself (an unknown route, a wrong method, a body over the limit).
+/// answers itself (an unknown route, a wrong method, a body over the limit); the UI's
+/// pages keep their HTML.
 async fn json_errors(
     state: Shared,
     request: axum::extract::Request,
@@ -111,12 +114,13 @@ async fn json_errors(
     let (method, path) = (request.method().clone(), request.uri().path().to_string());
     let response = next.run(request).await;
     let status = response.status();
-    let is_json = response
+    // JSON errors, and the UI's error pages, are already in their shape.
+    let shaped = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        .is_some_and(|t| t.starts_with("application/json") || t.starts_with("text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || shaped {
         return response;
     }
     let (parts, body) = response.into_parts();
