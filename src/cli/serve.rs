@@ -111,7 +111,10 @@ fn banner(addr: std::net::SocketAddr, writable: bool) {
         "read-only"
     };
     let _ = writeln!(out, "forktrail is serving on http://{addr} ({mode})");
-    let _ = writeln!(out, "open http://{addr}/ in a browser for the sessions and their turns");
+    let _ = writeln!(
+        out,
+        "open http://{addr}/ in a browser for the sessions and their turns"
+    );
     let _ = writeln!(out, "try: curl -H 'Accept: text/csv' --data-urlencode 'query=SELECT ?id ?branch WHERE {{ ?s <https://w3id.org/forktrail/ns#sessionId> ?id ; <https://w3id.org/forktrail/ns#branch> ?branch }}' http://{addr}/sparql");
     let _ = writeln!(out, "     curl http://{addr}/sessions");
     let _ = writeln!(out, "     curl http://{addr}/queries");
