@@ -133,3 +133,28 @@ fn stored_markup_is_shown_never_run_and_errors_are_pages() {
     let (status, _, _) = page(&ui, "/ui/sessions/a%20b");
     assert_eq!(status, 400);
 }
+
+#[test]
+fn the_tree_page_nests_the_whole_family_and_marks_the_session_it_was_opened_from() {
+    let ui = start(Arc::new(Store::in_memory().unwrap()));
+    let t = &ui.tree;
+    let (status, _, html) = page(&ui, &format!("/ui/sessions/{}/tree", t.booking));
+    assert_eq!(status, 200);
+    let at = |id: &forktrail::SessionId| {
+        html.find(&format!("href=\"/ui/sessions/{id}\""))
+            .unwrap_or_else(|| panic!("{id} missing"))
+    };
+    // Root first; model-swap before booking, which it holds.
+    assert!(at(&t.root) < at(&t.budget) && at(&t.root) < at(&t.model_swap));
+    assert!(at(&t.model_swap) < at(&t.booking));
+    assert_eq!(html.matches("aria-current=\"page\"").count(), 1);
+    assert!(html[at(&t.booking) - 60..at(&t.booking) + 80].contains("aria-current"));
+    assert_eq!(
+        html.matches("<details open>").count(),
+        2,
+        "main and model-swap fold"
+    );
+    // The playback page links to it.
+    let (_, _, playback) = page(&ui, &format!("/ui/sessions/{}", t.budget));
+    assert!(playback.contains(&format!("/ui/sessions/{}/tree", t.budget)));
+}

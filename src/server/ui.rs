@@ -1,9 +1,10 @@
 //! The web UI: server-rendered HTML (maud, escaped at compile time) and one CSS file,
 //! all in the binary; no script, no build step, no network. Pages so far: the sessions
-//! (with search) at `/`, and the playback of a session at `/ui/sessions/{id}`.
+//! (with search) at `/`, the playback of a session at `/ui/sessions/{id}`, and the fork
+//! tree around it at `/ui/sessions/{id}/tree`.
 
 use super::{blocking, AppState, Shared};
-use crate::model::{SessionId, SessionInfo, Turn};
+use crate::model::{SessionId, SessionInfo, TreeNode, Turn};
 use axum::extract::{Path, Query};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -18,6 +19,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/", get(sessions))
         .route("/ui/sessions/{id}", get(playback))
+        .route("/ui/sessions/{id}/tree", get(tree))
         .route("/ui/style.css", get(style))
 }
 
@@ -167,6 +169,7 @@ async fn playback(state: Shared, Path(id): Path<String>) -> Response {
         &title,
         html! {
             h1 { "Session " (info.session) }
+            p { a href=(format!("{}/tree", session_link(&info.session))) { "Fork tree" } }
             dl.facts {
                 dt { "Branch" } dd { (info.branch) }
                 @if let Some(t) = &info.title { dt { "Title" } dd { (t) } }
@@ -205,6 +208,60 @@ fn turn_item(info: &SessionInfo, turn: &Turn) -> Markup {
             }
             pre.content { (turn.content) }
             @if let Some(calls) = &turn.tool_calls { pre.calls { (calls) } }
+        }
+    }
+}
+
+/// `GET /ui/sessions/{id}/tree`: the whole fork family of the session, from its root,
+/// each branch foldable (`<details>`: keyboard and screen readers need no script).
+async fn tree(state: Shared, Path(id): Path<String>) -> Response {
+    let id: SessionId = match id.parse() {
+        Ok(id) => id,
+        Err(e) => return error_page(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let current = id.clone();
+    let read = blocking(&state.0, move |store| {
+        let root = store.info(&id)?.fork_root;
+        store.tree(&root)
+    })
+    .await;
+    let root = match read {
+        Ok(root) => root,
+        Err(e) => return error_page(e.status, &e.message),
+    };
+    page(
+        StatusCode::OK,
+        &format!("tree of {}", root.branch),
+        html! {
+            h1 { "Fork tree of " (root.branch) }
+            ul.tree { (tree_node(&root, &current)) }
+        },
+    )
+}
+
+/// One session of the tree and, folded under it, its children.
+fn tree_node(node: &TreeNode, current: &SessionId) -> Markup {
+    let here = node.session == *current;
+    let label = html! {
+        a href=(session_link(&node.session)) aria-current=[here.then_some("page")] {
+            (node.branch)
+        }
+        span.meta {
+            @if let Some(at) = node.forked_at_index { " forked at " (at) "," }
+            " " (node.length) " turns"
+            @if !node.models.is_empty() { ", " (node.models.join(", ")) }
+        }
+    };
+    html! {
+        li.node.current[here] {
+            @if node.children.is_empty() {
+                (label)
+            } @else {
+                details open {
+                    summary { (label) }
+                    ul { @for child in &node.children { (tree_node(child, current)) } }
+                }
+            }
         }
     }
 }
