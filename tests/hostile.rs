@@ -6,7 +6,7 @@
 mod common;
 
 use common::Rng;
-use forktrail::server::{serve, ServerConfig};
+use forktrail::server::ServerConfig;
 use forktrail::Store;
 use serde_json::Value;
 use std::path::Path;
@@ -111,27 +111,14 @@ fn every_cli_and_import_case_gets_its_error_and_changes_nothing() {
 fn every_rest_case_gets_its_status_and_changes_nothing() {
     let store = Arc::new(Store::in_memory().unwrap());
     setup(&store);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let served = Arc::clone(&store);
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(serve(
-                served,
-                ServerConfig {
-                    bind: "127.0.0.1:0".parse().unwrap(),
-                    token: Some(TOKEN.into()),
-                    max_content_bytes: 10 << 20,
-                    ..ServerConfig::default()
-                },
-                move |addr| tx.send(addr).unwrap(),
-            ))
-            .unwrap();
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let addr = common::serve_in_process(
+        Arc::clone(&store),
+        ServerConfig {
+            token: Some(TOKEN.into()),
+            max_content_bytes: 10 << 20,
+            ..ServerConfig::default()
+        },
+    );
     let http = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()

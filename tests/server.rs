@@ -5,7 +5,7 @@
 
 mod common;
 
-use forktrail::server::{serve, ServerConfig};
+use forktrail::server::ServerConfig;
 use forktrail::{demo, SessionId, Store};
 use reqwest::blocking::{Client, Response};
 use reqwest::StatusCode;
@@ -25,26 +25,7 @@ struct Server {
 fn start(config: ServerConfig) -> Server {
     let store = Arc::new(Store::in_memory().unwrap());
     let tree = demo::build(&store).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let served = Arc::clone(&store);
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime
-            .block_on(serve(
-                served,
-                ServerConfig {
-                    bind: "127.0.0.1:0".parse().unwrap(),
-                    ..config
-                },
-                move |addr| tx.send(addr).unwrap(),
-            ))
-            .unwrap();
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let addr = common::serve_in_process(Arc::clone(&store), config);
     Server {
         base: format!("http://{addr}"),
         store,

@@ -4,12 +4,11 @@
 
 mod common;
 
-use forktrail::server::{serve, ServerConfig};
+use forktrail::server::ServerConfig;
 use forktrail::{demo, NewTurn, Role, Store};
 use reqwest::blocking::get;
 use reqwest::header::HeaderMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 struct Ui {
     base: String,
@@ -18,24 +17,7 @@ struct Ui {
 
 fn start(store: Arc<Store>) -> Ui {
     let tree = demo::build(&store).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(serve(
-                store,
-                ServerConfig {
-                    bind: "127.0.0.1:0".parse().unwrap(),
-                    ..ServerConfig::default()
-                },
-                move |addr| tx.send(addr).unwrap(),
-            ))
-            .unwrap();
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let addr = common::serve_in_process(store, ServerConfig::default());
     Ui {
         base: format!("http://{addr}"),
         tree,

@@ -386,3 +386,30 @@ impl Rng {
         (self.0 % n.max(1) as u64) as usize
     }
 }
+
+/// `forktrail serve` of `store` in this process, on 127.0.0.1 and a free port (whatever
+/// `config.bind` says); returns the address once it listens.
+#[cfg(feature = "server")]
+pub fn serve_in_process(
+    store: std::sync::Arc<Store>,
+    config: forktrail::server::ServerConfig,
+) -> std::net::SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(forktrail::server::serve(
+                store,
+                forktrail::server::ServerConfig {
+                    bind: "127.0.0.1:0".parse().unwrap(),
+                    ..config
+                },
+                move |addr| tx.send(addr).unwrap(),
+            ))
+            .unwrap();
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap()
+}
