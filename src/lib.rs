@@ -30,6 +30,7 @@ pub mod demo;
 mod diff;
 mod durability;
 mod error;
+mod html;
 mod io;
 mod merge;
 mod model;

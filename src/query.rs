@@ -130,6 +130,9 @@ pub mod queries {
         AUDIT_DESCENDANTS = "audit-descendants",
         AUDIT_TURN_ORIGIN = "audit-turn-origin",
         TURNS_PER_MODEL = "turns-per-model",
+        FAMILY_TURNS = "family-turns",
+        SEARCH_TURNS = "search-turns",
+        SESSION_ACTIVITY = "session-activity",
     }
 }
 

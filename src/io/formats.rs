@@ -22,12 +22,16 @@ pub enum ExportFormat {
     /// a `prov:Entity`, every model a `prov:Agent`, `ft:parentSession` as
     /// `prov:wasDerivedFrom`, …), since PROV tools do no inference.
     Prov,
+    /// One self-contained HTML file of a session (playback and fork tree), for
+    /// sharing: no script, no network, opens from a `file:` URL.
+    Html,
 }
 
 impl ExportFormat {
     /// Every export format's name, as `--format` takes it.
-    pub const NAMES: &'static [&'static str] =
-        &["trig", "nquads", "turtle", "jsonl", "openai", "prov"];
+    pub const NAMES: &'static [&'static str] = &[
+        "trig", "nquads", "turtle", "jsonl", "openai", "prov", "html",
+    ];
 
     /// The media type of what this format writes.
     pub fn media_type(self) -> &'static str {
@@ -37,6 +41,7 @@ impl ExportFormat {
             Self::Turtle | Self::Prov => "text/turtle",
             Self::Jsonl => "application/jsonl",
             Self::OpenAi => "application/json",
+            Self::Html => "text/html; charset=utf-8",
         }
     }
 }
@@ -51,6 +56,7 @@ impl FromStr for ExportFormat {
             "jsonl" => Self::Jsonl,
             "openai" => Self::OpenAi,
             "prov" => Self::Prov,
+            "html" => Self::Html,
             _ => {
                 return Err(Error::InvalidInput(format!(
                     "unknown export format {s:?} (expected one of: {})",

@@ -61,6 +61,10 @@ impl Store {
                     serde_json::to_string_pretty(&messages).map_err(|e| write_err(e.into()))?;
                 writeln!(out, "{text}").map_err(write_err)?;
             }
+            ExportFormat::Html => {
+                let page = self.export_html(one("an html (one session's playback and tree)")?)?;
+                out.write_all(page.as_bytes()).map_err(write_err)?;
+            }
             ExportFormat::Turtle => {
                 let Some(id) = session else {
                     return Err(Error::InvalidInput(
