@@ -1,14 +1,17 @@
-//! The web UI, in process: the sessions page and its search, playback with inherited
-//! turns marked, stored text shown and never run, and the headers that keep it so.
+//! The web UI, in process: every view and form, their errors (unknown session, bad
+//! index, no token), stored text shown and never run, and the headers that keep it so.
+//! `tests/browser.rs` drives the same pages in Chromium.
 #![cfg(feature = "server")]
 
 mod common;
 
 use forktrail::server::ServerConfig;
-use forktrail::{demo, NewTurn, Role, Store};
+use forktrail::{demo, NewTurn, Role, SessionId, Store};
 use reqwest::blocking::get;
 use reqwest::header::HeaderMap;
 use std::sync::Arc;
+
+const TOKEN: &str = "ui-token";
 
 struct Ui {
     base: String,
@@ -16,12 +19,47 @@ struct Ui {
 }
 
 fn start(store: Arc<Store>) -> Ui {
+    start_with(store, ServerConfig::default())
+}
+
+fn start_with(store: Arc<Store>, config: ServerConfig) -> Ui {
     let tree = demo::build(&store).unwrap();
-    let addr = common::serve_in_process(store, ServerConfig::default());
+    let addr = common::serve_in_process(store, config);
     Ui {
         base: format!("http://{addr}"),
         tree,
     }
+}
+
+/// A server that takes writes with [`TOKEN`].
+fn writable(store: &Arc<Store>) -> Ui {
+    start_with(
+        Arc::clone(store),
+        ServerConfig {
+            token: Some(TOKEN.into()),
+            ..ServerConfig::default()
+        },
+    )
+}
+
+/// A form POST, redirects not followed: status, Location, page text.
+fn post(ui: &Ui, path: &str, form: &[(&str, &str)], bearer: Option<&str>) -> (u16, String, String) {
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let mut request = client.post(format!("{}{path}", ui.base)).form(form);
+    if let Some(token) = bearer {
+        request = request.bearer_auth(token);
+    }
+    let r = request.send().unwrap();
+    let status = r.status().as_u16();
+    let location = r
+        .headers()
+        .get("location")
+        .map(|l| l.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (status, location, r.text().unwrap())
 }
 
 /// The status, headers and text of a page.
@@ -36,7 +74,10 @@ fn the_sessions_page_lists_every_session_and_searches_them() {
     let ui = start(Arc::new(Store::in_memory().unwrap()));
     let (status, headers, html) = page(&ui, "/");
     assert_eq!(status, 200);
-    assert_eq!(headers["content-security-policy"], "default-src 'self'");
+    assert_eq!(
+        headers["content-security-policy"],
+        "default-src 'self'; frame-ancestors 'none'"
+    );
     assert!(headers["content-type"]
         .to_str()
         .unwrap()
@@ -58,6 +99,14 @@ fn the_sessions_page_lists_every_session_and_searches_them() {
     assert!(found.contains("1 of 4 sessions") && found.contains(ui.tree.budget.as_str()));
     let (_, _, found) = page(&ui, "/?q=alice+booking");
     assert!(found.contains("1 of 4 sessions") && found.contains(ui.tree.booking.as_str()));
+    // By the model of their own turns, and by content.
+    let (_, _, found) = page(&ui, &format!("/?q={}", demo::MODEL_B.to_uppercase()));
+    assert!(found.contains("2 of 4 sessions"), "{found}");
+    assert!(
+        found.contains(ui.tree.model_swap.as_str()) && found.contains(ui.tree.booking.as_str())
+    );
+    let (_, _, found) = page(&ui, "/?q=cheaper");
+    assert!(found.contains("1 of 4 sessions") && found.contains(ui.tree.budget.as_str()));
     let (_, _, none) = page(&ui, "/?q=nobody-here");
     assert!(none.contains("0 of 4 sessions"));
     let (status, _, css) = page(&ui, "/ui/style.css");
@@ -139,4 +188,412 @@ fn the_tree_page_nests_the_whole_family_and_marks_the_session_it_was_opened_from
     // The playback page links to it.
     let (_, _, playback) = page(&ui, &format!("/ui/sessions/{}", t.budget));
     assert!(playback.contains(&format!("/ui/sessions/{}/tree", t.budget)));
+}
+
+#[test]
+fn fork_from_here_needs_the_token_checks_the_index_and_lands_on_the_new_branch() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = writable(&store);
+    let budget = ui.tree.budget.clone();
+    let path = format!("/ui/sessions/{budget}/fork");
+    let before = common::quads(&store);
+    // No token, a wrong one, a bad index, an index past the end, an unknown session:
+    // each an error page naming the problem, and nothing written.
+    let (status, _, html) = post(&ui, &path, &[("at", "2"), ("label", "x")], None);
+    assert_eq!(status, 401);
+    assert!(html.contains("Token needed") && html.contains("Nothing was changed"));
+    let (status, _, _) = post(&ui, &path, &[("at", "2"), ("token", "wrong")], None);
+    assert_eq!(status, 401);
+    let (status, _, html) = post(&ui, &path, &[("at", "two"), ("token", TOKEN)], None);
+    assert_eq!(status, 400);
+    assert!(
+        html.contains("turn index &quot;two&quot; is not a whole number"),
+        "{html}"
+    );
+    let (status, _, html) = post(&ui, &path, &[("at", "99"), ("token", TOKEN)], None);
+    assert_eq!(status, 400);
+    assert!(
+        html.contains("99") && html.contains(budget.as_str()),
+        "{html}"
+    );
+    let (status, _, html) = post(&ui, "/ui/sessions/nope/fork", &[("at", "1")], Some(TOKEN));
+    assert_eq!(status, 404);
+    assert!(html.contains("nope"));
+    assert_eq!(common::quads(&store), before, "nothing written");
+    // The token typed into the form (no script), then sent as a header (the script).
+    let (status, location, _) = post(
+        &ui,
+        &path,
+        &[
+            ("at", "3"),
+            ("label", "typed"),
+            ("reason", "why not"),
+            ("token", TOKEN),
+        ],
+        None,
+    );
+    assert_eq!(status, 303);
+    let typed: SessionId = location
+        .trim_start_matches("/ui/sessions/")
+        .parse()
+        .unwrap();
+    let info = store.info(&typed).unwrap();
+    assert_eq!(
+        (
+            info.parent.as_ref(),
+            info.forked_at_index,
+            info.branch.as_str()
+        ),
+        (Some(&budget), Some(3), "typed")
+    );
+    let (status, location, _) = post(&ui, &path, &[("at", "1"), ("label", "header")], Some(TOKEN));
+    assert_eq!(status, 303);
+    assert!(location.starts_with("/ui/sessions/"));
+    // A taken label is refused with the label named.
+    let (status, _, html) = post(&ui, &path, &[("at", "1"), ("label", "header")], Some(TOKEN));
+    assert_eq!(status, 409);
+    assert!(html.contains("header"), "{html}");
+    // The new branch shows in the tree; the playback offers the forms.
+    let (_, _, tree) = page(&ui, &format!("/ui/sessions/{typed}/tree"));
+    assert!(tree.contains(">typed<") && tree.contains(">header<"));
+    let (_, _, playback) = page(&ui, &format!("/ui/sessions/{budget}"));
+    assert_eq!(
+        playback.matches("class=\"action fork\"").count() as u64,
+        store.info(&budget).unwrap().length
+    );
+}
+
+#[test]
+fn a_read_only_server_offers_no_forms_and_refuses_their_posts() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start(Arc::clone(&store));
+    let (_, _, html) = page(&ui, &format!("/ui/sessions/{}", ui.tree.root));
+    assert!(!html.contains("Fork from here") && html.contains("read-only server"));
+    let (status, _, html) = post(
+        &ui,
+        &format!("/ui/sessions/{}/fork", ui.tree.root),
+        &[("at", "1")],
+        Some("any"),
+    );
+    assert_eq!(status, 403);
+    assert!(html.contains("read-only"), "{html}");
+}
+
+#[test]
+fn the_tree_search_unfolds_only_matching_branches_and_lists_user_turns() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start(Arc::clone(&store));
+    let t = &ui.tree;
+    // `booking` matches by label: its ancestors unfold to it; `budget` stays folded.
+    let (status, _, html) = page(&ui, &format!("/ui/sessions/{}/tree?q=BOOKING", t.root));
+    assert_eq!(status, 200);
+    assert!(html.contains("<mark>booking</mark>"), "{html}");
+    assert!(html.contains("1 matching"), "{html}");
+    assert_eq!(
+        html.matches("<details open>").count(),
+        2,
+        "main and model-swap"
+    );
+    // By content: the budget branch's own user turn mentions something cheaper.
+    let (_, _, html) = page(&ui, &format!("/ui/sessions/{}/tree?q=cheaper", t.root));
+    assert!(html.contains("<mark>budget</mark>"), "{html}");
+    assert_eq!(
+        html.matches("<details open>").count(),
+        1,
+        "only main unfolds"
+    );
+    // User turns only: every user turn of the family, nothing else.
+    let (_, _, html) = page(&ui, &format!("/ui/sessions/{}/tree?turns=user", t.root));
+    let mut users = 0;
+    for id in [&t.root, &t.budget, &t.model_swap, &t.booking] {
+        let info = store.info(id).unwrap();
+        for turn in store.load(id, None).unwrap() {
+            if turn.session == *id && turn.role == Role::User {
+                users += 1;
+                assert!(html.contains(&format!("#{} user", turn.index)));
+            }
+        }
+        assert!(info.length > 0);
+    }
+    assert_eq!(html.matches("<ul class=\"own\">").count() > 0, users > 0);
+    assert!(!html.contains(" assistant</a>"));
+    let (status, _, html) = page(&ui, &format!("/ui/sessions/{}/tree?turns=some", t.root));
+    assert_eq!(status, 400);
+    assert!(html.contains("none, user or all"));
+}
+
+#[test]
+fn playback_pages_long_sessions_and_pages_between_sibling_branches() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start(Arc::clone(&store));
+    let long = common::session_with(&store, "long", 450);
+    let (_, _, first) = page(&ui, "/ui/sessions/long");
+    assert_eq!(first.matches("<li class=\"turn").count(), 200);
+    assert!(first.contains("later turns") && !first.contains("earlier turns"));
+    let (_, _, last) = page(&ui, "/ui/sessions/long?from=400");
+    assert_eq!(last.matches("<li class=\"turn").count(), 50);
+    assert!(last.contains("id=\"turn-449\"") && last.contains("turns 400–449 of 450"));
+    let (status, _, html) = page(&ui, "/ui/sessions/long?from=450");
+    assert_eq!(status, 400);
+    assert!(html.contains("450") && html.contains(long.as_str()));
+    // model-swap and budget are both children of main: at the fork point each shows
+    // the pager over the branches that share the prefix.
+    let t = &ui.tree;
+    let swap = store.info(&t.model_swap).unwrap();
+    let budget = store.info(&t.budget).unwrap();
+    let (_, _, html) = page(&ui, &format!("/ui/sessions/{}", t.model_swap));
+    let at = swap.forked_at_index.unwrap();
+    let marker = format!("aria-label=\"branches at turn {at}\"");
+    assert!(html.contains(&marker), "{html}");
+    let same_point = budget.forked_at_index == Some(at);
+    let options = if same_point { 3 } else { 2 };
+    assert!(
+        html.contains(&format!("/{options}</span>")),
+        "{options} ways at {at}"
+    );
+}
+
+#[test]
+fn diff_provenance_and_sparql_pages() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start(Arc::clone(&store));
+    let t = &ui.tree;
+    let d = store.diff(&t.budget, &t.booking).unwrap();
+    let (status, _, html) = page(&ui, &format!("/ui/diff?a={}&b={}", t.budget, t.booking));
+    assert_eq!(status, 200);
+    let rows = d.a_tail.len().max(d.b_tail.len());
+    let kinds = [
+        "\"same\"",
+        "\"modified\"",
+        "\"left-only\"",
+        "\"right-only\"",
+    ];
+    let counted: usize = kinds
+        .iter()
+        .map(|k| html.matches(&format!("<tr class={k}")).count())
+        .sum();
+    assert_eq!(counted, rows);
+    assert!(html.contains(&format!("{} shared turns", d.common_prefix)));
+    let (status, _, _) = page(&ui, &format!("/ui/diff?a={}&b=nope", t.budget));
+    assert_eq!(status, 404);
+    // Provenance: the audit query's row and an intact digest chain.
+    let (status, _, html) = page(&ui, &format!("/ui/sessions/{}/turns/2", t.booking));
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("audit-turn-origin") && html.contains("Intact"),
+        "{html}"
+    );
+    assert!(html.contains(demo::MODEL_A) || html.contains("ownerBranch"));
+    let (status, _, html) = page(&ui, &format!("/ui/sessions/{}/turns/999", t.booking));
+    assert_eq!(status, 400);
+    assert!(html.contains("999"));
+    // SPARQL: a shipped query prefilled; a query run; an update refused.
+    let (_, _, html) = page(&ui, "/ui/sparql?name=fork-chain");
+    assert!(html.contains("ft:parentSession"), "prefilled");
+    let (status, _, html) = page(
+        &ui,
+        "/ui/sparql?query=SELECT%20%3Fb%20WHERE%20%7B%20%3Fs%20%3Chttps%3A%2F%2Fw3id.org%2Fforktrail%2Fns%23branch%3E%20%3Fb%20%7D",
+    );
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("4 results") && html.contains("<td>booking</td>"),
+        "{html}"
+    );
+    let (status, _, _) = page(&ui, "/ui/sparql?query=DROP%20ALL");
+    assert_eq!(status, 400);
+    assert_eq!(store.list().unwrap().len(), 4);
+}
+
+#[test]
+fn anchors_merge_and_delete_preview_first() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = writable(&store);
+    let t = ui.tree.clone();
+    let (status, location, _) = post(
+        &ui,
+        &format!("/ui/sessions/{}/anchors", t.budget),
+        &[("name", "checkpoint")],
+        Some(TOKEN),
+    );
+    assert_eq!(
+        (status, location.as_str()),
+        (303, format!("/ui/sessions/{}", t.budget).as_str())
+    );
+    assert_eq!(store.anchors(&t.budget).unwrap()[0].name, "checkpoint");
+    // Merge: the preview writes nothing; confirmed, the parent gets one turn.
+    let parent_len = store.info(&t.root).unwrap().length;
+    let before = common::quads(&store);
+    let (status, _, html) = post(
+        &ui,
+        &format!("/ui/sessions/{}/merge", t.budget),
+        &[],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        html.contains(&format!("Appends turn {parent_len}")),
+        "{html}"
+    );
+    assert_eq!(common::quads(&store), before);
+    let (status, location, _) = post(
+        &ui,
+        &format!("/ui/sessions/{}/merge", t.budget),
+        &[("confirm", "1")],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 303);
+    assert!(location.contains(&format!("#turn-{parent_len}")));
+    assert_eq!(store.info(&t.root).unwrap().length, parent_len + 1);
+    // Delete: refused on children (listed), the cascade previewed, then done.
+    let before = common::quads(&store);
+    let (status, _, html) = post(
+        &ui,
+        &format!("/ui/sessions/{}/delete", t.model_swap),
+        &[],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("Refused") && html.contains(t.booking.as_str()),
+        "{html}"
+    );
+    let (_, _, html) = post(
+        &ui,
+        &format!("/ui/sessions/{}/delete", t.model_swap),
+        &[("cascade", "1")],
+        Some(TOKEN),
+    );
+    assert!(html.contains("This deletes 2 sessions"), "{html}");
+    assert_eq!(common::quads(&store), before, "previews write nothing");
+    let (status, location, _) = post(
+        &ui,
+        &format!("/ui/sessions/{}/delete", t.model_swap),
+        &[("cascade", "1"), ("confirm", "1")],
+        Some(TOKEN),
+    );
+    assert_eq!((status, location.as_str()), (303, "/"));
+    assert!(!store.exists(&t.model_swap).unwrap() && !store.exists(&t.booking).unwrap());
+}
+
+#[test]
+fn what_if_shows_the_estimate_then_follows_the_job_to_its_end() {
+    let stub = common::stub::start(common::stub::Mode::Echo);
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start_with(
+        Arc::clone(&store),
+        ServerConfig {
+            token: Some(TOKEN.into()),
+            model_endpoints: vec![stub.url.clone()],
+            ..ServerConfig::default()
+        },
+    );
+    let root = ui.tree.root.clone();
+    let path = format!("/ui/sessions/{root}/whatif");
+    let (_, _, playback) = page(&ui, &format!("/ui/sessions/{root}"));
+    assert!(playback.contains(&format!("<option value=\"{}\">", stub.url)));
+    // An endpoint the server does not offer is refused.
+    let (status, _, html) = post(
+        &ui,
+        &path,
+        &[("at", "2"), ("endpoint", "http://127.0.0.1:1/v1")],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 403);
+    assert!(html.contains("--model-endpoint"));
+    let (status, _, html) = post(
+        &ui,
+        &path,
+        &[("at", "2"), ("tools", "[not json")],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 400);
+    assert!(html.contains("the tools are not JSON"));
+    // The estimate: nothing sent, nothing written.
+    let before = common::quads(&store);
+    let (status, _, html) = post(
+        &ui,
+        &path,
+        &[
+            ("at", "2"),
+            ("model", "stub-model"),
+            ("endpoint", &stub.url),
+        ],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("Estimated tokens") && html.contains("stub-model"),
+        "{html}"
+    );
+    assert!(stub.requests().is_empty());
+    assert_eq!(common::quads(&store), before);
+    // Confirmed: the job page, reloading while it runs, then complete with its fork.
+    let (status, location, _) = post(
+        &ui,
+        &path,
+        &[
+            ("at", "2"),
+            ("model", "stub-model"),
+            ("endpoint", &stub.url),
+            ("confirm", "1"),
+        ],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 303);
+    assert!(location.starts_with("/ui/jobs/"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let html = loop {
+        let r = get(format!("{}{location}", ui.base)).unwrap();
+        let refresh = r.headers().contains_key("refresh");
+        let html = r.text().unwrap();
+        if html.contains("data-status=\"complete\"") {
+            assert!(!refresh, "a finished job stops reloading");
+            break html;
+        }
+        assert!(
+            html.contains("data-status=\"running\"") && refresh,
+            "{html}"
+        );
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let job = store.jobs().unwrap().pop().unwrap();
+    let fork = job.fork.unwrap();
+    assert!(html.contains(&format!("/ui/sessions/{fork}")));
+    assert_eq!(stub.requests().len(), 1);
+    let answer = store.load(&fork, None).unwrap().pop().unwrap();
+    assert_eq!(answer.model.as_deref(), Some("stub-model"));
+}
+
+#[test]
+fn export_html_is_one_file_with_no_script_and_every_turn() {
+    let store = Store::in_memory().unwrap();
+    let t = demo::build(&store).unwrap();
+    store
+        .append(
+            &t.booking,
+            NewTurn::new(Role::User, "</style><script>alert(1)</script>"),
+        )
+        .unwrap();
+    let mut out = Vec::new();
+    store
+        .export(Some(&t.booking), forktrail::ExportFormat::Html, &mut out)
+        .unwrap();
+    let html = String::from_utf8(out).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(!html.contains("<script") && !html.contains("<link") && !html.contains("src="));
+    assert!(html.contains("&lt;/style&gt;&lt;script&gt;"));
+    let length = store.info(&t.booking).unwrap().length as usize;
+    assert_eq!(html.matches("<li class=\"turn").count(), length);
+    assert_eq!(
+        html.matches("<li class=\"node").count(),
+        4,
+        "the family's tree"
+    );
+    // Links stay inside the file: only the exported branch is a link.
+    assert!(!html.contains("/ui/sessions/"));
+    let err = store
+        .export(None, forktrail::ExportFormat::Html, Vec::new())
+        .unwrap_err();
+    assert!(err.to_string().contains("needs a SESSION"), "{err}");
 }

@@ -31,6 +31,10 @@ pub(super) struct ServeArgs {
     /// Let REST regenerations send context to model endpoints off this machine.
     #[arg(long)]
     allow_remote_models: bool,
+    /// A model endpoint (OpenAI-compatible base URL) the web UI's what-if offers;
+    /// repeat for more. Default: $OPENAI_BASE_URL, else http://127.0.0.1:11434/v1.
+    #[arg(long = "model-endpoint", value_name = "URL")]
+    model_endpoints: Vec<String>,
 }
 
 /// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
@@ -60,9 +64,21 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 
 impl ServeArgs {
     pub(super) fn run(self, out: Out, store: Store) -> CliResult {
-        if self.demo && store.list()?.is_empty() {
-            let tree = forktrail::demo::build(&store)?;
-            writeln!(out, "loaded the demo tree (root {})", tree.root)?;
+        // With --demo the banner points at the demo family's tree (the oldest root
+        // session, when the demo was loaded on an earlier run).
+        let mut first_tree = None;
+        if self.demo {
+            let sessions = store.list()?;
+            if sessions.is_empty() {
+                let tree = forktrail::demo::build(&store)?;
+                writeln!(out, "loaded the demo tree (root {})", tree.root)?;
+                first_tree = Some(tree.root);
+            } else {
+                first_tree = sessions
+                    .into_iter()
+                    .find(|s| s.parent.is_none())
+                    .map(|s| s.session);
+            }
         }
         out.flush()?;
         let config = forktrail::server::ServerConfig {
@@ -73,6 +89,7 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             max_content_bytes: self.max_content_bytes,
             allow_remote_models: self.allow_remote_models,
+            model_endpoints: self.model_endpoints,
         };
         let writable = config.token.is_some();
         // Where a command refused the store (it is held here) learns where to go.
@@ -88,7 +105,7 @@ impl ServeArgs {
                 if let Some(file) = &announce {
                     let _ = std::fs::write(file, format!("http://{addr}/sparql\n"));
                 }
-                banner(addr, writable)
+                banner(addr, writable, first_tree.as_ref())
             },
         ));
         if let Some(file) = url_file {
@@ -102,7 +119,7 @@ impl ServeArgs {
 }
 
 /// What `serve` prints once it listens: where, whether it takes writes, what to try.
-fn banner(addr: std::net::SocketAddr, writable: bool) {
+fn banner(addr: std::net::SocketAddr, writable: bool, tree: Option<&forktrail::SessionId>) {
     // Written, not println!: nobody reading stdout must not stop the server.
     let mut out = std::io::stdout();
     let mode = if writable {
@@ -111,10 +128,21 @@ fn banner(addr: std::net::SocketAddr, writable: bool) {
         "read-only"
     };
     let _ = writeln!(out, "forktrail is serving on http://{addr} ({mode})");
-    let _ = writeln!(
-        out,
-        "open http://{addr}/ in a browser for the sessions and their turns"
-    );
+    match tree {
+        Some(root) => {
+            let _ = writeln!(
+                out,
+                "open http://{addr}/ui/sessions/{root}/tree in a browser for the demo's fork \
+                 tree (every session at http://{addr}/)"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "open http://{addr}/ in a browser: sessions, fork trees, playback, diff"
+            );
+        }
+    }
     let _ = writeln!(out, "try: curl -H 'Accept: text/csv' --data-urlencode 'query=SELECT ?id ?branch WHERE {{ ?s <https://w3id.org/forktrail/ns#sessionId> ?id ; <https://w3id.org/forktrail/ns#branch> ?branch }}' http://{addr}/sparql");
     let _ = writeln!(out, "     curl http://{addr}/sessions");
     let _ = writeln!(out, "     curl http://{addr}/queries");

@@ -89,11 +89,12 @@ fn report_text(out: Out, report: &TranscriptReport, file: &Path) -> CliResult {
 
 #[derive(Args)]
 pub(super) struct ExportArgs {
-    /// The session to export (default: every session; one is needed for turtle, jsonl
-    /// and openai).
+    /// The session to export (default: every session; one is needed for turtle, jsonl,
+    /// openai and html).
     session: Option<SessionId>,
-    /// trig, nquads, turtle, jsonl, openai or prov (PROV-O as Turtle, with the PROV
-    /// types and relations written out for PROV tools).
+    /// trig, nquads, turtle, jsonl, openai, prov (PROV-O as Turtle, with the PROV
+    /// types and relations written out for PROV tools) or html (one self-contained
+    /// page of the session's playback and fork tree, for sharing offline).
     #[arg(long, default_value = "trig")]
     format: ExportFormat,
     /// Write to this file instead of standard output.

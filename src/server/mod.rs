@@ -44,6 +44,9 @@ pub struct ServerConfig {
     /// Let `POST /sessions/{id}/regenerate` send context to endpoints off this machine
     /// (`allow_remote`); refused (403) otherwise.
     pub allow_remote_models: bool,
+    /// The model endpoints the web UI's what-if offers (empty: the default one,
+    /// `$OPENAI_BASE_URL` or the local Ollama port).
+    pub model_endpoints: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -56,6 +59,7 @@ impl Default for ServerConfig {
             max_body_bytes: 64 * 1024 * 1024,
             max_content_bytes: 32 * 1024 * 1024,
             allow_remote_models: false,
+            model_endpoints: Vec::new(),
         }
     }
 }

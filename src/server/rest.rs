@@ -406,15 +406,29 @@ async fn regenerate(
         let plan = blocking(&state, move |s| s.plan_regeneration(&session, &options)).await?;
         return Ok(Json(plan).into_response());
     }
-    let job = blocking(&state, move |s| s.begin_regeneration(&session, &options)).await?;
-    if job.status != JobStatus::Running {
-        return Ok(Json(job).into_response());
+    let job = start_regeneration(&state, session, options).await?;
+    let status = if job.status == JobStatus::Running {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(job)).into_response())
+}
+
+/// Records a regeneration job and, unless an earlier identical one is returned, runs
+/// the model call in the background (outside the query slots: it may take minutes).
+pub(super) async fn start_regeneration(
+    state: &Arc<AppState>,
+    session: SessionId,
+    options: crate::RegenerateOptions,
+) -> Result<crate::Job, ApiError> {
+    let job = blocking(state, move |s| s.begin_regeneration(&session, &options)).await?;
+    if job.status == JobStatus::Running {
+        let store = Arc::clone(&state.store);
+        let id = job.job.clone();
+        tokio::task::spawn_blocking(move || store.run_job(&id));
     }
-    let store = Arc::clone(&state.store);
-    let id = job.job.clone();
-    // The model call runs outside the query slots: it may take minutes.
-    tokio::task::spawn_blocking(move || store.run_job(&id));
-    Ok((StatusCode::ACCEPTED, Json(job)).into_response())
+    Ok(job)
 }
 
 async fn jobs(state: Shared) -> Reply {

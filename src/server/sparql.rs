@@ -281,7 +281,7 @@ fn accept(headers: &HeaderMap) -> String {
 ///
 /// Queries take a slot of the query pool; updates (`wait_for_outcome`), which need the
 /// token, one of the pool REST calls use, so anonymous queries can never starve writes.
-async fn limited<T: Send + 'static>(
+pub(super) async fn limited<T: Send + 'static>(
     state: &Arc<AppState>,
     wait_for_outcome: bool,
     work: impl FnOnce(&Store, CancellationToken) -> Result<T, ApiError> + Send + 'static,

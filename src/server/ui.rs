@@ -1,267 +1,1275 @@
-//! The web UI: server-rendered HTML (maud, escaped at compile time) and one CSS file,
-//! all in the binary; no script, no build step, no network. Pages so far: the sessions
-//! (with search) at `/`, the playback of a session at `/ui/sessions/{id}`, and the fork
-//! tree around it at `/ui/sessions/{id}/tree`.
+//! The web UI: server-rendered HTML (maud, see `crate::html`), one CSS file and one
+//! small script of our own, all in the binary: no build step, no CDN, no network.
+//!
+//! Every page has a shareable URL; every action is a plain form POST (the token then
+//! travels in the form). With script, the token is typed once, kept in the tab's
+//! session storage and sent as an `Authorization` header: no cookie, so no cross-site
+//! request forgery. Writes go through the same store calls, and errors, as the REST API.
 
-use super::{blocking, AppState, Shared};
-use crate::model::{SessionId, SessionInfo, TreeNode, Turn};
+// A handler's error is the error page itself, built once per failed request: boxing it
+// would only add an allocation.
+#![allow(clippy::result_large_err)]
+
+use super::{authorize, blocking, ApiError, AppState, Shared};
+use crate::html::{self, Assets, Links, TreeView};
+use crate::model::{
+    DeleteOptions, ForkOptions, Job, JobStatus, MergeOptions, SessionId, SessionInfo, TreeNode,
+    Turn,
+};
+use crate::RegenerateOptions;
+use axum::body::Bytes;
 use axum::extract::{Path, Query};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
 use axum::Router;
-use maud::{html, Markup, DOCTYPE};
+use maud::{html, Markup};
+use oxigraph::model::{Literal, Term};
+use oxigraph::sparql::QueryResults;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::collections::HashSet;
 use std::sync::Arc;
 
-const STYLE: &str = include_str!("ui.css");
+const SCRIPT: &str = include_str!("ui.js");
 
 pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/", get(sessions))
         .route("/ui/sessions/{id}", get(playback))
         .route("/ui/sessions/{id}/tree", get(tree))
+        .route("/ui/sessions/{id}/turns/{index}", get(provenance))
+        .route("/ui/sessions/{id}/fork", post(fork))
+        .route("/ui/sessions/{id}/whatif", post(what_if))
+        .route("/ui/sessions/{id}/anchors", post(anchor))
+        .route("/ui/sessions/{id}/merge", post(merge))
+        .route("/ui/sessions/{id}/delete", post(delete))
+        .route("/ui/jobs/{job}", get(job))
+        .route("/ui/jobs/{job}/cancel", post(cancel))
+        .route("/ui/diff", get(diff))
+        .route("/ui/sparql", get(sparql))
         .route("/ui/style.css", get(style))
+        .route("/ui/app.js", get(script))
 }
 
+type Page = Result<Response, Response>;
+
 /// An HTML page with the headers every UI page carries: nothing but this origin's own
-/// files may load or run.
-fn page(status: StatusCode, title: &str, body: Markup) -> Response {
-    let markup = html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · forktrail" }
-                link rel="stylesheet" href="/ui/style.css";
+/// files may load or run, and no other site may frame it.
+fn page(state: &AppState, status: StatusCode, title: &str, body: Markup) -> Response {
+    let writable = state.config.token.is_some();
+    let header = html! {
+        a href="/" { "forktrail" }
+        nav { a href="/" { "Sessions" } a href="/ui/sparql" { "SPARQL" } }
+        @if writable {
+            form #token-form hidden {
+                label for="token-input" { "Token" }
+                input #token-input type="password" name="token" autocomplete="off";
+                button type="submit" { "Use for writes" }
+                span #token-status {}
             }
-            body {
-                header { a href="/" { "forktrail" } }
-                main { (body) }
-            }
+        } @else {
+            span.meta { "read-only server" }
         }
     };
     (
         status,
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CONTENT_SECURITY_POLICY, "default-src 'self'"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; frame-ancestors 'none'",
+            ),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "same-origin"),
         ],
-        markup.into_string(),
+        html::document(title, Assets::Linked { header }, body),
     )
         .into_response()
 }
 
-/// An error as a page: what went wrong, and the way back.
-fn error_page(status: StatusCode, message: &str) -> Response {
+/// An error as a page: what went wrong (naming the session or index), and the way back.
+fn error_page(state: &AppState, error: ApiError) -> Response {
+    let heading = match error.status {
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::UNAUTHORIZED => "Token needed",
+        StatusCode::FORBIDDEN => "Not allowed",
+        StatusCode::CONFLICT => "Refused",
+        s if s.is_server_error() => "Server error",
+        _ => "Bad request",
+    };
     page(
-        status,
-        "error",
+        state,
+        error.status,
+        heading,
         html! {
-            h1 { "Not here" }
-            p.error { (message) }
-            p { a href="/" { "All sessions" } }
+            h1 { (heading) }
+            p.error data-code=(error.code) { (error.message) }
+            p { "Nothing was changed. " a href="/" { "All sessions" } }
         },
     )
 }
 
+/// Runs `f` with the store on a blocking thread; an error becomes an error page.
+async fn read<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&crate::Store) -> crate::Result<T> + Send + 'static,
+) -> Result<T, Response> {
+    blocking(state, f).await.map_err(|e| error_page(state, e))
+}
+
+fn session_id(state: &AppState, text: &str) -> Result<SessionId, Response> {
+    SessionId::new(text).map_err(|e| error_page(state, e.into()))
+}
+
 async fn style() -> Response {
+    asset("text/css; charset=utf-8", html::STYLE)
+}
+
+async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+fn asset(media_type: &'static str, body: &'static str) -> Response {
     (
         [
-            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
-            (header::CACHE_CONTROL, "max-age=3600"),
+            (header::CONTENT_TYPE, media_type),
+            (header::CACHE_CONTROL, "max-age=300"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
-        STYLE,
+        body,
     )
         .into_response()
 }
 
-#[derive(serde::Deserialize, Default)]
+/// A form body. Every write form carries `token` (empty when the script sends it as a
+/// header instead).
+fn form<T: DeserializeOwned>(state: &AppState, body: &Bytes) -> Result<T, Response> {
+    serde_urlencoded::from_bytes(body).map_err(|e| {
+        error_page(
+            state,
+            ApiError::bad_request(format!("the form does not parse: {e}")),
+        )
+    })
+}
+
+/// A write needs the token: in the `Authorization` header, or typed into the form.
+fn may_write(state: &AppState, headers: &HeaderMap, typed: &str) -> Result<(), Response> {
+    let mut headers = headers.clone();
+    if !headers.contains_key(header::AUTHORIZATION) && !typed.is_empty() {
+        if let Ok(value) = HeaderValue::from_str(&format!("Bearer {typed}")) {
+            headers.insert(header::AUTHORIZATION, value);
+        }
+    }
+    authorize(state, &headers).map_err(|e| error_page(state, e))
+}
+
+/// A form field's text, or `None` when left empty.
+fn given(text: &str) -> Option<String> {
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+fn turn_index(state: &AppState, text: &str) -> Result<u64, Response> {
+    text.trim().parse().map_err(|_| {
+        error_page(
+            state,
+            ApiError::bad_request(format!("turn index {text:?} is not a whole number")),
+        )
+    })
+}
+
+/// The token field of a write form (hidden by the script once a token is kept).
+fn token_field(id: &str) -> Markup {
+    html! {
+        label.token-field for=(id) { "Token" }
+        input.token-field id=(id) type="password" name="token" autocomplete="off";
+    }
+}
+
+#[derive(Deserialize, Default)]
 struct Search {
     #[serde(default)]
     q: String,
 }
 
-/// Whether a session matches a search: its id, branch, title or principal contain the
-/// words (case ignored).
-fn matches(s: &SessionInfo, query: &str) -> bool {
+/// Whether a session's facts contain every word (case ignored).
+fn matches(s: &SessionInfo, words: &[String]) -> bool {
     let text = format!(
-        "{} {} {} {}",
+        "{} {} {} {} {}",
         s.session,
         s.branch,
         s.title.as_deref().unwrap_or(""),
-        s.principal.as_deref().unwrap_or("")
+        s.principal.as_deref().unwrap_or(""),
+        s.models.join(" ")
     )
     .to_lowercase();
-    query
-        .to_lowercase()
-        .split_whitespace()
-        .all(|word| text.contains(word))
+    words.iter().all(|word| text.contains(word.as_str()))
 }
 
-fn session_link(id: &SessionId) -> String {
-    format!("/ui/sessions/{id}")
+fn words(query: &str) -> Vec<String> {
+    query.split_whitespace().map(str::to_lowercase).collect()
 }
 
-/// `GET /?q=`: every session, newest last, filtered by the search.
-async fn sessions(state: Shared, Query(search): Query<Search>) -> Response {
-    let all = match blocking(&state.0, |store| store.list()).await {
-        Ok(all) => all,
-        Err(e) => return error_page(e.status, &e.message),
-    };
-    let shown: Vec<&SessionInfo> = all.iter().filter(|s| matches(s, &search.q)).collect();
-    page(
+/// `GET /?q=`: every session, filtered by the search over id, branch, title, principal,
+/// and the content and models of its own turns.
+async fn sessions(state: Shared, Query(search): Query<Search>) -> Page {
+    let q = search.q.trim().to_string();
+    let text = q.clone();
+    let (all, found, activity) = read(&state.0, move |store| {
+        let all = store.list()?;
+        let mut activity = std::collections::HashMap::new();
+        for row in store.select(&crate::queries::SESSION_ACTIVITY, &[])? {
+            if let (Some(Term::Literal(id)), Some(Term::Literal(at))) =
+                (row.get("id"), row.get("lastActivity"))
+            {
+                activity.insert(id.value().to_string(), at.value().to_string());
+            }
+        }
+        let mut found = HashSet::new();
+        if !text.is_empty() {
+            let bound = [("text", Term::from(Literal::new_simple_literal(&text)))];
+            for row in store.select(&crate::queries::SEARCH_TURNS, &bound)? {
+                if let Some(Term::Literal(id)) = row.get("id") {
+                    found.insert(id.value().to_string());
+                }
+            }
+        }
+        Ok((all, found, activity))
+    })
+    .await?;
+    let words = words(&q);
+    let shown: Vec<&SessionInfo> = all
+        .iter()
+        .filter(|s| matches(s, &words) || found.contains(s.session.as_str()))
+        .collect();
+    Ok(page(
+        &state.0,
         StatusCode::OK,
         "sessions",
         html! {
             h1 { "Sessions" }
             form method="get" action="/" role="search" {
                 label for="q" { "Search" }
-                input id="q" name="q" type="search" value=(search.q)
-                    placeholder="id, branch, title or principal";
+                input #q name="q" type="search" value=(q)
+                    placeholder="id, branch, title, principal, model or content";
                 button type="submit" { "Search" }
             }
             p.count { (shown.len()) " of " (all.len()) " sessions" }
             table {
                 thead { tr {
                     th { "Session" } th { "Branch" } th { "Title" } th { "Principal" }
-                    th { "Turns" } th { "Parent" } th { "Created" }
+                    th { "Turns" } th { "Own" } th { "Parent" } th { "Last activity" } th { "Tree" }
                 } }
                 tbody {
                     @for s in &shown {
                         tr {
-                            td { a href=(session_link(&s.session)) { (s.session) } }
+                            td { a href=(format!("/ui/sessions/{}", s.session)) { (s.session) } }
                             td { (s.branch) }
                             td { (s.title.as_deref().unwrap_or("")) }
                             td { (s.principal.as_deref().unwrap_or("")) }
                             td.number { (s.length) }
+                            td.number { (s.own_turns) }
                             td { @if let Some(p) = &s.parent {
-                                a href=(session_link(p)) { (p) } " @ " (s.forked_at_index.unwrap_or(0))
+                                a href=(format!("/ui/sessions/{p}")) { (p) }
                             } }
-                            td { (s.created_at.as_deref().unwrap_or("")) }
+                            td { (activity.get(s.session.as_str()).or(s.created_at.as_ref()).map_or("", String::as_str)) }
+                            td { a href=(format!("/ui/sessions/{}/tree", s.session)) { "tree" } }
                         }
                     }
                 }
             }
         },
-    )
+    ))
 }
 
-/// `GET /ui/sessions/{id}`: the session's turns in order, inherited ones marked with
-/// the branch that owns them.
-async fn playback(state: Shared, Path(id): Path<String>) -> Response {
-    let id: SessionId = match id.parse() {
-        Ok(id) => id,
-        Err(e) => return error_page(StatusCode::BAD_REQUEST, &e.to_string()),
-    };
-    let read = blocking(&state.0, move |store| {
-        Ok((store.info(&id)?, store.load(&id, None)?))
+#[derive(Deserialize, Default)]
+struct PageQuery {
+    #[serde(default)]
+    from: u64,
+}
+
+/// `GET /ui/sessions/{id}?from=`: a page of the session's turns, inherited ones marked
+/// with the branch that owns them, a sibling pager at each fork point, and the actions.
+async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQuery>) -> Page {
+    let state = state.0;
+    let id = session_id(&state, &id)?;
+    let from = at.from;
+    let read_id = id.clone();
+    let (info, turns, root, anchors) = read(&state, move |store| {
+        let info = store.info(&read_id)?;
+        if from > 0 && from >= info.length {
+            return Err(crate::Error::IndexOutOfRange {
+                session: read_id.to_string(),
+                index: from.into(),
+                valid: valid_range(info.length),
+            });
+        }
+        let last = (from + html::PAGE).min(info.length).saturating_sub(1);
+        let mut turns = if info.length == 0 {
+            Vec::new()
+        } else {
+            store.load(&read_id, Some(last))?
+        };
+        turns.retain(|t| t.index >= from);
+        let root = store.tree(&info.fork_root)?;
+        let anchors = store.anchors(&read_id)?;
+        Ok((info, turns, root, anchors))
     })
-    .await;
-    let (info, turns) = match read {
-        Ok(read) => read,
-        Err(e) => return error_page(e.status, &e.message),
-    };
-    let title = format!("{} ({})", info.session, info.branch);
-    page(
-        StatusCode::OK,
-        &title,
-        html! {
-            h1 { "Session " (info.session) }
-            p { a href=(format!("{}/tree", session_link(&info.session))) { "Fork tree" } }
-            dl.facts {
-                dt { "Branch" } dd { (info.branch) }
-                @if let Some(t) = &info.title { dt { "Title" } dd { (t) } }
-                @if let Some(p) = &info.parent {
-                    dt { "Forked from" }
-                    dd { a href=(session_link(p)) { (p) } " at turn " (info.forked_at_index.unwrap_or(0)) }
+    .await?;
+    let points = html::sibling_points(&root, &id);
+    let writable = state.config.token.is_some();
+    let links = Links::Server;
+    let base = format!("/ui/sessions/{id}");
+    let pages = html! {
+        @if info.length > html::PAGE {
+            nav.pages aria-label="pages" {
+                @if from > 0 {
+                    a href=(format!("{base}?from={}", from.saturating_sub(html::PAGE))) { "‹ earlier turns" }
                 }
-                dt { "Turns" } dd { (info.length) " (" (info.own_turns) " its own)" }
-                @if let Some(d) = &info.head_digest { dt { "Head digest" } dd { code { (d) } } }
+                span { "turns " (from) "–" ((from + turns.len() as u64).saturating_sub(1)) " of " (info.length) }
+                @if from + html::PAGE < info.length {
+                    a href=(format!("{base}?from={}", from + html::PAGE)) { "later turns ›" }
+                }
             }
-            ol.turns start="0" {
-                @for turn in &turns { (turn_item(&info, turn)) }
+        }
+    };
+    let family = family_ids(&root);
+    let body = html! {
+        h1 { (info.branch) " " small.meta { (info.session) } }
+        p {
+            a href=(format!("{base}/tree")) { "Fork tree" }
+            @if let Some(parent) = &info.parent {
+                " · " a href=(format!("/ui/diff?a={parent}&b={id}")) { "Diff against parent" }
             }
-        },
-    )
-}
-
-/// One turn: index, role, who or what wrote it, when, a short digest, the content
-/// (escaped, whitespace kept), its tool calls, and where it was inherited from.
-fn turn_item(info: &SessionInfo, turn: &Turn) -> Markup {
-    let inherited = turn.session != info.session;
-    html! {
-        li.turn.inherited[inherited] id=(format!("turn-{}", turn.index)) {
-            div.meta {
-                span.index { "#" (turn.index) }
-                " " span.role { (turn.role.as_str()) }
-                @if let Some(model) = &turn.model { " " span.model { (model) } }
-                @if let Some(name) = &turn.name { " " span.name { (name) } }
-                @if inherited {
-                    " " a.owner href=(format!("{}#turn-{}", session_link(&turn.session), turn.index)) {
-                        "from " (turn.branch)
+            " · " a href=(format!("/sessions/{id}/export?format=html")) download=(format!("{id}.html")) { "Export as HTML" }
+        }
+        (html::facts(&info, html::parent_branch(&root, &info).as_deref(), links))
+        @if family.len() > 1 {
+            form.inline method="get" action="/ui/diff" {
+                input type="hidden" name="a" value=(id);
+                label for="diff-b" { "Diff with " }
+                select #diff-b name="b" {
+                    @for (other, branch) in family.iter().filter(|(s, _)| *s != id) {
+                        option value=(other) { (branch) " (" (other) ")" }
                     }
                 }
-                @if let Some(at) = &turn.created_at { " " time datetime=(at) { (at) } }
-                " " code.digest title=(turn.digest) { (turn.digest.get(..12).unwrap_or(&turn.digest)) }
+                " " button type="submit" { "Diff" }
             }
-            pre.content { (turn.content) }
-            @if let Some(calls) = &turn.tool_calls { pre.calls { (calls) } }
+        }
+        (pages)
+        ol.turns start=(from) {
+            @for turn in &turns {
+                @let before = match points.get(&turn.index) {
+                    Some((options, position)) => html::sibling_pager(turn.index, options, *position, links),
+                    None => html! {},
+                };
+                (html::turn_item(&info, turn, links, before, turn_actions(&info, turn, writable, &state)))
+            }
+        }
+        (pages)
+        (session_actions(&info, &anchors, writable))
+    };
+    Ok(page(
+        &state,
+        StatusCode::OK,
+        &format!("{} ({})", info.session, info.branch),
+        body,
+    ))
+}
+
+/// The valid indices of a session of `length` turns, as errors name them.
+fn valid_range(length: u64) -> String {
+    match length {
+        0 => "none: the session has no turns".into(),
+        n => format!("0..={}", n - 1),
+    }
+}
+
+/// Every session of a family, in tree order, with its branch label.
+fn family_ids(root: &TreeNode) -> Vec<(SessionId, String)> {
+    let mut out = vec![(root.session.clone(), root.branch.clone())];
+    for child in &root.children {
+        out.extend(family_ids(child));
+    }
+    out
+}
+
+/// The model endpoints a what-if may use: the server's `--model-endpoint`s, else the
+/// default one (`$OPENAI_BASE_URL`, else the local Ollama port).
+fn endpoints(state: &AppState) -> Vec<String> {
+    if !state.config.model_endpoints.is_empty() {
+        return state.config.model_endpoints.clone();
+    }
+    vec![std::env::var("OPENAI_BASE_URL")
+        .ok()
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| crate::DEFAULT_ENDPOINT.to_string())]
+}
+
+/// A turn's actions: its provenance, and (on a server that takes writes) Fork from
+/// here and What-if from here.
+fn turn_actions(info: &SessionInfo, turn: &Turn, writable: bool, state: &AppState) -> Markup {
+    let i = turn.index;
+    let id = &info.session;
+    // A what-if answers this turn again when it is the model's, else answers after it.
+    let what_if_at = if turn.role == crate::Role::Assistant {
+        i
+    } else {
+        i + 1
+    };
+    html! {
+        div.actions {
+            a.action href=(format!("/ui/sessions/{id}/turns/{i}")) { "Provenance" }
+            @if writable {
+                " "
+                details.action.fork {
+                    summary { "Fork from here" }
+                    form.write method="post" action=(format!("/ui/sessions/{id}/fork")) {
+                        input type="hidden" name="at" value=(i + 1);
+                        label for=(format!("fork-label-{i}")) { "Label" }
+                        input id=(format!("fork-label-{i}")) name="label" placeholder="fork-…";
+                        label for=(format!("fork-reason-{i}")) { "Reason" }
+                        input id=(format!("fork-reason-{i}")) name="reason";
+                        (token_field(&format!("fork-token-{i}")))
+                        button type="submit" { "Fork after turn " (i) }
+                    }
+                }
+                details.action.what-if {
+                    summary { "What-if from here" }
+                    form.write method="post" action=(format!("/ui/sessions/{id}/whatif")) {
+                        input type="hidden" name="at" value=(what_if_at);
+                        label for=(format!("wi-model-{i}")) { "Model" }
+                        input id=(format!("wi-model-{i}")) name="model"
+                            placeholder="the last assistant turn's model";
+                        label for=(format!("wi-system-{i}")) { "System prompt" }
+                        textarea id=(format!("wi-system-{i}")) name="system_prompt"
+                            placeholder="keep the session's" {}
+                        label for=(format!("wi-tools-{i}")) { "Tools (JSON)" }
+                        textarea id=(format!("wi-tools-{i}")) name="tools"
+                            placeholder="keep the session's" {}
+                        label for=(format!("wi-max-{i}")) { "Max tokens" }
+                        input id=(format!("wi-max-{i}")) name="max_tokens" type="number" min="1"
+                            placeholder="the endpoint's";
+                        label for=(format!("wi-endpoint-{i}")) { "Endpoint" }
+                        select id=(format!("wi-endpoint-{i}")) name="endpoint" {
+                            @for e in endpoints(state) { option value=(e) { (e) } }
+                        }
+                        (token_field(&format!("wi-token-{i}")))
+                        button type="submit" {
+                            @if what_if_at == i { "Estimate a new answer to turn " (i) }
+                            @else { "Estimate an answer after turn " (i) }
+                        }
+                    }
+                }
+            }
         }
     }
 }
 
-/// `GET /ui/sessions/{id}/tree`: the whole fork family of the session, from its root,
-/// each branch foldable (`<details>`: keyboard and screen readers need no script).
-async fn tree(state: Shared, Path(id): Path<String>) -> Response {
-    let id: SessionId = match id.parse() {
-        Ok(id) => id,
-        Err(e) => return error_page(StatusCode::BAD_REQUEST, &e.to_string()),
+/// The session's own actions: anchors, merge-back, delete.
+fn session_actions(info: &SessionInfo, anchors: &[crate::AnchorInfo], writable: bool) -> Markup {
+    let id = &info.session;
+    html! {
+        section.session-actions {
+            h2 { "Anchors" }
+            @if anchors.is_empty() { p.meta { "No anchors." } } @else {
+                ul { @for a in anchors {
+                    li { strong { (a.name) } " at turn " (a.at_index)
+                        @if a.session != *id { " (set on " a href=(format!("/ui/sessions/{}", a.session)) { (a.session) } ")" } }
+                } }
+            }
+            @if writable {
+                form.write method="post" action=(format!("/ui/sessions/{id}/anchors")) {
+                    label for="anchor-name" { "Name" }
+                    input #anchor-name name="name" required;
+                    (token_field("anchor-token"))
+                    button type="submit" { "Anchor at turn " (info.length) }
+                }
+                @if info.parent.is_some() {
+                    h2 { "Merge back" }
+                    form.write method="post" action=(format!("/ui/sessions/{id}/merge")) {
+                        label for="merge-summary" { "Summary" }
+                        textarea #merge-summary name="summary" placeholder="the last assistant turn" {}
+                        (token_field("merge-token"))
+                        button type="submit" { "Preview the merge" }
+                    }
+                }
+                h2 { "Delete" }
+                form.write method="post" action=(format!("/ui/sessions/{id}/delete")) {
+                    (token_field("delete-token"))
+                    button type="submit" { "Preview the delete" }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct TreeQuery {
+    #[serde(default)]
+    q: String,
+    /// `user` or `all`: list each branch's own turns (of that role) under it.
+    #[serde(default)]
+    turns: String,
+}
+
+/// `GET /ui/sessions/{id}/tree?q=&turns=`: the fork family of the session from its
+/// root, each branch foldable; a search unfolds only the branches that match.
+async fn tree(state: Shared, Path(id): Path<String>, Query(view): Query<TreeQuery>) -> Page {
+    let state = state.0;
+    let id = session_id(&state, &id)?;
+    let listing = match view.turns.as_str() {
+        "" | "none" => None,
+        "user" => Some(true),
+        "all" => Some(false),
+        other => {
+            return Err(error_page(
+                &state,
+                ApiError::bad_request(format!("turns={other:?}: expected none, user or all")),
+            ))
+        }
     };
-    let current = id.clone();
-    let read = blocking(&state.0, move |store| {
-        let root = store.info(&id)?.fork_root;
-        store.tree(&root)
+    let search = !view.q.trim().is_empty();
+    let read_id = id.clone();
+    let (root, turns) = read(&state, move |store| {
+        let root_id = store.info(&read_id)?.fork_root;
+        let root = store.tree(&root_id)?;
+        let turns = match (listing, search) {
+            (Some(user_only), _) => html::family_turns(store, &root_id, user_only)?,
+            (None, true) => html::family_turns(store, &root_id, false)?,
+            (None, false) => html::OwnTurns::new(),
+        };
+        Ok((root, turns))
     })
-    .await;
-    let root = match read {
-        Ok(root) => root,
-        Err(e) => return error_page(e.status, &e.message),
+    .await?;
+    let words = words(&view.q);
+    // A branch matches on its facts, or on the content of its own turns.
+    let hits: Option<HashSet<SessionId>> = search.then(|| {
+        let mut hits = HashSet::new();
+        collect_hits(&root, &words, &turns, &mut hits);
+        hits
+    });
+    let shown = if listing.is_some() {
+        turns
+    } else {
+        html::OwnTurns::new()
     };
-    page(
+    let tree_view = TreeView {
+        current: &id,
+        links: Links::Server,
+        hits: hits.as_ref(),
+        turns: &shown,
+    };
+    let matching = hits.as_ref().map(HashSet::len);
+    let selected = |v: &str| view.turns == v || (v == "none" && view.turns.is_empty());
+    Ok(page(
+        &state,
         StatusCode::OK,
         &format!("tree of {}", root.branch),
         html! {
             h1 { "Fork tree of " (root.branch) }
-            ul.tree { (tree_node(&root, &current)) }
+            form method="get" role="search" {
+                label for="tree-q" { "Search" }
+                input #tree-q name="q" type="search" value=(view.q) placeholder="branch, model or content";
+                label for="tree-turns" { "Turns" }
+                select #tree-turns name="turns" {
+                    option value="none" selected[selected("none")] { "branches only" }
+                    option value="user" selected[selected("user")] { "user turns only" }
+                    option value="all" selected[selected("all")] { "all turns" }
+                }
+                button type="submit" { "Show" }
+            }
+            p.count {
+                (count(&root)) " sessions"
+                @if let Some(n) = matching { ", " (n) " matching (unfolded)" }
+            }
+            (html::tree(&root, &tree_view))
         },
-    )
+    ))
 }
 
-/// One session of the tree and, folded under it, its children.
-fn tree_node(node: &TreeNode, current: &SessionId) -> Markup {
-    let here = node.session == *current;
-    let label = html! {
-        a href=(session_link(&node.session)) aria-current=[here.then_some("page")] {
-            (node.branch)
+fn count(node: &TreeNode) -> usize {
+    1 + node.children.iter().map(count).sum::<usize>()
+}
+
+/// The branches under `node` that match the search words.
+fn collect_hits(
+    node: &TreeNode,
+    words: &[String],
+    turns: &html::OwnTurns,
+    hits: &mut HashSet<SessionId>,
+) {
+    let content = turns.get(&node.session).is_some_and(|t| {
+        t.iter().any(|(_, _, c)| {
+            let c = c.to_lowercase();
+            words.iter().all(|w| c.contains(w.as_str()))
+        })
+    });
+    if content || html::node_matches(node, words) {
+        hits.insert(node.session.clone());
+    }
+    for child in &node.children {
+        collect_hits(child, words, turns, hits);
+    }
+}
+
+/// `GET /ui/sessions/{id}/turns/{index}`: who or what produced the turn, through which
+/// forks it reached this session (the shipped audit query), and its digest chain.
+async fn provenance(state: Shared, Path((id, index)): Path<(String, String)>) -> Page {
+    let state = state.0;
+    let id = session_id(&state, &id)?;
+    let index = turn_index(&state, &index)?;
+    let read_id = id.clone();
+    let (info, turn, rows, report, root) = read(&state, move |store| {
+        let info = store.info(&read_id)?;
+        if index >= info.length {
+            return Err(crate::Error::IndexOutOfRange {
+                session: read_id.to_string(),
+                index: index.into(),
+                valid: valid_range(info.length),
+            });
         }
-        span.meta {
-            @if let Some(at) = node.forked_at_index { " forked at " (at) "," }
-            " " (node.length) " turns"
-            @if !node.models.is_empty() { ", " (node.models.join(", ")) }
-        }
-    };
-    html! {
-        li.node.current[here] {
-            @if node.children.is_empty() {
-                (label)
+        let turn = store
+            .load(&read_id, Some(index))?
+            .pop()
+            .filter(|t| t.index == index);
+        let query = crate::queries::AUDIT_TURN_ORIGIN;
+        let bindings = [
+            (
+                "id",
+                Term::from(Literal::new_simple_literal(read_id.as_str())),
+            ),
+            ("index", Term::from(Literal::from(index as i64))),
+        ];
+        let rows: Vec<Vec<(String, String)>> = store
+            .select(&query, &bindings)?
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|(v, t)| (v.as_str().to_string(), term_text(t)))
+                    .collect()
+            })
+            .collect();
+        let report = store.verify(Some(&read_id))?;
+        let root = store.tree(&info.fork_root)?;
+        Ok((info, turn, rows, report, root))
+    })
+    .await?;
+    let chain = chain_to(&root, &id);
+    let problems: Vec<&crate::Problem> = report.problems.iter().collect();
+    Ok(page(
+        &state,
+        StatusCode::OK,
+        &format!("turn {index} of {id}"),
+        html! {
+            h1 { "Provenance of turn " (index) " of " a href=(format!("/ui/sessions/{id}?from={}#turn-{index}", index / html::PAGE * html::PAGE)) { (id) } }
+            @if let Some(turn) = &turn {
+                ol.turns start=(index) { (html::turn_item(&info, turn, Links::Server, html! {}, html! {})) }
+            }
+            h2 { "Origin (queries/audit-turn-origin.rq)" }
+            @if rows.is_empty() {
+                p.error { "The audit query found no origin for this turn." }
             } @else {
-                details open {
-                    summary { (label) }
-                    ul { @for child in &node.children { (tree_node(child, current)) } }
+                table.audit {
+                    thead { tr { @for (name, _) in &rows[0] { th { (name) } } } }
+                    tbody { @for row in &rows { tr { @for (_, value) in row { td { (value) } } } } }
                 }
             }
+            h2 { "Through the forks" }
+            ol.chain {
+                @for node in &chain {
+                    li {
+                        a href=(format!("/ui/sessions/{}", node.session)) { (node.branch) }
+                        @if let Some(at) = node.forked_at_index { span.meta { " inherits " (at) " turns" } }
+                        @if turn.as_ref().is_some_and(|t| t.session == node.session) { " ← stores this turn" }
+                    }
+                }
+            }
+            h2 { "Digest chain" }
+            @if problems.is_empty() {
+                p.ok { "Intact: " (report.turns) " turn digests recomputed over " (report.sessions)
+                    " sessions of the chain; every one matches." }
+            } @else {
+                p.error { (problems.len()) " problems in the chain:" }
+                ul { @for p in &problems { li { (p.to_string()) } } }
+            }
+        },
+    ))
+}
+
+/// The path of sessions from the root to `target`.
+fn chain_to<'t>(root: &'t TreeNode, target: &SessionId) -> Vec<&'t TreeNode> {
+    fn walk<'t>(node: &'t TreeNode, target: &SessionId, out: &mut Vec<&'t TreeNode>) -> bool {
+        out.push(node);
+        if node.session == *target || node.children.iter().any(|c| walk(c, target, out)) {
+            return true;
+        }
+        out.pop();
+        false
+    }
+    let mut out = Vec::new();
+    walk(root, target, &mut out);
+    out
+}
+
+fn term_text(term: &Term) -> String {
+    match term {
+        Term::Literal(l) => l.value().to_string(),
+        Term::NamedNode(n) => n.as_str().to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[derive(Deserialize)]
+struct ForkForm {
+    at: String,
+    #[serde(default)]
+    label: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// `POST /ui/sessions/{id}/fork`: fork at the form's turn; on to the new branch.
+async fn fork(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+    let state = state.0;
+    let f: ForkForm = form(&state, &body)?;
+    may_write(&state, &headers, &f.token)?;
+    let id = session_id(&state, &id)?;
+    let at = turn_index(&state, &f.at)?;
+    let options = ForkOptions {
+        at: Some(at),
+        label: given(&f.label),
+        reason: given(&f.reason),
+        ..Default::default()
+    };
+    let plan = read(&state, move |store| store.fork(&id, options)).await?;
+    Ok(Redirect::to(&format!("/ui/sessions/{}", plan.session)).into_response())
+}
+
+#[derive(Deserialize)]
+struct WhatIfForm {
+    at: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    system_prompt: String,
+    #[serde(default)]
+    tools: String,
+    #[serde(default)]
+    endpoint: String,
+    #[serde(default)]
+    max_tokens: String,
+    /// Empty: show the estimate; set: start the job.
+    #[serde(default)]
+    confirm: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// `POST /ui/sessions/{id}/whatif`: first the dry run's estimate, then (confirmed) the
+/// job, followed on its own page until it ends.
+async fn what_if(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+    let state = state.0;
+    let f: WhatIfForm = form(&state, &body)?;
+    may_write(&state, &headers, &f.token)?;
+    let id = session_id(&state, &id)?;
+    let at = turn_index(&state, &f.at)?;
+    let allowed = endpoints(&state);
+    let endpoint = given(&f.endpoint).unwrap_or_else(|| allowed[0].clone());
+    if !allowed.contains(&endpoint) {
+        return Err(error_page(
+            &state,
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "endpoint_not_allowed",
+                format!(
+                    "endpoint {endpoint:?} is not one this server offers ({}); start it with \
+                     --model-endpoint to add one",
+                    allowed.join(", ")
+                ),
+            ),
+        ));
+    }
+    let tools = match given(&f.tools) {
+        None => None,
+        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+            error_page(
+                &state,
+                ApiError::bad_request(format!("the tools are not JSON: {e}")),
+            )
+        })?),
+    };
+    let max_tokens = match given(&f.max_tokens) {
+        None => None,
+        Some(text) => Some(text.parse::<u32>().map_err(|_| {
+            error_page(
+                &state,
+                ApiError::bad_request(format!("max tokens {text:?} is not a whole number")),
+            )
+        })?),
+    };
+    let options = RegenerateOptions {
+        at,
+        max_tokens,
+        model: given(&f.model),
+        system_prompt: given(&f.system_prompt),
+        tools,
+        endpoint: Some(endpoint.clone()),
+        allow_remote: state.config.allow_remote_models,
+        dry_run: f.confirm.is_empty(),
+        ..Default::default()
+    };
+    if options.dry_run {
+        let plan_id = id.clone();
+        let plan = read(&state, move |store| {
+            store.plan_regeneration(&plan_id, &options)
+        })
+        .await?;
+        return Ok(page(
+            &state,
+            StatusCode::OK,
+            "what-if estimate",
+            html! {
+                h1 { "What-if on " a href=(format!("/ui/sessions/{id}")) { (id) } " at turn " (plan.at) }
+                dl.facts.estimate {
+                    dt { "Model" } dd { (plan.model) }
+                    dt { "Endpoint" } dd { (plan.endpoint) }
+                    dt { "Messages sent" } dd { (plan.messages) }
+                    dt { "Estimated tokens" } dd.tokens { (plan.estimated_tokens) " (" (plan.estimate_method) ")" }
+                    dt { "Swapped" } dd { @if plan.swapped.is_empty() { "nothing" } @else { (plan.swapped.join(", ")) } }
+                }
+                details { summary { "The exact request" } pre { (serde_json::to_string_pretty(&plan.request).unwrap_or_default()) } }
+                form.write method="post" action=(format!("/ui/sessions/{id}/whatif")) {
+                    input type="hidden" name="at" value=(f.at);
+                    input type="hidden" name="model" value=(f.model);
+                    input type="hidden" name="system_prompt" value=(f.system_prompt);
+                    input type="hidden" name="tools" value=(f.tools);
+                    input type="hidden" name="endpoint" value=(endpoint);
+                    input type="hidden" name="max_tokens" value=(f.max_tokens);
+                    (token_field("confirm-token"))
+                    button type="submit" name="confirm" value="1" { "Run it" }
+                }
+            },
+        ));
+    }
+    let job = super::rest::start_regeneration(&state, id, options)
+        .await
+        .map_err(|e| error_page(&state, e))?;
+    Ok(Redirect::to(&format!("/ui/jobs/{}", job.job)).into_response())
+}
+
+/// `GET /ui/jobs/{job}`: a what-if job, reloading itself each second while it runs.
+async fn job(state: Shared, Path(job): Path<String>) -> Page {
+    let state = state.0;
+    let id = job.clone();
+    let job: Job = read(&state, move |store| store.job(&id)).await?;
+    let running = job.status == JobStatus::Running;
+    let mut response = page(
+        &state,
+        StatusCode::OK,
+        &format!("job {}", job.job),
+        html! {
+            h1 { "What-if job " code { (job.job) } }
+            p { "Status: " strong #job-status data-status=(job.status.as_str()) { (job.status.as_str()) }
+                @if running { span.meta { " (this page reloads each second)" } } }
+            dl.facts {
+                dt { "Session" } dd { a href=(format!("/ui/sessions/{}", job.session)) { (job.session) } " at turn " (job.at) }
+                dt { "Model" } dd { (job.model) }
+                dt { "Endpoint" } dd { (job.endpoint) }
+                @if let Some(fork) = &job.fork {
+                    dt { "Answer" } dd { a #job-fork href=(format!("/ui/sessions/{fork}?from={}#turn-{}", job.at / html::PAGE * html::PAGE, job.at)) { (fork) }
+                        " · " a href=(format!("/ui/diff?a={}&b={fork}", job.session)) { "diff" } }
+                }
+                @if let (Some(i), Some(o)) = (job.input_tokens, job.output_tokens) {
+                    dt { "Tokens" } dd { (i) " in, " (o) " out" }
+                }
+                @if let Some(ms) = job.latency_ms { dt { "Latency" } dd { (ms) " ms" } }
+                @if let Some(e) = &job.error { dt { "Error" } dd.error { (e) } }
+            }
+            @if running && state.config.token.is_some() {
+                form.write method="post" action=(format!("/ui/jobs/{}/cancel", job.job)) {
+                    (token_field("cancel-token"))
+                    button type="submit" { "Cancel" }
+                }
+            }
+        },
+    );
+    if running {
+        response
+            .headers_mut()
+            .insert(header::REFRESH, HeaderValue::from_static("1"));
+    }
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct TokenForm {
+    #[serde(default)]
+    token: String,
+}
+
+/// `POST /ui/jobs/{job}/cancel`.
+async fn cancel(state: Shared, Path(job): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+    let state = state.0;
+    let f: TokenForm = form(&state, &body)?;
+    may_write(&state, &headers, &f.token)?;
+    let id = job.clone();
+    read(&state, move |store| store.cancel_job(&id)).await?;
+    Ok(Redirect::to(&format!("/ui/jobs/{job}")).into_response())
+}
+
+#[derive(Deserialize)]
+struct AnchorForm {
+    name: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// `POST /ui/sessions/{id}/anchors`: a named fork point at the session's length.
+async fn anchor(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+    let state = state.0;
+    let f: AnchorForm = form(&state, &body)?;
+    may_write(&state, &headers, &f.token)?;
+    let id = session_id(&state, &id)?;
+    let session = id.clone();
+    read(&state, move |store| {
+        store.anchor(&session, f.name.trim(), None)
+    })
+    .await?;
+    Ok(Redirect::to(&format!("/ui/sessions/{id}")).into_response())
+}
+
+#[derive(Deserialize)]
+struct MergeForm {
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    confirm: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// `POST /ui/sessions/{id}/merge`: the preview (what would be appended where), then,
+/// confirmed, the merge.
+async fn merge(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+    let state = state.0;
+    let f: MergeForm = form(&state, &body)?;
+    may_write(&state, &headers, &f.token)?;
+    let id = session_id(&state, &id)?;
+    let options = MergeOptions {
+        into: None,
+        summary: given(&f.summary),
+        dry_run: f.confirm.is_empty(),
+    };
+    let dry_run = options.dry_run;
+    let child = id.clone();
+    let plan = read(&state, move |store| store.merge(&child, options)).await?;
+    if !dry_run {
+        let to = format!(
+            "/ui/sessions/{}?from={}#turn-{}",
+            plan.into,
+            plan.index / html::PAGE * html::PAGE,
+            plan.index
+        );
+        return Ok(Redirect::to(&to).into_response());
+    }
+    Ok(page(
+        &state,
+        StatusCode::OK,
+        "merge preview",
+        html! {
+            h1 { "Merge " (plan.child) " back" }
+            p { "Appends turn " (plan.index) " to " a href=(format!("/ui/sessions/{}", plan.into)) { (plan.into) }
+                ", covering turns " (plan.first) "–" (plan.last) " of the fork (" code { (plan.reference) } "):" }
+            (html::content(&plan.content))
+            form.write method="post" action=(format!("/ui/sessions/{id}/merge")) {
+                input type="hidden" name="summary" value=(f.summary);
+                (token_field("merge-confirm-token"))
+                button type="submit" name="confirm" value="1" { "Merge" }
+            }
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+struct DeleteForm {
+    #[serde(default)]
+    cascade: String,
+    #[serde(default)]
+    confirm: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// `POST /ui/sessions/{id}/delete`: the preview (what would go, or the children it is
+/// refused on, with the cascade offered), then, confirmed, the delete.
+async fn delete(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+    let state = state.0;
+    let f: DeleteForm = form(&state, &body)?;
+    may_write(&state, &headers, &f.token)?;
+    let id = session_id(&state, &id)?;
+    let cascade = !f.cascade.is_empty();
+    let options = DeleteOptions {
+        cascade,
+        dry_run: f.confirm.is_empty(),
+    };
+    let target = id.clone();
+    let outcome = blocking(&state, move |store| store.delete_with(&target, options)).await;
+    let form_for = |cascade: bool, confirm: bool, label: &str| {
+        html! {
+            form.write method="post" action=(format!("/ui/sessions/{id}/delete")) {
+                @if cascade { input type="hidden" name="cascade" value="1"; }
+                (token_field(if confirm { "delete-confirm-token" } else { "delete-cascade-token" }))
+                button type="submit" name=[confirm.then_some("confirm")] value=[confirm.then_some("1")] { (label) }
+            }
+        }
+    };
+    let body = match outcome {
+        Ok(_) if !options.dry_run => return Ok(Redirect::to("/").into_response()),
+        Ok(plan) => html! {
+            h1 { "Delete " (id) "?" }
+            p { "This deletes " (plan.deleted.len()) " session" @if plan.deleted.len() != 1 { "s" }
+                " and " (plan.own_turns) " turns they own:" }
+            ul.deleted { @for s in &plan.sessions { li { (s.branch) " (" (s.session) "), " (s.own_turns) " own turns" } } }
+            (form_for(cascade, true, "Delete"))
+        },
+        Err(e) if e.code == "has_children" => {
+            let children = read(&state, {
+                let id = id.clone();
+                move |store| store.branches(&id)
+            })
+            .await?;
+            html! {
+                h1 { "Delete " (id) "?" }
+                p.error { (e.message) }
+                p { "Refused: it has " (children.len()) " children, which would lose their history:" }
+                ul.children { @for c in &children {
+                    li { a href=(format!("/ui/sessions/{}", c.session)) { (c.branch) } " (" (c.session) ")" }
+                } }
+                (form_for(true, false, "Preview deleting the whole subtree"))
+            }
+        }
+        Err(e) => return Err(error_page(&state, e)),
+    };
+    Ok(page(&state, StatusCode::OK, "delete preview", body))
+}
+
+#[derive(Deserialize, Default)]
+struct DiffQuery {
+    #[serde(default)]
+    a: String,
+    #[serde(default)]
+    b: String,
+}
+
+/// `GET /ui/diff?a=&b=`: two sessions from their common ancestor, turn by turn: Same,
+/// Modified, LeftOnly, RightOnly; the shared prefix folded.
+async fn diff(state: Shared, Query(q): Query<DiffQuery>) -> Page {
+    let state = state.0;
+    let a = session_id(&state, &q.a)?;
+    let b = session_id(&state, &q.b)?;
+    let (left, right) = (a.clone(), b.clone());
+    let (d, prefix) = read(&state, move |store| {
+        let d = store.diff(&left, &right)?;
+        let prefix = match d.common_prefix {
+            0 => Vec::new(),
+            n => store.replay(&left, Some(n - 1))?,
+        };
+        Ok((d, prefix))
+    })
+    .await?;
+    let rows = d.a_tail.len().max(d.b_tail.len());
+    let kind = |i: usize| match (d.a_tail.get(i), d.b_tail.get(i)) {
+        (Some(x), Some(y)) if x.role == y.role && x.content == y.content => ("Same", "same"),
+        (Some(_), Some(_)) => ("Modified", "modified"),
+        (Some(_), None) => ("LeftOnly", "left-only"),
+        _ => ("RightOnly", "right-only"),
+    };
+    let cell = |r: Option<&crate::ReplayRecord>| {
+        html! { @if let Some(r) = r {
+            div.meta { "#" (r.index) " " span.role { (r.role.as_str()) } " · " (r.branch) }
+            (html::content(&r.content))
+        } }
+    };
+    Ok(page(
+        &state,
+        StatusCode::OK,
+        &format!("diff {a} {b}"),
+        html! {
+            h1 { "Diff" }
+            p {
+                "Left: " a href=(format!("/ui/sessions/{a}")) { (a) }
+                " · Right: " a href=(format!("/ui/sessions/{b}")) { (b) }
+                " · " a href=(format!("/ui/diff?a={b}&b={a}")) { "swap" }
+            }
+            p.meta {
+                @match &d.common_ancestor {
+                    Some(c) => { "Common ancestor " a href=(format!("/ui/sessions/{c}")) { (c) } "; " }
+                    None => { "No common ancestor; " }
+                }
+                (d.common_prefix) " shared turns (found by " (serde_json::to_value(d.found_by).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()) ")."
+            }
+            @if !prefix.is_empty() {
+                details.prefix {
+                    summary { (prefix.len()) " shared turns" }
+                    ol.turns start="0" { @for r in &prefix {
+                        li.turn.inherited { div.meta { "#" (r.index) " " span.role { (r.role.as_str()) } " · " (r.branch) } (html::content(&r.content)) }
+                    } }
+                }
+            }
+            table.diff {
+                thead { tr { th { "" } th { "Left" } th { "Right" } } }
+                tbody {
+                    @for i in 0..rows {
+                        @let (label, class) = kind(i);
+                        tr class=(class) {
+                            td.kind { (label) }
+                            td { (cell(d.a_tail.get(i))) }
+                            td { (cell(d.b_tail.get(i))) }
+                        }
+                    }
+                }
+            }
+            @if rows == 0 { p { "The two histories are the same." } }
+        },
+    ))
+}
+
+#[derive(Deserialize, Default)]
+struct SparqlQuery {
+    #[serde(default)]
+    query: String,
+    /// A shipped query to start from.
+    #[serde(default)]
+    name: String,
+}
+
+/// Rows shown on the SPARQL page; the endpoint serves whole results.
+const SHOWN_ROWS: usize = 1000;
+
+/// `GET /ui/sparql?query=&name=`: a read-only query box, prefilled with a shipped query,
+/// results as a table. Runs with the endpoint's limits (time, cost, slots).
+async fn sparql(state: Shared, Query(q): Query<SparqlQuery>) -> Page {
+    let state = state.0;
+    let text = if q.query.trim().is_empty() {
+        match crate::NamedQuery::find(&q.name) {
+            Some(named) => named.source.to_string(),
+            None if q.name.is_empty() => String::new(),
+            None => {
+                return Err(error_page(
+                    &state,
+                    ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        "not_found",
+                        format!("no shipped query named {:?}", q.name),
+                    ),
+                ))
+            }
+        }
+    } else {
+        q.query.clone()
+    };
+    let run = !q.query.trim().is_empty();
+    let outcome = if run {
+        let query = text.clone();
+        Some(
+            super::sparql::limited(&state, false, move |store, cancel| {
+                let options = crate::QueryOptions {
+                    cancellation: Some(cancel),
+                    ..Default::default()
+                };
+                table(store.query_with(&query, &[], &options)?)
+            })
+            .await,
+        )
+    } else {
+        None
+    };
+    let (status, results) = match outcome {
+        None => (StatusCode::OK, html! {}),
+        Some(Ok((head, rows, total))) => (
+            StatusCode::OK,
+            html! {
+                p.count { (total) " results" @if total > rows.len() { " (the first " (rows.len()) " shown)" } }
+                table.results {
+                    thead { tr { @for h in &head { th { (h) } } } }
+                    tbody { @for row in &rows { tr { @for v in row { td { (v) } } } } }
+                }
+            },
+        ),
+        Some(Err(e)) => (e.status, html! { p.error { (e.message) } }),
+    };
+    Ok(page(
+        &state,
+        status,
+        "SPARQL",
+        html! {
+            h1 { "SPARQL" }
+            p.meta { "Read-only. The default graph is the union of all sessions. Shipped queries: "
+                @for (i, named) in crate::queries::ALL.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    a href=(format!("/ui/sparql?name={}", named.name)) { (named.name) }
+                }
+            }
+            form method="get" action="/ui/sparql" {
+                textarea.sparql name="query" aria-label="SPARQL query" { (text) }
+                button type="submit" { "Run" }
+            }
+            (results)
+        },
+    ))
+}
+
+type Table = (Vec<String>, Vec<Vec<String>>, usize);
+
+/// Results as a header and text rows (the first [`SHOWN_ROWS`]), and how many there were.
+fn table(results: QueryResults<'static>) -> Result<Table, ApiError> {
+    let failed = |e: oxigraph::sparql::QueryEvaluationError| ApiError::bad_request(e.to_string());
+    match results {
+        QueryResults::Solutions(rows) => {
+            let head: Vec<String> = rows
+                .variables()
+                .iter()
+                .map(|v| v.as_str().to_string())
+                .collect();
+            let (mut out, mut total) = (Vec::new(), 0);
+            for row in rows {
+                let row = row.map_err(failed)?;
+                total += 1;
+                if out.len() < SHOWN_ROWS {
+                    out.push(
+                        head.iter()
+                            .map(|v| row.get(v.as_str()).map(term_text).unwrap_or_default())
+                            .collect(),
+                    );
+                }
+            }
+            Ok((head, out, total))
+        }
+        QueryResults::Boolean(answer) => {
+            Ok((vec!["answer".into()], vec![vec![answer.to_string()]], 1))
+        }
+        QueryResults::Graph(triples) => {
+            let (mut out, mut total) = (Vec::new(), 0);
+            for t in triples {
+                let t = t.map_err(failed)?;
+                total += 1;
+                if out.len() < SHOWN_ROWS {
+                    out.push(vec![
+                        t.subject.to_string(),
+                        t.predicate.to_string(),
+                        t.object.to_string(),
+                    ]);
+                }
+            }
+            Ok((
+                vec!["subject".into(), "predicate".into(), "object".into()],
+                out,
+                total,
+            ))
         }
     }
 }

@@ -1,0 +1,52 @@
+// forktrail's one script. Every form works without it (the token is then typed into
+// the form). With it, the write token is typed once, kept in this tab's session
+// storage (never a cookie) and sent as an Authorization header.
+"use strict";
+(function () {
+  const KEY = "forktrail-token";
+  const token = () => sessionStorage.getItem(KEY) || "";
+
+  function refresh() {
+    const kept = token() !== "";
+    for (const el of document.querySelectorAll(".token-field")) el.hidden = kept;
+    const form = document.getElementById("token-form");
+    if (form) form.hidden = false;
+    const status = document.getElementById("token-status");
+    if (status) status.textContent = kept ? "kept for this tab" : "";
+  }
+
+  document.addEventListener("submit", async (event) => {
+    const form = event.target;
+    if (form.id === "token-form") {
+      event.preventDefault();
+      sessionStorage.setItem(KEY, new FormData(form).get("token") || "");
+      form.reset();
+      refresh();
+      return;
+    }
+    if ((form.getAttribute("method") || "get").toLowerCase() !== "post") return;
+    event.preventDefault();
+    const data = new FormData(form, event.submitter);
+    const typed = data.get("token");
+    if (typed) sessionStorage.setItem(KEY, typed);
+    data.delete("token");
+    const headers = {};
+    if (token()) headers["Authorization"] = "Bearer " + token();
+    const response = await fetch(form.action, {
+      method: "POST",
+      headers,
+      body: new URLSearchParams(data),
+    });
+    if (response.redirected) {
+      location.assign(response.url);
+      return;
+    }
+    // An estimate, a preview or an error: the server's page replaces this one.
+    const page = await response.text();
+    document.open();
+    document.write(page);
+    document.close();
+  });
+
+  refresh();
+})();
