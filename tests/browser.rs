@@ -1,0 +1,621 @@
+//! The web UI in a real browser: Debian's Chromium, headless, driven over WebDriver
+//! (chromedriver, from Debian's `chromium-driver`) by fantoccini. `forktrail serve
+//! --demo` runs as its own process on 127.0.0.1, and the test acts as a person would:
+//! it opens the tree, opens a branch, forks from turn 2, finds the new branch in the
+//! tree, runs a diff, checks that a `<script>` turn is shown and never run, that a write
+//! without the token is refused, and opens the `export --format html` file from a
+//! `file:` URL. A second test runs What-if from here against the test LLM.
+//!
+//! `make test` installs Chromium and chromedriver and sets `FORKTRAIL_CHROMEDRIVER`
+//! (and `FORKTRAIL_CHROMIUM`). Screenshots go to `target/tmp/screenshots/`; with
+//! `FORKTRAIL_SCREENSHOTS=DIR` the README's two are written there too.
+#![cfg(all(feature = "server", feature = "rocksdb"))]
+
+mod common;
+
+use common::Reaped;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "browser-test-token";
+
+/// `forktrail serve --demo` on a fresh store directory and a free port.
+struct Serve {
+    _child: Reaped,
+    base: String,
+    /// The URL its banner says to open in a browser.
+    open: String,
+    _dir: tempfile::TempDir,
+}
+
+fn serve(extra: &[String]) -> Serve {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .args(["serve", "--demo", "--bind", "127.0.0.1:0", "--token", TOKEN])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let child = Reaped(child);
+    let base = loop {
+        let line = lines
+            .next()
+            .expect("serve prints where it listens")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("forktrail is serving on ") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    let open = loop {
+        let line = lines.next().expect("serve says what to open").unwrap();
+        if let Some(rest) = line.strip_prefix("open ") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Whatever else it prints is read, so the server never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Serve {
+        _child: child,
+        base,
+        open,
+        _dir: dir,
+    }
+}
+
+/// chromedriver on a free port, ready for sessions.
+struct Driver {
+    _child: Reaped,
+    url: String,
+}
+
+fn chromedriver() -> Option<Driver> {
+    let binary = std::env::var("FORKTRAIL_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = match Command::new(&binary)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(child) => Reaped(child),
+        Err(_) if std::env::var_os("CI").is_some() => panic!(
+            "no chromedriver ({binary}): `make test` installs Debian's chromium and \
+             chromium-driver; in CI the browser test fails rather than pass without them"
+        ),
+        Err(_) => {
+            eprintln!("skipped: no chromedriver (install chromium-driver, or run `make test`)");
+            return None;
+        }
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ready = reqwest::blocking::get(format!("{url}/status"))
+            .ok()
+            .and_then(|r| r.json::<Value>().ok())
+            .is_some_and(|v| v["value"]["ready"] == json!(true));
+        if ready {
+            return Some(Driver { _child: child, url });
+        }
+        assert!(Instant::now() < deadline, "chromedriver did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+async fn browser(driver: &Driver) -> Client {
+    let chromium =
+        std::env::var("FORKTRAIL_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            // Root in CI containers needs --no-sandbox; /dev/shm is small there.
+            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", "--window-size=1000,700"],
+        }),
+    );
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .expect("chromedriver starts Chromium");
+    client
+}
+
+/// Where screenshots go: the test's temp dir, and `$FORKTRAIL_SCREENSHOTS` when set.
+async fn screenshot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), &png).unwrap();
+    if let Some(out) = std::env::var_os("FORKTRAIL_SCREENSHOTS") {
+        std::fs::write(PathBuf::from(out).join(name), &png).unwrap();
+    }
+}
+
+/// Waits (up to `seconds`) until the page's path starts with `prefix` and differs from
+/// `not`, and returns it.
+async fn wait_for_path(c: &Client, prefix: &str, not: &str, seconds: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let url = c.current_url().await.unwrap();
+        let path = url.path().to_string();
+        if path.starts_with(prefix) && path != not {
+            return path;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still at {url} after {seconds} s, waiting for {prefix}…"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the page source contains `text`.
+async fn wait_for_text(c: &Client, text: &str, seconds: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let source = c.source().await.unwrap();
+        if source.contains(text) {
+            return source;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {text:?} after {seconds} s in {source}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn rest(base: &str, path: &str) -> Value {
+    reqwest::get(format!("{base}{path}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The demo session on `branch`.
+fn session_on(sessions: &Value, branch: &str) -> String {
+    sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["branch"] == branch)
+        .unwrap_or_else(|| panic!("no {branch} session in {sessions}"))["session"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
+    let Some(driver) = chromedriver() else { return };
+    let server = serve(&[]);
+    let base = server.base.clone();
+    // A turn that would run script if it were ever inserted as markup.
+    let hostile = "<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">\n\
+                   ```rust\nfn main() {}\n```\nafter the code";
+    let sessions: Value = reqwest::blocking::get(format!("{base}/sessions"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let booking = session_on(&sessions, "booking");
+    let appended = reqwest::blocking::Client::new()
+        .post(format!("{base}/sessions/{booking}/turns"))
+        .bearer_auth(TOKEN)
+        .json(&json!({ "role": "user", "content": hostile }))
+        .send()
+        .unwrap();
+    assert_eq!(appended.status(), 201);
+    let hostile_index = appended.json::<Value>().unwrap()["index"].as_u64().unwrap();
+
+    runtime().block_on(async {
+        let c = browser(&driver).await;
+        let root = session_on(&sessions, "main");
+        let budget = session_on(&sessions, "budget");
+
+        // The URL `serve --demo` prints shows the demo's fork tree.
+        c.goto(&server.open).await.unwrap();
+        wait_for_path(&c, &format!("/ui/sessions/{root}/tree"), "", 10).await;
+        let tree = c.source().await.unwrap();
+        for label in ["main", "budget", "model-swap", "booking"] {
+            assert!(tree.contains(&format!(">{label}<")), "{label} in the tree");
+        }
+        screenshot(&c, "tree.png").await;
+        // The sessions page lists the four; its tree link leads back.
+        c.find(Locator::LinkText("Sessions"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_text(&c, "4 of 4 sessions", 10).await;
+        let rows = c.find_all(Locator::Css("tbody tr")).await.unwrap();
+        assert_eq!(rows.len(), 4, "the demo's four sessions");
+        c.find(Locator::Css(&format!("a[href='/ui/sessions/{root}/tree']")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_path(&c, &format!("/ui/sessions/{root}/tree"), "", 10).await;
+
+        // Open a branch: its playback.
+        c.find(Locator::LinkText("budget"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let budget_path = format!("/ui/sessions/{budget}");
+        wait_for_path(&c, &budget_path, "", 10).await;
+        let turns = c.find_all(Locator::Css("li.turn")).await.unwrap();
+        let info = rest(&base, &format!("/sessions/{budget}")).await;
+        assert_eq!(turns.len() as u64, info["length"].as_u64().unwrap());
+        assert_eq!(
+            c.find_all(Locator::Css("li.turn.inherited"))
+                .await
+                .unwrap()
+                .len() as u64,
+            info["inherited_turns"].as_u64().unwrap(),
+            "inherited turns are marked"
+        );
+        // The screenshot shows the fork point: the sibling pagers at turns 4 and 5.
+        c.execute("document.getElementById('turn-3').scrollIntoView()", vec![])
+            .await
+            .unwrap();
+        screenshot(&c, "playback.png").await;
+
+        // A write without the token is refused, and nothing is written.
+        c.find(Locator::Css("#turn-1 details.fork summary"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        c.find(Locator::Css("#turn-1 details.fork input[name=label]"))
+            .await
+            .unwrap()
+            .send_keys("no-token")
+            .await
+            .unwrap();
+        c.find(Locator::Css("#turn-1 details.fork button[type=submit]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let refused = wait_for_text(&c, "Token needed", 10).await;
+        assert!(refused.contains("Nothing was changed"), "{refused}");
+        let after = rest(&base, "/sessions").await;
+        assert_eq!(after.as_array().unwrap().len(), 4, "no fork was made");
+
+        // The token, typed once, kept for the tab; then Fork from here on turn 2.
+        c.goto(&format!("{base}{budget_path}")).await.unwrap();
+        c.find(Locator::Css("#token-input"))
+            .await
+            .unwrap()
+            .send_keys(TOKEN)
+            .await
+            .unwrap();
+        c.find(Locator::Css("#token-form button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_text(&c, "kept for this tab", 5).await;
+        c.find(Locator::Css("#turn-2 details.fork summary"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let token_field = c
+            .find(Locator::Css("#turn-2 details.fork input[name=token]"))
+            .await
+            .unwrap();
+        assert!(
+            !token_field.is_displayed().await.unwrap(),
+            "the kept token is not asked again"
+        );
+        c.find(Locator::Css("#turn-2 details.fork input[name=label]"))
+            .await
+            .unwrap()
+            .send_keys("from-browser")
+            .await
+            .unwrap();
+        c.find(Locator::Css("#turn-2 details.fork input[name=reason]"))
+            .await
+            .unwrap()
+            .send_keys("try another answer")
+            .await
+            .unwrap();
+        c.find(Locator::Css("#turn-2 details.fork button[type=submit]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let fork_path = wait_for_path(&c, "/ui/sessions/", &budget_path, 10).await;
+        let fork = fork_path.trim_start_matches("/ui/sessions/").to_string();
+        let made = rest(&base, &format!("/sessions/{fork}")).await;
+        assert_eq!(made["parent"], json!(budget));
+        assert_eq!(made["branch"], json!("from-browser"));
+        assert_eq!(made["forked_at_index"], json!(3), "forked after turn 2");
+        assert_eq!(
+            c.find_all(Locator::Css("li.turn")).await.unwrap().len(),
+            3,
+            "the fork shows the three turns it inherits"
+        );
+
+        // The new branch is in the tree, marked as the one it was opened from.
+        c.find(Locator::LinkText("Fork tree"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_path(&c, &format!("{fork_path}/tree"), "", 10).await;
+        let current = c.find(Locator::Css("a[aria-current=page]")).await.unwrap();
+        assert_eq!(current.text().await.unwrap(), "from-browser");
+
+        // Diff against the parent: the parent's later turns are LeftOnly.
+        c.goto(&format!("{base}{fork_path}")).await.unwrap();
+        c.find(Locator::LinkText("Diff against parent"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_path(&c, "/ui/diff", "", 10).await;
+        let diff = rest(&base, &format!("/sessions/{budget}/diff/{fork}")).await;
+        let left = diff["a_tail"].as_array().unwrap().len();
+        assert!(left > 0);
+        assert_eq!(
+            c.find_all(Locator::Css("tr.left-only"))
+                .await
+                .unwrap()
+                .len(),
+            left
+        );
+        let shared = c
+            .find(Locator::Css("details.prefix summary"))
+            .await
+            .unwrap();
+        assert_eq!(shared.text().await.unwrap(), "3 shared turns");
+
+        // The hostile turn is shown as text and never runs.
+        c.goto(&format!("{base}/ui/sessions/{booking}"))
+            .await
+            .unwrap();
+        let shown = c
+            .find(Locator::Css(&format!("#turn-{hostile_index} .content")))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            shown.contains("<script>window.pwned = 1</script>"),
+            "{shown}"
+        );
+        let code = c
+            .find(Locator::Css(&format!("#turn-{hostile_index} pre.code")))
+            .await
+            .unwrap();
+        assert_eq!(code.text().await.unwrap().trim(), "fn main() {}");
+        let pwned = c
+            .execute("return typeof window.pwned;", vec![])
+            .await
+            .unwrap();
+        assert_eq!(pwned, json!("undefined"), "no stored script ran");
+        assert!(c
+            .find_all(Locator::Css(".content img"))
+            .await
+            .unwrap()
+            .is_empty());
+
+        // The shared file: `export --format html` through the running server, opened
+        // from a file: URL.
+        let file = tempfile::Builder::new().suffix(".html").tempfile().unwrap();
+        let export = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+            .arg("--store")
+            .arg(format!("{base}/sparql"))
+            .args(["export", &booking, "--format", "html", "-o"])
+            .arg(file.path())
+            .output()
+            .unwrap();
+        assert!(
+            export.status.success(),
+            "{}",
+            String::from_utf8_lossy(&export.stderr)
+        );
+        let html = std::fs::read_to_string(file.path()).unwrap();
+        assert!(
+            !html.contains("<script"),
+            "no script, and the stored one escaped"
+        );
+        assert!(!html.contains("<link"), "nothing fetched");
+        c.goto(&format!("file://{}", file.path().display()))
+            .await
+            .unwrap();
+        let title = c.title().await.unwrap();
+        assert!(title.contains(&booking), "{title}");
+        let offline = c.find_all(Locator::Css("li.turn")).await.unwrap();
+        assert_eq!(
+            offline.len() as u64,
+            hostile_index + 1,
+            "every turn of the branch"
+        );
+        let pwned = c
+            .execute("return typeof window.pwned;", vec![])
+            .await
+            .unwrap();
+        assert_eq!(pwned, json!("undefined"), "no stored script ran offline");
+        let tree_labels = c.find_all(Locator::Css("ul.tree li.node")).await.unwrap();
+        assert_eq!(tree_labels.len(), 5, "the family's five branches");
+        screenshot(&c, "export.png").await;
+        c.close().await.unwrap();
+    });
+}
+
+#[test]
+fn what_if_from_here_runs_against_the_test_model_and_completes() {
+    let Some(driver) = chromedriver() else { return };
+    let Some(llm) = common::Llm::start() else {
+        return;
+    };
+    let endpoint = format!("http://127.0.0.1:{}/v1", llm.port);
+    let server = serve(&["--model-endpoint".into(), endpoint.clone()]);
+    let base = server.base.clone();
+    let sessions: Value = reqwest::blocking::get(format!("{base}/sessions"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let root = session_on(&sessions, "main");
+    runtime().block_on(async {
+        let c = browser(&driver).await;
+        c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
+        c.find(Locator::Css("#token-input"))
+            .await
+            .unwrap()
+            .send_keys(TOKEN)
+            .await
+            .unwrap();
+        c.find(Locator::Css("#token-form button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_text(&c, "kept for this tab", 5).await;
+        // Turn 1 is the user's question: the what-if answers it (turn 2) anew.
+        c.find(Locator::Css("#turn-1 details.what-if summary"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        c.find(Locator::Css("#turn-1 details.what-if input[name=model]"))
+            .await
+            .unwrap()
+            .send_keys("gemma-3-270m")
+            .await
+            .unwrap();
+        c.find(Locator::Css(
+            "#turn-1 details.what-if input[name=max_tokens]",
+        ))
+        .await
+        .unwrap()
+        .send_keys("16")
+        .await
+        .unwrap();
+        let offered = c
+            .find(Locator::Css(
+                "#turn-1 details.what-if select[name=endpoint]",
+            ))
+            .await
+            .unwrap()
+            .prop("value")
+            .await
+            .unwrap();
+        assert_eq!(offered.as_deref(), Some(endpoint.as_str()));
+        c.find(Locator::Css("#turn-1 details.what-if button[type=submit]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        // The dry run's estimate comes first; nothing has run yet.
+        let estimate = wait_for_text(&c, "Estimated tokens", 10).await;
+        assert!(estimate.contains(&endpoint));
+        let tokens: u64 = c
+            .find(Locator::Css("dd.tokens"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(tokens > 0);
+        assert_eq!(
+            rest(&base, "/jobs").await,
+            json!([]),
+            "the estimate ran nothing"
+        );
+        c.find(Locator::Css("button[name=confirm]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let job_path = wait_for_path(&c, "/ui/jobs/", "", 10).await;
+        // The page follows the job until it ends.
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let status = loop {
+            let status = match c.find(Locator::Css("#job-status")).await {
+                Ok(e) => e.attr("data-status").await.unwrap().unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            if !status.is_empty() && status != "running" {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the job is still running after 300 s"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        assert_eq!(status, "complete", "{}", c.source().await.unwrap());
+        assert_eq!(
+            c.current_url().await.unwrap().path(),
+            job_path,
+            "the page reloaded itself"
+        );
+        c.find(Locator::Css("#job-fork"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_path(&c, "/ui/sessions/", "", 10).await;
+        let answer = c
+            .find(Locator::Css("#turn-2 .model"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(answer, "gemma-3-270m-q4_k_m", "the model's own id");
+        c.close().await.unwrap();
+    });
+}
