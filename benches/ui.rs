@@ -17,7 +17,7 @@ const BRANCHES: usize = 1000;
 const LONG: usize = 5000;
 
 fn turn(i: usize) -> NewTurn {
-    let role = if i % 2 == 0 {
+    let role = if i.is_multiple_of(2) {
         Role::User
     } else {
         Role::Assistant
@@ -28,7 +28,11 @@ fn turn(i: usize) -> NewTurn {
     );
     let t = NewTurn::new(role, text);
     if role == Role::Assistant {
-        t.model(if i % 3 == 0 { "model-a" } else { "model-b" })
+        t.model(if i.is_multiple_of(3) {
+            "model-a"
+        } else {
+            "model-b"
+        })
     } else {
         t
     }

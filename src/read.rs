@@ -188,6 +188,19 @@ impl Store {
         Ok(turns)
     }
 
+    /// Turns `from..=up_to` of `id` (a page of playback): only those are read.
+    pub(crate) fn load_range(&self, id: &SessionId, from: u64, up_to: u64) -> Result<Vec<Turn>> {
+        let chain = self.chain(id)?;
+        let rdf = self.rdf();
+        let mut turns = Vec::new();
+        for span in chain.spans(id, Some(up_to))? {
+            for index in span.from.max(from)..span.to {
+                turns.push(rdf.turn(span.owner, index)?);
+            }
+        }
+        Ok(turns)
+    }
+
     /// The plain `index/role/content/branch` records of `id`, in order; `up_to` is an
     /// inclusive last index. Never writes to the store.
     pub fn replay(&self, id: &SessionId, up_to: Option<u64>) -> Result<Vec<ReplayRecord>> {

@@ -7,8 +7,8 @@
 //! `file:` URL. A second test runs What-if from here against the test LLM.
 //!
 //! `make test` installs Chromium and chromedriver and sets `FORKTRAIL_CHROMEDRIVER`
-//! (and `FORKTRAIL_CHROMIUM`). Screenshots go to `target/tmp/screenshots/`; with
-//! `FORKTRAIL_SCREENSHOTS=DIR` the README's two are written there too.
+//! (and `FORKTRAIL_CHROMIUM`). Screenshots go to `target/tmp/screenshots/`; the README's
+//! two are remade with `FORKTRAIL_SCREENSHOTS=docs/screenshots make test`.
 #![cfg(all(feature = "server", feature = "rocksdb"))]
 
 mod common;
@@ -135,7 +135,11 @@ async fn browser(driver: &Driver) -> Client {
     client
 }
 
-/// Where screenshots go: the test's temp dir, and `$FORKTRAIL_SCREENSHOTS` when set.
+/// The screenshots the README shows (written to `$FORKTRAIL_SCREENSHOTS` when set).
+const README_SHOTS: [&str; 2] = ["tree.png", "playback.png"];
+
+/// Where screenshots go: the test's temp dir, and the README's two to
+/// `$FORKTRAIL_SCREENSHOTS` when set.
 async fn screenshot(c: &Client, name: &str) {
     let png = c.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -143,7 +147,9 @@ async fn screenshot(c: &Client, name: &str) {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(name), &png).unwrap();
     if let Some(out) = std::env::var_os("FORKTRAIL_SCREENSHOTS") {
-        std::fs::write(PathBuf::from(out).join(name), &png).unwrap();
+        if README_SHOTS.contains(&name) {
+            std::fs::write(PathBuf::from(out).join(name), &png).unwrap();
+        }
     }
 }
 

@@ -306,12 +306,11 @@ async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQu
             });
         }
         let last = (from + html::PAGE).min(info.length).saturating_sub(1);
-        let mut turns = if info.length == 0 {
+        let turns = if info.length == 0 {
             Vec::new()
         } else {
-            store.load(&read_id, Some(last))?
+            store.load_range(&read_id, from, last)?
         };
-        turns.retain(|t| t.index >= from);
         let root = store.tree(&info.fork_root)?;
         let anchors = store.anchors(&read_id)?;
         Ok((info, turns, root, anchors))
