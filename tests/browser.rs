@@ -153,6 +153,19 @@ async fn screenshot(c: &Client, name: &str) {
     }
 }
 
+async fn click(c: &Client, at: Locator<'_>) {
+    c.find(at).await.unwrap().click().await.unwrap();
+}
+
+async fn type_into(c: &Client, css: &str, text: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .send_keys(text)
+        .await
+        .unwrap();
+}
+
 /// Waits (up to `seconds`) until the page's path starts with `prefix` and differs from
 /// `not`, and returns it.
 async fn wait_for_path(c: &Client, prefix: &str, not: &str, seconds: u64) -> String {
@@ -253,30 +266,19 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         }
         screenshot(&c, "tree.png").await;
         // The sessions page lists the four; its tree link leads back.
-        c.find(Locator::LinkText("Sessions"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&c, Locator::LinkText("Sessions")).await;
         wait_for_text(&c, "4 of 4 sessions", 10).await;
         let rows = c.find_all(Locator::Css("tbody tr")).await.unwrap();
         assert_eq!(rows.len(), 4, "the demo's four sessions");
-        c.find(Locator::Css(&format!("a[href='/ui/sessions/{root}/tree']")))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(
+            &c,
+            Locator::Css(&format!("a[href='/ui/sessions/{root}/tree']")),
+        )
+        .await;
         wait_for_path(&c, &format!("/ui/sessions/{root}/tree"), "", 10).await;
 
         // Open a branch: its playback.
-        c.find(Locator::LinkText("budget"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&c, Locator::LinkText("budget")).await;
         let budget_path = format!("/ui/sessions/{budget}");
         wait_for_path(&c, &budget_path, "", 10).await;
         let turns = c.find_all(Locator::Css("li.turn")).await.unwrap();
@@ -297,24 +299,9 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         screenshot(&c, "playback.png").await;
 
         // A write without the token is refused, and nothing is written.
-        c.find(Locator::Css("#turn-1 details.fork summary"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        c.find(Locator::Css("#turn-1 details.fork input[name=label]"))
-            .await
-            .unwrap()
-            .send_keys("no-token")
-            .await
-            .unwrap();
-        c.find(Locator::Css("#turn-1 details.fork button[type=submit]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&c, Locator::Css("#turn-1 details.fork summary")).await;
+        type_into(&c, "#turn-1 details.fork input[name=label]", "no-token").await;
+        click(&c, Locator::Css("#turn-1 details.fork button[type=submit]")).await;
         let refused = wait_for_text(&c, "Token needed", 10).await;
         assert!(refused.contains("Nothing was changed"), "{refused}");
         let after = rest(&base, "/sessions").await;
@@ -322,25 +309,10 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
 
         // The token, typed once, kept for the tab; then Fork from here on turn 2.
         c.goto(&format!("{base}{budget_path}")).await.unwrap();
-        c.find(Locator::Css("#token-input"))
-            .await
-            .unwrap()
-            .send_keys(TOKEN)
-            .await
-            .unwrap();
-        c.find(Locator::Css("#token-form button"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        type_into(&c, "#token-input", TOKEN).await;
+        click(&c, Locator::Css("#token-form button")).await;
         wait_for_text(&c, "kept for this tab", 5).await;
-        c.find(Locator::Css("#turn-2 details.fork summary"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&c, Locator::Css("#turn-2 details.fork summary")).await;
         let token_field = c
             .find(Locator::Css("#turn-2 details.fork input[name=token]"))
             .await
@@ -349,24 +321,14 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
             !token_field.is_displayed().await.unwrap(),
             "the kept token is not asked again"
         );
-        c.find(Locator::Css("#turn-2 details.fork input[name=label]"))
-            .await
-            .unwrap()
-            .send_keys("from-browser")
-            .await
-            .unwrap();
-        c.find(Locator::Css("#turn-2 details.fork input[name=reason]"))
-            .await
-            .unwrap()
-            .send_keys("try another answer")
-            .await
-            .unwrap();
-        c.find(Locator::Css("#turn-2 details.fork button[type=submit]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        type_into(&c, "#turn-2 details.fork input[name=label]", "from-browser").await;
+        type_into(
+            &c,
+            "#turn-2 details.fork input[name=reason]",
+            "try another answer",
+        )
+        .await;
+        click(&c, Locator::Css("#turn-2 details.fork button[type=submit]")).await;
         let fork_path = wait_for_path(&c, "/ui/sessions/", &budget_path, 10).await;
         let fork = fork_path.trim_start_matches("/ui/sessions/").to_string();
         let made = rest(&base, &format!("/sessions/{fork}")).await;
@@ -380,24 +342,14 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         );
 
         // The new branch is in the tree, marked as the one it was opened from.
-        c.find(Locator::LinkText("Fork tree"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&c, Locator::LinkText("Fork tree")).await;
         wait_for_path(&c, &format!("{fork_path}/tree"), "", 10).await;
         let current = c.find(Locator::Css("a[aria-current=page]")).await.unwrap();
         assert_eq!(current.text().await.unwrap(), "from-browser");
 
         // Diff against the parent: the parent's later turns are LeftOnly.
         c.goto(&format!("{base}{fork_path}")).await.unwrap();
-        c.find(Locator::LinkText("Diff against parent"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&c, Locator::LinkText("Diff against parent")).await;
         wait_for_path(&c, "/ui/diff", "", 10).await;
         let diff = rest(&base, &format!("/sessions/{budget}/diff/{fork}")).await;
         let left = diff["a_tail"].as_array().unwrap().len();
@@ -507,40 +459,18 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
     runtime().block_on(async {
         let c = browser(&driver).await;
         c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
-        c.find(Locator::Css("#token-input"))
-            .await
-            .unwrap()
-            .send_keys(TOKEN)
-            .await
-            .unwrap();
-        c.find(Locator::Css("#token-form button"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        type_into(&c, "#token-input", TOKEN).await;
+        click(&c, Locator::Css("#token-form button")).await;
         wait_for_text(&c, "kept for this tab", 5).await;
         // Turn 1 is the user's question: the what-if answers it (turn 2) anew.
-        c.find(Locator::Css("#turn-1 details.what-if summary"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        c.find(Locator::Css("#turn-1 details.what-if input[name=model]"))
-            .await
-            .unwrap()
-            .send_keys("gemma-3-270m")
-            .await
-            .unwrap();
-        c.find(Locator::Css(
-            "#turn-1 details.what-if input[name=max_tokens]",
-        ))
-        .await
-        .unwrap()
-        .send_keys("16")
-        .await
-        .unwrap();
+        click(&c, Locator::Css("#turn-1 details.what-if summary")).await;
+        type_into(
+            &c,
+            "#turn-1 details.what-if input[name=model]",
+            "gemma-3-270m",
+        )
+        .await;
+        type_into(&c, "#turn-1 details.what-if input[name=max_tokens]", "16").await;
         let offered = c
             .find(Locator::Css(
                 "#turn-1 details.what-if select[name=endpoint]",
@@ -551,12 +481,11 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
             .await
             .unwrap();
         assert_eq!(offered.as_deref(), Some(endpoint.as_str()));
-        c.find(Locator::Css("#turn-1 details.what-if button[type=submit]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(
+            &c,
+            Locator::Css("#turn-1 details.what-if button[type=submit]"),
+        )
+        .await;
         // The dry run's estimate comes first; nothing has run yet.
         let estimate = wait_for_text(&c, "Estimated tokens", 10).await;
         assert!(estimate.contains(&endpoint));
@@ -578,12 +507,7 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
             json!([]),
             "the estimate ran nothing"
         );
-        c.find(Locator::Css("button[name=confirm]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&c, Locator::Css("button[name=confirm]")).await;
         let job_path = wait_for_path(&c, "/ui/jobs/", "", 10).await;
         // The page follows the job until it ends.
         let deadline = Instant::now() + Duration::from_secs(300);
@@ -607,12 +531,7 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
             job_path,
             "the page reloaded itself"
         );
-        c.find(Locator::Css("#job-fork"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&c, Locator::Css("#job-fork")).await;
         wait_for_path(&c, "/ui/sessions/", "", 10).await;
         let answer = c
             .find(Locator::Css("#turn-2 .model"))

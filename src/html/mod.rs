@@ -309,17 +309,8 @@ pub(crate) fn sibling_points(
     root: &TreeNode,
     current: &SessionId,
 ) -> HashMap<u64, (Vec<(SessionId, String)>, usize)> {
-    // The chain from the root down to `current`.
-    fn path<'t>(node: &'t TreeNode, target: &SessionId, out: &mut Vec<&'t TreeNode>) -> bool {
-        out.push(node);
-        if node.session == *target || node.children.iter().any(|c| path(c, target, out)) {
-            return true;
-        }
-        out.pop();
-        false
-    }
-    let mut chain = Vec::new();
-    if !path(root, current, &mut chain) {
+    let chain = chain_to(root, current);
+    if chain.is_empty() {
         return HashMap::new();
     }
     let mut points: HashMap<u64, (Vec<(SessionId, String)>, usize)> = HashMap::new();
@@ -365,6 +356,21 @@ pub(crate) fn sibling_points(
     }
     points.retain(|_, (options, _)| options.len() > 1);
     points
+}
+
+/// The sessions from `root` down to `target` (empty when it is not in the tree).
+pub(crate) fn chain_to<'t>(root: &'t TreeNode, target: &SessionId) -> Vec<&'t TreeNode> {
+    fn walk<'t>(node: &'t TreeNode, target: &SessionId, out: &mut Vec<&'t TreeNode>) -> bool {
+        out.push(node);
+        if node.session == *target || node.children.iter().any(|c| walk(c, target, out)) {
+            return true;
+        }
+        out.pop();
+        false
+    }
+    let mut out = Vec::new();
+    walk(root, target, &mut out);
+    out
 }
 
 /// The `2/5 ‹ ›` pager at a fork point.

@@ -655,7 +655,7 @@ async fn provenance(state: Shared, Path((id, index)): Path<(String, String)>) ->
         Ok((info, turn, rows, report, root))
     })
     .await?;
-    let chain = chain_to(&root, &id);
+    let chain = html::chain_to(&root, &id);
     let problems: Vec<&crate::Problem> = report.problems.iter().collect();
     Ok(page(
         &state,
@@ -695,21 +695,6 @@ async fn provenance(state: Shared, Path((id, index)): Path<(String, String)>) ->
             }
         },
     ))
-}
-
-/// The path of sessions from the root to `target`.
-fn chain_to<'t>(root: &'t TreeNode, target: &SessionId) -> Vec<&'t TreeNode> {
-    fn walk<'t>(node: &'t TreeNode, target: &SessionId, out: &mut Vec<&'t TreeNode>) -> bool {
-        out.push(node);
-        if node.session == *target || node.children.iter().any(|c| walk(c, target, out)) {
-            return true;
-        }
-        out.pop();
-        false
-    }
-    let mut out = Vec::new();
-    walk(root, target, &mut out);
-    out
 }
 
 fn term_text(term: &Term) -> String {

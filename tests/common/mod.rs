@@ -181,11 +181,29 @@ fn free_port() -> u16 {
 }
 
 /// Starts `virtuoso-t` on the database in `dir` (created if missing) and waits for its
-/// SPARQL endpoint; returns the process, its HTTP port and its SQL port.
+/// SPARQL endpoint; returns the process, its HTTP port and its SQL port. A port taken
+/// by another process between being picked and being bound means another try.
 fn spawn_virtuoso(
     binary: &std::path::Path,
     dir: &std::path::Path,
 ) -> (std::process::Child, u16, u16) {
+    for _ in 0..4 {
+        match try_spawn_virtuoso(binary, dir) {
+            Ok(started) => return started,
+            Err(log) if log.contains("Failed HTTP listen") || log.contains("Failed to listen") => {
+                let _ = std::fs::remove_file(dir.join("v.lck"));
+                let _ = std::fs::remove_file(dir.join("v.log"));
+            }
+            Err(log) => panic!("virtuoso exited: {log}"),
+        }
+    }
+    panic!("virtuoso found no free port in 4 tries");
+}
+
+fn try_spawn_virtuoso(
+    binary: &std::path::Path,
+    dir: &std::path::Path,
+) -> Result<(std::process::Child, u16, u16), String> {
     let (sql, http) = (free_port(), free_port());
     let d = dir.display();
     let ini = format!(
@@ -214,7 +232,7 @@ fn spawn_virtuoso(
     while std::time::Instant::now() < deadline {
         if let Ok(Some(status)) = child.try_wait() {
             let log = std::fs::read_to_string(dir.join("v.log")).unwrap_or_default();
-            panic!("virtuoso exited ({status}): {log}");
+            return Err(format!("({status}) {log}"));
         }
         // Ready when a form POST gets JSON results back (as forktrail will ask), not
         // only when the port answers.
@@ -225,7 +243,7 @@ fn spawn_virtuoso(
             .and_then(|r| r.into_string().ok())
             .is_some_and(|body| body.trim_start().starts_with('{'));
         if answered {
-            return (child, http, sql);
+            return Ok((child, http, sql));
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
