@@ -333,6 +333,10 @@ pub struct NewTurn {
     pub tool_calls: Option<String>,
     /// The model that generated the turn; the turn is attributed to it.
     pub model: Option<String>,
+    /// The runtime's own record of the turn, as a JSON text kept and returned as given
+    /// (an OpenAI Agents SDK item, say), so that a runtime reads back exactly what it
+    /// wrote. Not part of the digest, like `tool_calls`.
+    pub payload: Option<String>,
 }
 
 impl NewTurn {
@@ -346,6 +350,7 @@ impl NewTurn {
             tool_call_id: None,
             tool_calls: None,
             model: None,
+            payload: None,
         }
     }
 
@@ -392,10 +397,17 @@ impl NewTurn {
         self.tool_calls = Some(json.into());
         self
     }
+
+    /// Sets the runtime's own record of the turn (a JSON text).
+    pub fn payload(mut self, json: impl Into<String>) -> Self {
+        self.payload = Some(json.into());
+        self
+    }
 }
 
-/// A stored turn, as loaded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A stored turn, as loaded. It serializes with `tool_calls` and `payload` as the JSON
+/// they hold (not as text), as the REST API and the MCP server return it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Turn {
     pub index: u64,
     pub role: Role,
@@ -403,8 +415,12 @@ pub struct Turn {
     pub content: String,
     pub name: Option<String>,
     pub tool_call_id: Option<String>,
+    #[serde(serialize_with = "json_text")]
     pub tool_calls: Option<String>,
     pub model: Option<String>,
+    /// See [`NewTurn::payload`].
+    #[serde(serialize_with = "json_text")]
+    pub payload: Option<String>,
     /// The session that owns (stored) this turn.
     pub session: SessionId,
     /// The branch label of the session the turn was first written on.
@@ -422,6 +438,20 @@ pub struct ReplayRecord {
     pub role: Role,
     pub content: String,
     pub branch: String,
+}
+
+/// A JSON text written as the JSON it holds (as a string if it is not JSON).
+fn json_text<S: serde::Serializer>(
+    text: &Option<String>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match text
+        .as_deref()
+        .map(serde_json::from_str::<serde_json::Value>)
+    {
+        Some(Ok(value)) => value.serialize(serializer),
+        _ => text.serialize(serializer),
+    }
 }
 
 impl From<&Turn> for ReplayRecord {

@@ -189,7 +189,7 @@ impl Store {
     }
 
     /// Turns `from..=up_to` of `id` (a page of playback): only those are read.
-    pub(crate) fn load_range(&self, id: &SessionId, from: u64, up_to: u64) -> Result<Vec<Turn>> {
+    pub fn load_range(&self, id: &SessionId, from: u64, up_to: u64) -> Result<Vec<Turn>> {
         let chain = self.chain(id)?;
         let rdf = self.rdf();
         let mut turns = Vec::new();

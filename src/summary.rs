@@ -96,6 +96,7 @@ mod tests {
             tool_call_id: None,
             tool_calls: None,
             model: None,
+            payload: None,
             session: crate::model::SessionId::new("s").unwrap(),
             branch: "main".into(),
             created_at: None,

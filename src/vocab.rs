@@ -25,7 +25,7 @@ pub mod ft {
         FORKED_AT_INDEX = "forkedAtIndex", FORK_ROOT = "forkRoot", FORK_DEPTH = "forkDepth",
         BASE_DIGEST = "baseDigest", REASON = "reason",
         INDEX = "index", ROLE = "role", KIND = "kind", CONTENT = "content", DIGEST = "digest",
-        NAME = "name", TOOL_CALL_ID = "toolCallId", TOOL_CALLS = "toolCalls",
+        NAME = "name", TOOL_CALL_ID = "toolCallId", TOOL_CALLS = "toolCalls", PAYLOAD = "payload",
         SUMMARY = "summary", REQUEST_ID = "requestId", REQUEST_DIGEST = "requestDigest",
         ANCHOR_NAME = "anchorName", ANCHOR_OF = "anchorOf", AT_INDEX = "atIndex", STATE = "state",
         RANGE_START = "rangeStart", RANGE_END = "rangeEnd", MERGED_AT_INDEX = "mergedAtIndex",

@@ -6,7 +6,7 @@ use crate::chain::Chain;
 use crate::error::{Error, Result};
 use crate::model::{
     check_key, Agent, DeleteOptions, DeletePlan, DeletedSession, DetachOptions, DetachPlan,
-    ForkOptions, ForkPlan, Label, MovedSession, NewSession, NewTurn, ReplayRecord, SessionId,
+    ForkOptions, ForkPlan, Label, MovedSession, NewSession, NewTurn, ReplayRecord, SessionId, Turn,
     TurnSpan, MAX_FORK_DEPTH,
 };
 use crate::rdf::{
@@ -72,6 +72,82 @@ impl Store {
         Ok(index)
     }
 
+    /// Appends `turns` to `id` in one transaction, all or none, and returns their
+    /// indices: what a runtime that records several items at once needs, so that a
+    /// failure leaves no part of them behind. A bad turn is named by its place in
+    /// `turns`.
+    pub fn append_all(&self, id: &SessionId, turns: Vec<NewTurn>) -> Result<Vec<u64>> {
+        self.not_held(id)?;
+        let mut tx = self.write_on(&[self.session_iri(id)])?;
+        let mut facts = self.require(id)?;
+        let (count, mut prev) = (turns.len(), None);
+        let mut indices = Vec::with_capacity(count);
+        for (n, turn) in turns.into_iter().enumerate() {
+            let (index, digest) = self
+                .append_after(&mut tx, &facts, turn, prev.take(), |_, _, _| {})
+                .map_err(|e| match e {
+                    Error::InvalidInput(why) => Error::InvalidInput(format!(
+                        "turn {n} of the {count} to append: {why}; nothing was appended"
+                    )),
+                    other => other,
+                })?;
+            facts.length += 1;
+            prev = Some(digest);
+            indices.push(index);
+        }
+        tx.commit()?;
+        Ok(indices)
+    }
+
+    /// Removes the last turn of `id` and returns it, or `None` when the session has no
+    /// turns: the `pop_item` of agent runtimes' session stores. Only a turn the session
+    /// stores itself can go, and only while nothing points at it: a fork that shares it,
+    /// an anchor on it, or any quad naming it. Refused with the reason, changing nothing.
+    pub fn pop(&self, id: &SessionId) -> Result<Option<Turn>> {
+        self.not_held(id)?;
+        let mut tx = self.write_on(&[self.session_iri(id)])?;
+        let facts = self.require(id)?;
+        let Some(last) = facts.length.checked_sub(1) else {
+            return Ok(None);
+        };
+        let refuse = |why: String| {
+            Err(Error::Conflict(format!(
+                "cannot remove turn {last} of session {id}: {why}"
+            )))
+        };
+        if last < facts.own_start() {
+            let parent = facts.parent.as_ref().map(|p| self.iris.name_of(p.as_ref()));
+            return refuse(format!(
+                "it is inherited from {} (a fork removes only turns it stores)",
+                parent.unwrap_or_default()
+            ));
+        }
+        if let Some(child) = self
+            .children_of(&facts.iri)?
+            .into_iter()
+            .find(|c| c.own_start() > last)
+        {
+            return refuse(format!("fork {} shares it", child.id));
+        }
+        if let Some(anchor) = self
+            .anchors(id)?
+            .into_iter()
+            .find(|a| a.session == *id && a.at_index > last)
+        {
+            return refuse(format!("anchor {:?} is on it", anchor.name));
+        }
+        let rdf = self.rdf();
+        if let Some(referrer) = rdf.referrer_of_turn(&facts, last)? {
+            return refuse(format!("{referrer} points at it"));
+        }
+        let turn = rdf.turn(&facts, last)?;
+        let quads = rdf.turn_statements(&facts, last)?;
+        tx.remove(quads);
+        tx.forget(&facts.iri);
+        tx.commit()?;
+        Ok(Some(turn))
+    }
+
     /// Adds turn `facts.length` of session `facts` to `tx`; `extra` may add quads (to
     /// the session's graph) about the new turn `(writer, turn IRI, index)`.
     pub(crate) fn append_in(
@@ -81,6 +157,19 @@ impl Store {
         turn: NewTurn,
         extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
     ) -> Result<u64> {
+        Ok(self.append_after(tx, facts, turn, None, extra)?.0)
+    }
+
+    /// [`Store::append_in`] after the turn whose digest is `prev` (read from the cache
+    /// or the store when `None`); returns the new turn's index and digest.
+    fn append_after(
+        &self,
+        tx: &mut WriteTx<'_>,
+        facts: &SessionNode,
+        turn: NewTurn,
+        prev: Option<String>,
+        extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
+    ) -> Result<(u64, String)> {
         let id = facts.id.as_str();
         // A turn is attributed to its model, else (a tool result) to its tool, else to
         // the session's principal.
@@ -89,15 +178,17 @@ impl Store {
             (None, crate::Role::Tool, Some(tool)) => Some(Agent::tool(tool.clone())?),
             _ => None,
         };
-        if let Some(calls) = &turn.tool_calls {
-            serde_json::from_str::<serde_json::Value>(calls).map_err(|e| {
-                Error::InvalidInput(format!(
-                    "tool_calls for session {id} is not valid JSON: {e}"
-                ))
-            })?;
+        for (field, json) in [("tool_calls", &turn.tool_calls), ("payload", &turn.payload)] {
+            if let Some(json) = json {
+                serde_json::from_str::<serde_json::Value>(json).map_err(|e| {
+                    Error::InvalidInput(format!("{field} for session {id} is not valid JSON: {e}"))
+                })?;
+            }
         }
         let index = facts.length;
-        let cached = if self.caching() {
+        let cached = if prev.is_some() {
+            prev
+        } else if self.caching() {
             // Its own statement, so the cache lock is released before the store is read.
             self.cache().head_digest(facts.iri.as_str(), index)
         } else {
@@ -139,8 +230,8 @@ impl Store {
             content: turn.content,
             branch: facts.branch.clone(),
         };
-        tx.appended(&facts.iri, record, digest);
-        Ok(index)
+        tx.appended(&facts.iri, record, digest.clone());
+        Ok((index, digest))
     }
 
     /// Forks `parent` at `options.at` (default: its length) or at `options.anchor`. The

@@ -57,7 +57,8 @@ fn the_ontology_parses_to_the_same_triples_with_oxttl_and_rio_turtle() {
 }
 
 /// A store exercising every write path: demo tree, tool calls, kinds, titles, reasons,
-/// a detach, anchors, merges, regenerations, a Claude Code project with sub-agents.
+/// a detach, anchors, merges, regenerations, a Claude Code project with sub-agents, a
+/// turn with a payload.
 fn rich_store() -> Store {
     let s = Store::in_memory().unwrap();
     let tree = demo::build(&s).unwrap();
@@ -65,6 +66,12 @@ fn rich_store() -> Store {
     s.append(
         &x,
         NewTurn::new(Role::User, "note").kind(forktrail::Kind::Note),
+    )
+    .unwrap();
+    // A runtime's own record of a turn (an OpenAI Agents SDK item).
+    s.append(
+        &x,
+        NewTurn::new(Role::User, "hi").payload(r#"{"role": "user", "content": "hi"}"#),
     )
     .unwrap();
     s.detach(&x).unwrap();

@@ -491,6 +491,124 @@ fn rest_routes_follow_the_cli_semantics() {
 }
 
 #[test]
+fn rest_turns_in_full_batches_all_or_none_and_pop() {
+    let s = start(with_token());
+    s.post_json("/sessions", Some(TOKEN), json!({"id": "rt"}));
+    let item = json!({"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"});
+    let r = s.post_json(
+        "/sessions/rt/turns",
+        Some(TOKEN),
+        json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "", "kind": "tool_call", "model": "m",
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+             "payload": item},
+            {"role": "tool", "content": "42", "tool_call_id": "c1", "name": "f"}
+        ]),
+    );
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(
+        r.json::<Value>().unwrap(),
+        json!({"session": "rt", "indices": [0, 1, 2]})
+    );
+    let turns: Value = s.get("/sessions/rt/turns", "").json().unwrap();
+    let turns = turns.as_array().unwrap();
+    assert_eq!(turns.len(), 3);
+    assert_eq!(turns[1]["payload"], item);
+    assert_eq!(turns[1]["tool_calls"][0]["id"], "c1");
+    assert_eq!(
+        (turns[1]["kind"].as_str(), turns[1]["model"].as_str()),
+        (Some("tool_call"), Some("m"))
+    );
+    assert_eq!(
+        (turns[2]["session"].as_str(), turns[2]["branch"].as_str()),
+        (Some("rt"), Some("main"))
+    );
+    assert_eq!(turns[2]["digest"].as_str().unwrap().len(), 64);
+    let pick = |query: &str| -> Vec<u64> {
+        let page: Value = s
+            .get(&format!("/sessions/rt/turns?{query}"), "")
+            .json()
+            .unwrap();
+        page.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["index"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(pick("last=2"), [1, 2]);
+    assert_eq!(pick("from=1"), [1, 2]);
+    assert_eq!(pick("from=0&up_to=1"), [0, 1]);
+    assert_eq!(pick("from=0&up_to=1&last=1"), [1]);
+    assert_eq!(pick("from=7"), Vec::<u64>::new());
+    assert_eq!(pick("last=0"), Vec::<u64>::new());
+    assert_eq!(
+        s.get("/sessions/rt/turns?up_to=3", "").status(),
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        s.get("/sessions/nope/turns", "").status(),
+        StatusCode::NOT_FOUND
+    );
+
+    // A batch with one bad turn writes none of them, and says which one.
+    let before = s.quads();
+    let r = s.post_json(
+        "/sessions/rt/turns",
+        Some(TOKEN),
+        json!([{"role": "user", "content": "ok"}, {"role": "user", "content": "x", "payload": 3, "colour": "red"}]),
+    );
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: Value = r.json().unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("turn 1: unknown field `colour`"),
+        "{body}"
+    );
+    let r = s.post_json(
+        "/sessions/rt/turns",
+        Some(TOKEN),
+        json!([{"role": "user", "content": "ok"}, {"role": "robot", "content": "x"}]),
+    );
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(s.quads(), before);
+
+    // Pop: the token is needed, the last turn comes back, a shared one stays.
+    assert_eq!(
+        s.post_json("/sessions/rt/pop", None, json!({})).status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let popped: Value = s
+        .post_json("/sessions/rt/pop", Some(TOKEN), json!({}))
+        .json()
+        .unwrap();
+    assert_eq!(
+        (
+            popped["popped"]["index"].as_u64(),
+            popped["popped"]["content"].as_str()
+        ),
+        (Some(2), Some("42"))
+    );
+    s.post_json("/sessions/rt/fork", Some(TOKEN), json!({"label": "all"}));
+    let before = s.quads();
+    let r = s.post_json("/sessions/rt/pop", Some(TOKEN), json!({}));
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert!(r.json::<Value>().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("cannot remove turn 1 of session rt: fork "));
+    assert_eq!(s.quads(), before);
+    s.post_json("/sessions", Some(TOKEN), json!({"id": "empty"}));
+    let none: Value = s
+        .post_json("/sessions/empty/pop", Some(TOKEN), json!({}))
+        .json()
+        .unwrap();
+    assert_eq!(none, json!({"session": "empty", "popped": null}));
+}
+
+#[test]
 fn bodies_and_contents_over_the_limits_get_413_and_change_nothing() {
     let s = start(ServerConfig {
         max_body_bytes: 64 * 1024,

@@ -129,6 +129,9 @@ enum Command {
     List(sessions::ListArgs),
     /// Delete a session (refused if it has children, unless --cascade).
     Delete(sessions::DeleteArgs),
+    /// Remove a session's last turn (refused if it is inherited, or a fork, an anchor or
+    /// any statement points at it): the `pop_item` of agent session stores.
+    Pop(sessions::PopArgs),
     /// Make a fork stand alone: copy its inherited turns in and drop its parent link.
     ///
     /// Afterwards the parent can be deleted; the PROV derivation stays.
@@ -287,6 +290,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Tree(args) => args.run(out, &store),
         Command::List(args) => args.run(out, &store),
         Command::Delete(args) => args.run(out, &store),
+        Command::Pop(args) => args.run(out, &store),
         Command::Detach(args) => args.run(out, &store),
         Command::Anchor(args) => args.run(out, &store),
         Command::Anchors(args) => args.run(out, &store),

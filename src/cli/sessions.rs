@@ -68,6 +68,9 @@ pub(super) struct AppendArgs {
     /// The tool calls of an assistant turn, as JSON.
     #[arg(long)]
     tool_calls: Option<String>,
+    /// The runtime's own record of the turn, as JSON, kept and returned as given.
+    #[arg(long)]
+    payload: Option<String>,
     /// Print {"session": ID, "index": N}.
     #[arg(long)]
     json: bool,
@@ -95,6 +98,7 @@ impl AppendArgs {
             name: self.name,
             tool_call_id: self.tool_call_id,
             tool_calls: self.tool_calls,
+            payload: self.payload,
             ..NewTurn::new(self.role, content).kind(self.kind)
         };
         let index = store.append(&self.session, turn)?;
@@ -161,6 +165,26 @@ impl ListArgs {
     pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
         emit(out, self.json, &store.list()?, |out, s| {
             render::list(out, s)
+        })
+    }
+}
+
+#[derive(Args)]
+pub(super) struct PopArgs {
+    /// The session whose last turn goes.
+    session: SessionId,
+    /// Print {"session": ID, "popped": TURN or null}.
+    #[arg(long)]
+    json: bool,
+}
+
+impl PopArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        let popped = store.pop(&self.session)?;
+        let reply = json!({ "session": self.session, "popped": popped });
+        emit(out, self.json, &reply, |out, _| match &popped {
+            Some(turn) => writeln!(out, "removed turn {} ({})", turn.index, turn.role),
+            None => writeln!(out, "session {} has no turns", self.session),
         })
     }
 }

@@ -62,6 +62,7 @@ pub(crate) fn turn_quads(iris: &Iris, w: &mut GraphWriter, r: &TurnRecord<'_>) {
         (ft::NAME, &turn.name),
         (ft::TOOL_CALL_ID, &turn.tool_call_id),
         (ft::TOOL_CALLS, &turn.tool_calls),
+        (ft::PAYLOAD, &turn.payload),
     ] {
         if let Some(v) = v {
             w.add(&iri, p, literal(v));
@@ -115,6 +116,7 @@ impl Rdf<'_> {
             tool_call_id: None,
             tool_calls: None,
             model: None,
+            payload: None,
             session: owner.id.clone(),
             branch: owner.branch.clone(),
             created_at: None,
@@ -152,6 +154,8 @@ impl Rdf<'_> {
                 t.tool_call_id = Some(v.to_string());
             } else if p == ft::TOOL_CALLS {
                 t.tool_calls = Some(v.to_string());
+            } else if p == ft::PAYLOAD {
+                t.payload = Some(v.to_string());
             } else if p == prov::GENERATED_AT_TIME {
                 t.created_at = Some(v.to_string());
             }
@@ -160,6 +164,34 @@ impl Rdf<'_> {
             return Err(missing_turn(owner, index));
         }
         Ok(t)
+    }
+
+    /// Every quad about turn `index` in the graph of `owner`: what removing it removes.
+    pub(crate) fn turn_statements(&self, owner: &SessionNode, index: u64) -> Result<Vec<Quad>> {
+        let turn = self.iris.turn(owner.id.as_str(), index);
+        self.backend
+            .quads(
+                Some(turn.as_ref().into()),
+                None,
+                None,
+                Some(GraphNameRef::NamedNode(owner.iri.as_ref())),
+            )
+            .collect()
+    }
+
+    /// The subject of a quad, in any graph, that names turn `index` of `owner` as its
+    /// object: something that would dangle if the turn went.
+    pub(crate) fn referrer_of_turn(
+        &self,
+        owner: &SessionNode,
+        index: u64,
+    ) -> Result<Option<String>> {
+        let turn = self.iris.turn(owner.id.as_str(), index);
+        self.backend
+            .quads(None, None, Some(turn.as_ref().into()), None)
+            .next()
+            .map(|quad| quad.map(|q| q.subject.to_string()))
+            .transpose()
     }
 
     /// Whether the graph of `owner` holds turn `index`.

@@ -24,7 +24,8 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/sessions", get(list).post(create))
         .route("/sessions/{id}", get(show).delete(delete))
-        .route("/sessions/{id}/turns", post(append))
+        .route("/sessions/{id}/turns", get(turns).post(append))
+        .route("/sessions/{id}/pop", post(pop))
         .route("/sessions/{id}/replay", get(replay))
         .route("/sessions/{id}/fork", post(fork))
         .route("/sessions/{id}/branches", get(branches))
@@ -192,37 +193,106 @@ struct TurnBody {
     tool_call_id: Option<String>,
     /// JSON: an array of tool calls, kept as JSON text.
     tool_calls: Option<serde_json::Value>,
+    /// JSON: the runtime's own record of the turn, returned as given.
+    payload: Option<serde_json::Value>,
 }
 
+impl TurnBody {
+    fn into_turn(self, limit: usize) -> Result<NewTurn, ApiError> {
+        if self.content.len() > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "turn content of {} bytes is over the limit of {limit} bytes",
+                    self.content.len()
+                ),
+            ));
+        }
+        let kind = self.kind.as_deref().unwrap_or("message");
+        Ok(NewTurn {
+            model: self.model,
+            name: self.name,
+            tool_call_id: self.tool_call_id,
+            tool_calls: self.tool_calls.map(|v| v.to_string()),
+            payload: self.payload.map(|v| v.to_string()),
+            ..NewTurn::parse(&self.role, kind, self.content)?
+        })
+    }
+}
+
+/// `POST /sessions/{id}/turns`: one turn (a JSON object) → `{"session", "index"}`, or
+/// several (an array of them, appended all or none) → `{"session", "indices"}`.
 async fn append(
     state: Shared,
     _: Authorized,
     Session(session): Session,
-    Body(b): Body<TurnBody>,
+    Body(body): Body<serde_json::Value>,
 ) -> Reply {
     let limit = state.config.max_content_bytes;
-    if b.content.len() > limit {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            format!(
-                "turn content of {} bytes is over the limit of {limit} bytes",
-                b.content.len()
-            ),
-        ));
-    }
-    let kind = b.kind.as_deref().unwrap_or("message");
-    let turn = NewTurn {
-        model: b.model,
-        name: b.name,
-        tool_call_id: b.tool_call_id,
-        tool_calls: b.tool_calls.map(|v| v.to_string()),
-        ..NewTurn::parse(&b.role, kind, b.content)?
+    let parse = |value: serde_json::Value, what: &str| -> Result<NewTurn, ApiError> {
+        serde_json::from_value::<TurnBody>(value)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {what}{e}")))?
+            .into_turn(limit)
     };
     let id = session.clone();
-    let index = blocking(&state, move |s| s.append(&session, turn)).await?;
-    let reply = Json(json!({ "session": id, "index": index }));
-    Ok((StatusCode::CREATED, reply).into_response())
+    let reply = match body {
+        serde_json::Value::Array(values) => {
+            let turns = values
+                .into_iter()
+                .enumerate()
+                .map(|(n, v)| parse(v, &format!("turn {n}: ")))
+                .collect::<Result<Vec<_>, _>>()?;
+            let indices = blocking(&state, move |s| s.append_all(&session, turns)).await?;
+            json!({ "session": id, "indices": indices })
+        }
+        value => {
+            let turn = parse(value, "")?;
+            let index = blocking(&state, move |s| s.append(&session, turn)).await?;
+            json!({ "session": id, "index": index })
+        }
+    };
+    Ok((StatusCode::CREATED, Json(reply)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnsParams {
+    /// The first index (default 0).
+    from: Option<u64>,
+    /// The last index, inclusive (default the last turn).
+    up_to: Option<u64>,
+    /// Only the last `last` turns of that range.
+    last: Option<u64>,
+}
+
+/// `GET /sessions/{id}/turns?from=&up_to=&last=`: the turns in full (kind, name, tool
+/// calls, model, payload, owner, digest, time), inherited ones stitched in.
+async fn turns(state: Shared, Session(session): Session, Params(p): Params<TurnsParams>) -> Reply {
+    let turns = blocking(&state, move |s| {
+        let length = s.info(&session)?.length;
+        let from = p.from.unwrap_or(0);
+        let mut turns = match p.up_to {
+            Some(up_to) => s.load_range(&session, from, up_to)?,
+            None if from >= length => Vec::new(),
+            None => s.load_range(&session, from, length - 1)?,
+        };
+        if let Some(last) = p.last {
+            let keep = (last as usize).min(turns.len());
+            turns.drain(..turns.len() - keep);
+        }
+        Ok(turns)
+    })
+    .await?;
+    Ok(Json(turns).into_response())
+}
+
+/// `POST /sessions/{id}/pop`: removes the session's last turn, `{"session", "popped"}`
+/// with the turn removed (`null` when there was none).
+async fn pop(state: Shared, _: Authorized, Session(session): Session) -> Reply {
+    let id = session.clone();
+    let popped = blocking(&state, move |s| s.pop(&session)).await?;
+    Ok(Json(json!({ "session": id, "popped": popped })).into_response())
 }
 
 #[derive(Deserialize)]
