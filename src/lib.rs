@@ -32,6 +32,7 @@ mod durability;
 mod error;
 mod html;
 mod io;
+pub mod mcp;
 mod merge;
 mod model;
 mod query;

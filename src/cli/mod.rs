@@ -176,6 +176,14 @@ enum Command {
     /// started with a token.
     #[cfg(feature = "server")]
     Serve(serve::ServeArgs),
+    /// Serve the store to an MCP client (an agent or its host) over standard input and
+    /// output.
+    ///
+    /// Tools: list_sessions, show_session, replay_session, list_branches, fork_session,
+    /// append_turn, diff_sessions, regenerate, job_status, cancel_job, query, verify;
+    /// each session's replay is the resource forktrail://sessions/{id}/replay.
+    /// Read-only unless started with --allow-writes.
+    Mcp(McpArgs),
     /// Export one session, or all, as RDF, replay records, chat messages or PROV-O.
     ///
     /// TriG and N-Quads are lossless (import reads them back); Turtle, JSONL replay
@@ -208,6 +216,36 @@ enum Command {
     /// For example: `forktrail completions bash >
     /// ~/.local/share/bash-completion/completions/forktrail`.
     Completions(CompletionsArgs),
+}
+
+#[derive(Args)]
+struct McpArgs {
+    /// Allow the tools that write: fork_session, append_turn, regenerate, cancel_job.
+    #[arg(long)]
+    allow_writes: bool,
+    /// Let regenerate send context to model endpoints off this machine.
+    #[arg(long)]
+    allow_remote_models: bool,
+}
+
+impl McpArgs {
+    fn run(self, out: Out, store: Store) -> CliResult {
+        let mode = if self.allow_writes {
+            "read-write"
+        } else {
+            "read-only"
+        };
+        eprintln!(
+            "forktrail mcp: serving {} ({mode}) on standard input and output",
+            store.location()
+        );
+        let config = forktrail::mcp::McpConfig {
+            allow_writes: self.allow_writes,
+            allow_remote_models: self.allow_remote_models,
+        };
+        let server = forktrail::mcp::McpServer::new(std::sync::Arc::new(store), config);
+        Ok(server.run(std::io::stdin().lock(), out)?)
+    }
 }
 
 #[derive(Args)]
@@ -302,6 +340,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Import(args) => args.run(out, &store),
         #[cfg(feature = "server")]
         Command::Serve(args) => args.run(out, store),
+        Command::Mcp(args) => args.run(out, store),
         Command::Export(args) => args.run(out, &store),
         Command::Verify(args) => args.run(out, &store),
         Command::Backup(args) => args.run(out, &store),
@@ -316,6 +355,7 @@ impl Command {
             Command::Demo | Command::New(_) | Command::Import(_) => true,
             #[cfg(feature = "server")]
             Command::Serve(_) => true,
+            Command::Mcp(_) => true,
             _ => false,
         }
     }
