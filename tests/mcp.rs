@@ -156,3 +156,61 @@ fn a_session_through_tool_calls() {
     assert!(error, "an update is not a query: {text}");
     assert_eq!(quads(&store), before);
 }
+
+/// Polls `job_status` until the job is no longer running.
+fn settled(server: &McpServer, job: &str) -> Value {
+    for _ in 0..600 {
+        let (error, text) = call(server, "job_status", json!({ "job": job }));
+        assert!(!error, "{text}");
+        let state: Value = serde_json::from_str(&text).unwrap();
+        if state["status"] != "running" {
+            return state;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("job {job} still running after 30 s");
+}
+
+#[test]
+fn swap_model_and_regenerate_run_as_jobs_the_agent_follows() {
+    let (store, server) = server(true);
+    let stub = stub::start(stub::Mode::Echo);
+    // The meta-agent's fork_session(id, at, swap_model): a fork answered by that model.
+    let (error, text) = call(
+        &server,
+        "fork_session",
+        json!({"session": "s", "at": 3, "swap_model": "model-b", "endpoint": stub.url}),
+    );
+    assert!(!error, "{text}");
+    let job: Value = serde_json::from_str(&text).unwrap();
+    let done = settled(&server, job["job"].as_str().unwrap());
+    assert_eq!(done["status"], "complete", "{done}");
+    let fork = sid(done["fork"].as_str().unwrap());
+    let turns = store.load(&fork, None).unwrap();
+    assert_eq!(turns.len(), 4);
+    assert_eq!(turns[3].model.as_deref(), Some("model-b"));
+    assert_eq!(turns[3].content, stub::echo("model-b", "s 2"));
+    // A slow one, cancelled through the server.
+    let slow = stub::start(stub::Mode::Slow(std::time::Duration::from_secs(20)));
+    let (_, text) = call(
+        &server,
+        "regenerate",
+        json!({"session": "s", "at": 1, "model": "model-c", "endpoint": slow.url}),
+    );
+    let job: Value = serde_json::from_str(&text).unwrap();
+    let id = job["job"].as_str().unwrap();
+    assert_eq!(job["status"], "running");
+    let (error, text) = call(&server, "cancel_job", json!({ "job": id }));
+    assert!(!error, "{text}");
+    assert_eq!(settled(&server, id)["status"], "cancelled");
+    // A plain fork calls no model, so an endpoint there is a mistake.
+    let (error, text) = call(
+        &server,
+        "fork_session",
+        json!({"session": "s", "endpoint": stub.url}),
+    );
+    assert!(
+        error && text.contains("endpoint is for swap_model"),
+        "{text}"
+    );
+}
