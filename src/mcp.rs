@@ -49,6 +49,17 @@ struct Tool {
     schema: fn() -> Value,
 }
 
+/// An object schema with these properties, of which `required` must be given, and no
+/// others.
+fn object(properties: Value, required: &[&str]) -> Value {
+    let mut schema =
+        json!({ "type": "object", "properties": properties, "additionalProperties": false });
+    if !required.is_empty() {
+        schema["required"] = json!(required);
+    }
+    schema
+}
+
 fn session_arg() -> Value {
     json!({ "type": "string", "description": "A session id." })
 }
@@ -58,21 +69,14 @@ const TOOLS: &[Tool] = &[
         name: "list_sessions",
         description: "List every session: id, branch, parent, fork point, length, title.",
         writes: false,
-        schema: || json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        schema: || object(json!({}), &[]),
     },
     Tool {
         name: "show_session",
         description: "A session's lineage facts: parent, fork point, branch, length, own \
                       turns, depth, head digest.",
         writes: false,
-        schema: || {
-            json!({
-                "type": "object",
-                "properties": { "session": session_arg() },
-                "required": ["session"],
-                "additionalProperties": false
-            })
-        },
+        schema: || object(json!({ "session": session_arg() }), &["session"]),
     },
     Tool {
         name: "replay_session",
@@ -81,30 +85,21 @@ const TOOLS: &[Tool] = &[
                       every field (kind, name, tool calls, model, payload, digest).",
         writes: false,
         schema: || {
-            json!({
-                "type": "object",
-                "properties": {
+            object(
+                json!({
                     "session": session_arg(),
                     "up_to": { "type": "integer", "minimum": 0, "description": "The last index (inclusive)." },
                     "full": { "type": "boolean", "description": "Every field of each turn." }
-                },
-                "required": ["session"],
-                "additionalProperties": false
-            })
+                }),
+                &["session"],
+            )
         },
     },
     Tool {
         name: "list_branches",
         description: "The direct children (forks) of a session: id, label, fork point.",
         writes: false,
-        schema: || {
-            json!({
-                "type": "object",
-                "properties": { "session": session_arg() },
-                "required": ["session"],
-                "additionalProperties": false
-            })
-        },
+        schema: || object(json!({ "session": session_arg() }), &["session"]),
     },
     Tool {
         name: "fork_session",
@@ -114,9 +109,8 @@ const TOOLS: &[Tool] = &[
                       what-if regeneration; returns the job). dry_run returns the plan.",
         writes: true,
         schema: || {
-            json!({
-                "type": "object",
-                "properties": {
+            object(
+                json!({
                     "session": session_arg(),
                     "at": { "type": "integer", "minimum": 0, "description": "The fork point K: the child shares turns 0..K-1." },
                     "anchor": { "type": "string", "description": "Fork at this anchor's index instead of at." },
@@ -124,13 +118,14 @@ const TOOLS: &[Tool] = &[
                     "reason": { "type": "string" },
                     "id": { "type": "string", "description": "The new session's id (default: a UUID v7)." },
                     "request_id": { "type": "string", "description": "A retry with the same id returns the first fork." },
+                    "principal": { "type": "string", "description": "Who the fork runs for." },
+                    "summarize": { "type": "boolean", "description": "Store a summary of the inherited prefix." },
                     "dry_run": { "type": "boolean" },
                     "swap_model": { "type": "string", "description": "Regenerate turn `at` with this model on the fork." },
                     "endpoint": { "type": "string", "description": "With swap_model: the OpenAI-compatible base URL." }
-                },
-                "required": ["session"],
-                "additionalProperties": false
-            })
+                }),
+                &["session"],
+            )
         },
     },
     Tool {
@@ -138,9 +133,8 @@ const TOOLS: &[Tool] = &[
         description: "Append a turn to a session; returns its index.",
         writes: true,
         schema: || {
-            json!({
-                "type": "object",
-                "properties": {
+            object(
+                json!({
                     "session": session_arg(),
                     "role": { "type": "string", "enum": ["system", "user", "assistant", "tool"] },
                     "content": { "type": "string" },
@@ -150,10 +144,9 @@ const TOOLS: &[Tool] = &[
                     "tool_call_id": { "type": "string" },
                     "tool_calls": { "type": "array", "items": { "type": "object" } },
                     "payload": { "description": "The runtime's own record of the turn, returned as given." }
-                },
-                "required": ["session", "role", "content"],
-                "additionalProperties": false
-            })
+                }),
+                &["session", "role", "content"],
+            )
         },
     },
     Tool {
@@ -178,9 +171,8 @@ const TOOLS: &[Tool] = &[
                       returns the plan.",
         writes: true,
         schema: || {
-            json!({
-                "type": "object",
-                "properties": {
+            object(
+                json!({
                     "session": session_arg(),
                     "at": { "type": "integer", "minimum": 0 },
                     "model": { "type": "string" },
@@ -195,37 +187,22 @@ const TOOLS: &[Tool] = &[
                     "max_context_tokens": { "type": "integer", "minimum": 1 },
                     "timeout_secs": { "type": "integer", "minimum": 1 },
                     "dry_run": { "type": "boolean" }
-                },
-                "required": ["session", "at"],
-                "additionalProperties": false
-            })
+                }),
+                &["session", "at"],
+            )
         },
     },
     Tool {
         name: "job_status",
         description: "A regeneration job: status, fork, model, tokens, error.",
         writes: false,
-        schema: || {
-            json!({
-                "type": "object",
-                "properties": { "job": { "type": "string" } },
-                "required": ["job"],
-                "additionalProperties": false
-            })
-        },
+        schema: || object(json!({ "job": { "type": "string" } }), &["job"]),
     },
     Tool {
         name: "cancel_job",
         description: "Cancel a running regeneration job.",
         writes: true,
-        schema: || {
-            json!({
-                "type": "object",
-                "properties": { "job": { "type": "string" } },
-                "required": ["job"],
-                "additionalProperties": false
-            })
-        },
+        schema: || object(json!({ "job": { "type": "string" } }), &["job"]),
     },
     Tool {
         name: "query",
@@ -235,15 +212,13 @@ const TOOLS: &[Tool] = &[
                       (default 200), with truncated set when there were more.",
         writes: false,
         schema: || {
-            json!({
-                "type": "object",
-                "properties": {
+            object(
+                json!({
                     "query": { "type": "string" },
                     "limit": { "type": "integer", "minimum": 1, "maximum": QUERY_ROWS_MAX }
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            })
+                }),
+                &["query"],
+            )
         },
     },
     Tool {
