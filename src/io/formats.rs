@@ -1,5 +1,6 @@
 //! The formats forktrail reads and writes, and how a file's content tells which it is.
 
+use super::codex;
 use crate::error::{Error, Result};
 use oxigraph::io::{RdfFormat, RdfParser};
 use std::str::FromStr;
@@ -78,11 +79,15 @@ pub enum ImportFormat {
     OpenAi,
     /// A Claude Code session log (JSONL), or a Claude Code project folder.
     ClaudeCode,
+    /// An OpenAI Codex CLI rollout (JSONL): `{"timestamp", "type", "payload"}` lines,
+    /// or an early rollout's bare session meta and response items.
+    Codex,
 }
 
 impl ImportFormat {
     /// Every import format's name, as `--format` takes it.
-    pub const NAMES: &'static [&'static str] = &["trig", "nquads", "openai", "claude-code"];
+    pub const NAMES: &'static [&'static str] =
+        &["trig", "nquads", "openai", "claude-code", "codex"];
 
     /// The format `content` is written in, told from its first lines, or `None` when it
     /// looks like none of them.
@@ -92,6 +97,7 @@ impl ImportFormat {
     /// assert_eq!(ImportFormat::sniff(b"[{\"role\": \"user\", \"content\": \"hi\"}]"), Some(ImportFormat::OpenAi));
     /// assert_eq!(ImportFormat::sniff(b"{\"role\": \"user\", \"content\": \"hi\"}\n"), Some(ImportFormat::OpenAi));
     /// assert_eq!(ImportFormat::sniff(b"{\"type\": \"user\", \"uuid\": \"u1\"}\n"), Some(ImportFormat::ClaudeCode));
+    /// assert_eq!(ImportFormat::sniff(b"{\"timestamp\": \"2025-09-01T10:00:00.000Z\", \"type\": \"session_meta\", \"payload\": {\"id\": \"s1\"}}\n"), Some(ImportFormat::Codex));
     /// assert_eq!(ImportFormat::sniff(b"<urn:s> <urn:p> <urn:o> <urn:g> .\n"), Some(ImportFormat::NQuads));
     /// assert_eq!(ImportFormat::sniff(b"@prefix ft: <https://w3id.org/forktrail/ns#> .\n"), Some(ImportFormat::TriG));
     /// assert_eq!(ImportFormat::sniff(b"Dear diary,"), None);
@@ -115,9 +121,11 @@ impl ImportFormat {
             return Some(Self::OpenAi);
         }
         if first.starts_with('{') {
-            // One JSON object per line: a Claude Code line has a "type" and the ids
-            // that chain lines (its first lines may be snapshots that have neither);
-            // an OpenAI message has a "role".
+            // One JSON object per line: a Codex rollout line has a "type" Codex writes
+            // and a "payload" (an early rollout opens with a bare session meta, an "id"
+            // and a "timestamp"); a Claude Code line has a "type" and the ids that chain
+            // lines (its first lines may be snapshots that have neither); an OpenAI
+            // message has a "role".
             let claude_keys = [
                 "uuid",
                 "parentUuid",
@@ -129,16 +137,27 @@ impl ImportFormat {
             if first_is_cut {
                 // One line longer than the window: judge by the keys it shows.
                 let has = |key: &str| first.contains(&format!("\"{key}\":"));
+                let codex_type = codex::LINE_TYPES
+                    .iter()
+                    .any(|t| first.contains(&format!("\"type\":\"{t}\"")));
+                if codex_type && has("payload") {
+                    return Some(Self::Codex);
+                }
                 if has("type") && claude_keys.iter().any(|k| has(k)) {
                     return Some(Self::ClaudeCode);
                 }
                 return has("role").then_some(Self::OpenAi);
             }
-            for line in std::iter::once(first).chain(lines).take(50) {
+            for (i, line) in std::iter::once(first).chain(lines).take(50).enumerate() {
                 // A line that is not an object says nothing either way.
                 let Ok(serde_json::Value::Object(object)) = serde_json::from_str(line) else {
                     continue;
                 };
+                if codex::is_rollout_line(&object)
+                    || (i == 0 && codex::is_early_rollout_meta(&object))
+                {
+                    return Some(Self::Codex);
+                }
                 if object.get("type").is_some_and(serde_json::Value::is_string)
                     && claude_keys.iter().any(|k| object.contains_key(*k))
                 {
@@ -198,6 +217,7 @@ impl FromStr for ImportFormat {
             "nquads" => Self::NQuads,
             "openai" => Self::OpenAi,
             "claude-code" => Self::ClaudeCode,
+            "codex" => Self::Codex,
             _ => {
                 return Err(Error::InvalidInput(format!(
                     "unknown import format {s:?} (expected one of: {})",

@@ -1,6 +1,6 @@
 //! Export and import: forktrail's own RDF (lossless), JSONL replay records, PROV-O for
 //! PROV tools, and the transcripts of other tools (OpenAI chat messages, Claude Code
-//! logs); formats told apart by their content.
+//! logs, Codex CLI rollouts); formats told apart by their content.
 //!
 //! | file | what |
 //! | --- | --- |
@@ -9,9 +9,11 @@
 //! | `report.rs` | what transcript imports take and report |
 //! | `openai.rs` | OpenAI chat messages in and out |
 //! | `claude_code.rs` | Claude Code logs, sub-agents and project folders in |
+//! | `codex.rs` | OpenAI Codex CLI rollouts in |
 //! | `copy.rs` | a whole store into another, checked session by session |
 
 mod claude_code;
+mod codex;
 mod copy;
 mod formats;
 mod graphs;
@@ -113,7 +115,8 @@ impl Store {
 
     /// Imports `content` in `format`, or in the format its content shows when `None`
     /// (see [`ImportFormat::sniff`]), all or nothing: forktrail's own TriG or N-Quads,
-    /// an OpenAI transcript (one new session) or a Claude Code log.
+    /// an OpenAI transcript or a Codex CLI rollout (one new session each), or a Claude
+    /// Code log.
     pub fn import_with(
         &self,
         content: &[u8],
@@ -135,6 +138,7 @@ impl Store {
         match format {
             ImportFormat::OpenAi => self.import_openai(text()?, NewSession::default(), options),
             ImportFormat::ClaudeCode => self.import_claude_code(text()?, options),
+            ImportFormat::Codex => self.import_codex(text()?, options),
             ImportFormat::TriG | ImportFormat::NQuads => Ok(TranscriptReport {
                 sessions: self.import(content, format)?,
                 ..Default::default()
@@ -180,7 +184,7 @@ impl Store {
     /// this store's base IRI, and forks whose parent is neither in the file nor here.
     /// Returns the imported session ids.
     ///
-    /// Transcripts (OpenAI, Claude Code) are read whole and imported with default
+    /// Transcripts (OpenAI, Claude Code, Codex) are read whole and imported with default
     /// options; [`Store::import_with`] returns their full report.
     pub fn import(&self, mut input: impl Read, format: ImportFormat) -> Result<Vec<SessionId>> {
         match format {

@@ -426,7 +426,7 @@ struct ImportParams {
     skip_invalid: bool,
 }
 
-/// `POST /import[?format=trig|nquads|openai|claude-code]`: the file as the body; without
+/// `POST /import[?format=trig|nquads|openai|claude-code|codex]`: the file as the body; without
 /// a format, the body's content tells it.
 async fn import(
     state: Shared,

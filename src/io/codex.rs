@@ -1,0 +1,447 @@
+//! OpenAI Codex CLI rollouts in: the JSONL transcript Codex writes for each session
+//! (`~/.codex/sessions/YYYY/MM/DD/rollout-….jsonl`).
+//!
+//! Each line is `{"timestamp", "type", "payload"}`, the type one of `session_meta` (the
+//! session's id, cwd, CLI version, …), `response_item` (what the model saw or said: a
+//! message, a reasoning item, a tool call or its output, …), `turn_context` (the model
+//! and policies of the turns that follow), `compacted` (the summary that replaced the
+//! history before it) and `event_msg` (what the UI was shown). Rollouts of the first
+//! Codex CLI releases have no envelope: a bare session meta object on the first line,
+//! then bare response items and `{"record_type": "state"}` lines; both are read.
+//!
+//! A rollout becomes one new root session named by its `session_meta` id. Messages,
+//! reasoning summaries, tool calls and their outputs become turns in file order;
+//! `turn_context` gives the model assistant turns are attributed to. Lines of other
+//! types are counted by type in the report, never dropped unsaid. A rollout is not
+//! extended: importing it again is refused, its session being there already.
+//!
+//! An import is built in a scratch in-memory store with the ordinary API, then added
+//! with the validated RDF import: all of it in one transaction, or nothing.
+
+use super::report::{lines, TranscriptOptions, TranscriptReport};
+use crate::error::{Error, Result};
+use crate::model::{Kind, NewSession, NewTurn, Role, SessionId};
+use crate::store::Store;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+
+/// The line types of a rollout (the `type` beside `payload`).
+pub(super) const LINE_TYPES: [&str; 5] = [
+    "session_meta",
+    "response_item",
+    "event_msg",
+    "turn_context",
+    "compacted",
+];
+
+/// Whether a JSON object is a rollout line: a `type` Codex writes, and a `payload`.
+pub(super) fn is_rollout_line(object: &Map<String, Value>) -> bool {
+    object.contains_key("payload")
+        && object
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| LINE_TYPES.contains(&t))
+}
+
+/// Whether a JSON object is the first line of an early rollout: a bare session meta
+/// (`id`, `timestamp`), with neither the `type` of a line nor the `role` of a message.
+pub(super) fn is_early_rollout_meta(object: &Map<String, Value>) -> bool {
+    object.get("id").is_some_and(Value::is_string)
+        && object.get("timestamp").is_some_and(Value::is_string)
+        && !object.contains_key("type")
+        && !object.contains_key("role")
+}
+
+impl Store {
+    /// Imports an OpenAI Codex CLI rollout (JSONL) as one new root session, all or
+    /// nothing. The session is named by the rollout's `session_meta` id (a fresh id if
+    /// it has none that is a valid session id) and titled `codex <id>`; a rollout whose
+    /// session is already in the store is refused, not imported twice.
+    ///
+    /// - `message` items become turns of their role (`developer` is read as `system`),
+    ///   their text parts joined by blank lines; images are left out.
+    /// - `reasoning` items become `note` turns of the assistant holding their summary
+    ///   (or their reasoning text when they have no summary): what the model noted on
+    ///   its way to an answer, not something it said to anyone, which is what a `note`
+    ///   is; encrypted reasoning has no text and is not kept.
+    /// - `function_call`, `custom_tool_call` and `local_shell_call` items become
+    ///   assistant `tool_call` turns with empty content and `tool_calls` in the OpenAI
+    ///   chat shape (a local shell call is the function `local_shell`, its action JSON
+    ///   the arguments); their outputs become `tool` turns carrying the call's id and
+    ///   the name of the tool it called.
+    /// - `compacted` lines become assistant `compaction` turns holding the summary.
+    /// - `turn_context` lines set the model later assistant turns are attributed to.
+    ///
+    /// Everything else (`event_msg`, `turn_context` itself, later `session_meta` lines,
+    /// response items of other types such as `web_search_call`, items with no text) is
+    /// counted by type in [`TranscriptReport::skipped_types`]. A malformed line, or an
+    /// output for a call no earlier line makes, refuses the import naming the line,
+    /// unless `skip_invalid`.
+    pub fn import_codex(
+        &self,
+        text: &str,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
+        let mut report = TranscriptReport::default();
+        let items = read_items(text);
+
+        let meta_id = items.iter().find_map(|(_, item)| match item {
+            Ok(Item::Meta { id }) => Some(id.clone()),
+            _ => None,
+        });
+        let id = meta_id
+            .clone()
+            .flatten()
+            .and_then(|id| SessionId::new(id).ok());
+        if let Some(id) = &id {
+            if self.exists(id)? {
+                return Err(Error::Conflict(format!(
+                    "session {id} already exists: this Codex rollout was imported before \
+                     (or another session has its id); delete it first or import into \
+                     another store"
+                )));
+            }
+        }
+        let title = match meta_id.flatten() {
+            Some(raw) => format!("codex {raw}"),
+            None => "codex rollout".into(),
+        };
+        let scratch = Store::in_memory()?.with_base_iri(&self.iris.base)?;
+        let session = scratch.create_session(NewSession {
+            id: id.map(|id| id.to_string()),
+            title: Some(title),
+            principal: None,
+        })?;
+
+        let mut model: Option<String> = None;
+        // Tool call id -> the name of the tool it calls, for the outputs that answer it.
+        let mut calls: HashMap<String, String> = HashMap::new();
+        let mut seen_meta = false;
+        let total = items.len() as u64;
+        for (done, (n, item)) in items.into_iter().enumerate() {
+            if let Some(progress) = options.progress {
+                progress(done as u64 + 1, total);
+            }
+            let step = item.and_then(|item| match item {
+                Item::Meta { .. } if !seen_meta => {
+                    seen_meta = true;
+                    Ok(Step::Nothing)
+                }
+                Item::Meta { .. } => Ok(Step::Skip("session_meta".into())),
+                Item::Context { model: m } => {
+                    if m.is_some() {
+                        model = m;
+                    }
+                    Ok(Step::Skip("turn_context".into()))
+                }
+                Item::Skipped(kind) => Ok(Step::Skip(kind)),
+                Item::Turn(turn, call) => {
+                    let mut turn = *turn;
+                    let mut makes = None;
+                    match call {
+                        Call::None => {}
+                        Call::Makes { id, name } => makes = Some((id, name)),
+                        Call::Answers(id) => {
+                            let Some(name) = calls.get(&id) else {
+                                return Err(format!(
+                                    "an output for call {id:?}, which no earlier line makes"
+                                ));
+                            };
+                            turn = turn.name(name.clone()).tool_call_id(id);
+                        }
+                    }
+                    if let (Role::Assistant, Some(model)) = (turn.role, &model) {
+                        turn = turn.model(model.clone());
+                    }
+                    Ok(Step::Append(turn, makes))
+                }
+            });
+            match step {
+                Ok(Step::Nothing) => {}
+                Ok(Step::Skip(kind)) => *report.skipped_types.entry(kind).or_default() += 1,
+                // A turn the write path refuses (a tool name with a space, say) is a
+                // malformed line like any other; a refused append leaves no trace.
+                Ok(Step::Append(turn, makes)) => match scratch.append(&session, turn) {
+                    Ok(_) => {
+                        report.turns += 1;
+                        // Only a call that was written can be answered.
+                        if let Some((id, name)) = makes {
+                            calls.insert(id, name);
+                        }
+                    }
+                    Err(_) if options.skip_invalid => report.skipped_invalid.push(n),
+                    Err(e) => return Err(invalid(n, e)),
+                },
+                Err(_) if options.skip_invalid => report.skipped_invalid.push(n),
+                Err(why) => return Err(invalid(n, why)),
+            }
+        }
+        if report.turns == 0 {
+            return Err(Error::InvalidInput(
+                "the rollout holds no message, reasoning summary, tool call or compaction; \
+                 nothing was imported"
+                    .into(),
+            ));
+        }
+        report.sessions = self.take_from(&scratch)?;
+        Ok(report)
+    }
+}
+
+/// Each non-blank line of a rollout, numbered, read as what it holds (or why not). An
+/// early rollout (a bare session meta first, bare items after) is read as such.
+fn read_items(text: &str) -> Vec<(u64, std::result::Result<Item, String>)> {
+    let all = lines(text);
+    let early = all.first().is_some_and(|(_, first)| {
+        serde_json::from_str::<Value>(first)
+            .ok()
+            .and_then(|v| v.as_object().map(is_early_rollout_meta))
+            .unwrap_or(false)
+    });
+    all.iter()
+        .enumerate()
+        .map(|(i, (n, line))| {
+            let item = serde_json::from_str::<Value>(line)
+                .map_err(|e| format!("not JSON: {e}"))
+                .and_then(|v| match (early, i) {
+                    (true, 0) => early_meta(&v),
+                    (true, _) => early_line(v, *n),
+                    (false, _) => rollout_line(v, *n),
+                });
+            (*n, item)
+        })
+        .collect()
+}
+
+/// What one line of a rollout holds.
+enum Item {
+    /// A `session_meta`: the first names the session.
+    Meta { id: Option<String> },
+    /// A `turn_context`, with the model of the turns that follow.
+    Context { model: Option<String> },
+    /// A turn, and the tool call it makes or answers.
+    Turn(Box<NewTurn>, Call),
+    /// A line forktrail does not import, by type.
+    Skipped(String),
+}
+
+/// What a line does to the session being built.
+enum Step {
+    Nothing,
+    /// Counted in the report under this type.
+    Skip(String),
+    /// A turn, and the call `(id, tool name)` it makes.
+    Append(NewTurn, Option<(String, String)>),
+}
+
+/// The tool call a turn makes or answers.
+enum Call {
+    None,
+    Makes {
+        id: String,
+        name: String,
+    },
+    /// An output: the call's id (its tool's name is filled in from the call).
+    Answers(String),
+}
+
+fn invalid(line: u64, why: impl std::fmt::Display) -> Error {
+    Error::InvalidInput(format!("line {line}: {why}; nothing was imported"))
+}
+
+/// A line `{"timestamp", "type", "payload"}`.
+fn rollout_line(value: Value, n: u64) -> std::result::Result<Item, String> {
+    let Value::Object(mut line) = value else {
+        return Err("a rollout line must be a JSON object".into());
+    };
+    let kind = match line.get("type") {
+        Some(Value::String(kind)) => kind.clone(),
+        _ => return Err("a rollout line needs a \"type\" (a string)".into()),
+    };
+    if !LINE_TYPES.contains(&kind.as_str()) {
+        return Ok(Item::Skipped(kind));
+    }
+    let payload = match line.remove("payload") {
+        Some(Value::Object(payload)) => payload,
+        Some(_) => return Err(format!("the payload of a {kind} line must be an object")),
+        None => return Err(format!("a {kind} line needs a \"payload\"")),
+    };
+    match kind.as_str() {
+        "session_meta" => Ok(Item::Meta {
+            id: string(&payload, "id"),
+        }),
+        "turn_context" => Ok(Item::Context {
+            model: string(&payload, "model"),
+        }),
+        "compacted" => {
+            let message = payload
+                .get("message")
+                .and_then(Value::as_str)
+                .ok_or("a compacted line needs a \"message\" (a string)")?;
+            if message.trim().is_empty() {
+                return Ok(Item::Skipped("compacted (no message)".into()));
+            }
+            let turn = NewTurn::new(Role::Assistant, message).kind(Kind::Compaction);
+            Ok(Item::Turn(Box::new(turn), Call::None))
+        }
+        "response_item" => response_item(payload, n),
+        _ => Ok(Item::Skipped(kind)),
+    }
+}
+
+/// The first line of an early rollout: a bare session meta.
+fn early_meta(value: &Value) -> std::result::Result<Item, String> {
+    let object = value
+        .as_object()
+        .ok_or("the session meta must be an object")?;
+    Ok(Item::Meta {
+        id: string(object, "id"),
+    })
+}
+
+/// A later line of an early rollout: a bare response item or a `record_type` line.
+fn early_line(value: Value, n: u64) -> std::result::Result<Item, String> {
+    let Value::Object(object) = value else {
+        return Err("a rollout line must be a JSON object".into());
+    };
+    if let Some(record) = object.get("record_type") {
+        let record = record.as_str().ok_or("\"record_type\" must be a string")?;
+        return Ok(Item::Skipped(record.to_string()));
+    }
+    response_item(object, n)
+}
+
+/// A response item (the payload of a `response_item` line).
+fn response_item(item: Map<String, Value>, n: u64) -> std::result::Result<Item, String> {
+    let kind = string(&item, "type").ok_or("a response item needs a \"type\" (a string)")?;
+    let skipped = |what: &str| Ok(Item::Skipped(format!("response_item/{kind}{what}")));
+    match kind.as_str() {
+        "message" => {
+            let role = match item.get("role").and_then(Value::as_str) {
+                Some("user") => Role::User,
+                Some("assistant") => Role::Assistant,
+                Some("system") | Some("developer") => Role::System,
+                Some(other) => return Err(format!("a message of unknown role {other:?}")),
+                None => return Err("a message needs a \"role\" (a string)".into()),
+            };
+            let parts = item
+                .get("content")
+                .and_then(Value::as_array)
+                .ok_or("a message needs \"content\" (an array of parts)")?;
+            let text = text_of_parts(parts, &["input_text", "output_text", "text"])?;
+            if text.is_empty() {
+                return skipped(" (no text)");
+            }
+            Ok(Item::Turn(Box::new(NewTurn::new(role, text)), Call::None))
+        }
+        "reasoning" => {
+            let mut text = match item.get("summary") {
+                Some(Value::Array(parts)) => text_of_parts(parts, &["summary_text"])?,
+                None | Some(Value::Null) => String::new(),
+                Some(_) => return Err("a reasoning item's \"summary\" must be an array".into()),
+            };
+            if text.is_empty() {
+                if let Some(Value::Array(parts)) = item.get("content") {
+                    text = text_of_parts(parts, &["reasoning_text", "text"])?;
+                }
+            }
+            if text.is_empty() {
+                return skipped(" (no summary)");
+            }
+            let turn = NewTurn::new(Role::Assistant, text).kind(Kind::Note);
+            Ok(Item::Turn(Box::new(turn), Call::None))
+        }
+        "function_call" => {
+            let arguments = match item.get("arguments") {
+                Some(Value::String(text)) => text.clone(),
+                Some(other @ Value::Object(_)) => other.to_string(),
+                _ => return Err("a function_call needs \"arguments\" (a string)".into()),
+            };
+            let name = required(&item, "function_call", "name")?;
+            let id = required(&item, "function_call", "call_id")?;
+            Ok(tool_call(id, name, arguments))
+        }
+        "custom_tool_call" => {
+            let name = required(&item, "custom_tool_call", "name")?;
+            let id = required(&item, "custom_tool_call", "call_id")?;
+            let input = required(&item, "custom_tool_call", "input")?;
+            Ok(tool_call(id, name, input))
+        }
+        "local_shell_call" => {
+            let action = item
+                .get("action")
+                .filter(|a| a.is_object())
+                .ok_or("a local_shell_call needs an \"action\" (an object)")?;
+            // Chat-completions calls carry no call_id (and nothing can answer them):
+            // the line number stands in, so that the call still reads as one.
+            let id = string(&item, "call_id").unwrap_or_else(|| format!("line-{n}"));
+            Ok(tool_call(id, "local_shell".into(), action.to_string()))
+        }
+        "function_call_output" | "custom_tool_call_output" => {
+            let id = required(&item, &kind, "call_id")?;
+            let output = match item.get("output") {
+                Some(Value::String(text)) => text.clone(),
+                Some(Value::Array(parts)) => text_of_parts(parts, &["input_text", "output_text"])?,
+                // Not what Codex writes, but what some tools that rewrite rollouts do.
+                Some(Value::Object(o)) if o.get("content").is_some_and(Value::is_string) => {
+                    string(o, "content").unwrap_or_default()
+                }
+                _ => {
+                    return Err(format!(
+                        "a {kind} needs an \"output\" (a string or an array of parts)"
+                    ))
+                }
+            };
+            Ok(Item::Turn(
+                Box::new(NewTurn::new(Role::Tool, output)),
+                Call::Answers(id),
+            ))
+        }
+        _ => skipped(""),
+    }
+}
+
+/// An assistant turn that calls one tool, in the OpenAI chat shape.
+fn tool_call(id: String, name: String, arguments: String) -> Item {
+    let calls = json!([{
+        "id": id,
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }]);
+    let turn = NewTurn::new(Role::Assistant, "")
+        .kind(Kind::ToolCall)
+        .tool_calls(calls.to_string());
+    Item::Turn(Box::new(turn), Call::Makes { id, name })
+}
+
+/// The text of the parts whose type is one of `text_types`, joined by blank lines;
+/// other parts (images) are left out.
+fn text_of_parts(parts: &[Value], text_types: &[&str]) -> std::result::Result<String, String> {
+    let mut texts = Vec::new();
+    for part in parts {
+        let part = part.as_object().ok_or("a content part must be an object")?;
+        let kind = part.get("type").and_then(Value::as_str);
+        if kind.is_some_and(|k| text_types.contains(&k)) {
+            let text = part
+                .get("text")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("a {} part needs a \"text\"", kind.unwrap_or("")))?;
+            if !text.is_empty() {
+                texts.push(text);
+            }
+        }
+    }
+    Ok(texts.join("\n\n"))
+}
+
+fn string(object: &Map<String, Value>, key: &str) -> Option<String> {
+    object.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+fn required(
+    object: &Map<String, Value>,
+    what: &str,
+    key: &str,
+) -> std::result::Result<String, String> {
+    string(object, key).ok_or_else(|| format!("a {what} needs a \"{key}\" (a string)"))
+}
