@@ -237,6 +237,11 @@ async fn append(
     };
     let id = session.clone();
     let reply = match body {
+        serde_json::Value::Array(values) if values.is_empty() => {
+            return Err(ApiError::bad_request(
+                "the body is an empty array: send one turn, or an array of at least one",
+            ))
+        }
         serde_json::Value::Array(values) => {
             let turns = values
                 .into_iter()
