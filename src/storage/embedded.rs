@@ -3,7 +3,8 @@
 use super::{evaluation_error, Backend, Change, Quads, Sparql};
 use crate::error::{Error, Result};
 use oxigraph::model::{
-    GraphName, GraphNameRef, NamedNodeRef, NamedOrBlankNode, NamedOrBlankNodeRef, QuadRef, TermRef,
+    GraphName, GraphNameRef, NamedNodeRef, NamedOrBlankNode, NamedOrBlankNodeRef, Quad, QuadRef,
+    TermRef,
 };
 use oxigraph::sparql::{CancellationToken, QueryResults, SparqlEvaluator};
 use std::path::{Path, PathBuf};
@@ -87,6 +88,17 @@ impl Backend for Embedded {
             tx.insert(quad);
         }
         tx.commit()?;
+        Ok(())
+    }
+
+    /// Oxigraph's bulk loader: sorted files written beside the store and added in one
+    /// ingestion at `commit` (atomic: before it, nothing is visible; a failure removes
+    /// the files). On RocksDB it is many times faster than a transaction of the same
+    /// quads, which holds every index entry in one write batch.
+    fn bulk_insert(&self, quads: Vec<Quad>) -> Result<()> {
+        let mut loader = self.store.bulk_loader();
+        loader.load_quads(quads)?;
+        loader.commit()?;
         Ok(())
     }
 

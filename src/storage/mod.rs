@@ -78,6 +78,16 @@ pub(crate) trait Backend: Send + Sync {
     /// Writes `change` atomically.
     fn commit(&self, change: Change) -> Result<()>;
 
+    /// Inserts many quads at once, atomically: what a large import writes. A store with
+    /// a faster path than a transaction (Oxigraph's bulk loader, which writes sorted
+    /// files and adds them in one step) takes it; by default, one commit.
+    fn bulk_insert(&self, quads: Vec<Quad>) -> Result<()> {
+        self.commit(Change {
+            inserts: quads,
+            ..Change::default()
+        })
+    }
+
     fn query(&self, query: Sparql) -> Result<QueryResults<'static>>;
 
     /// Runs a SPARQL update in one transaction: `update` is `text` parsed (and checked);
