@@ -13,10 +13,11 @@ NODE_LLAMA_CPP ?= 3.22.1
 OXIGRAPH_SERVER ?= 0.5.13
 MCP ?= 2.3.0
 OPENAI_AGENTS ?= 0.24.0
+PEERS_VENV ?= $(HOME)/.cache/forktrail/peers-venv
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser python demo serve test lint crash-test
+.PHONY: deps llm virtuoso browser python demo serve test lint crash-test bench-peers
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -100,3 +101,18 @@ lint: deps
 # The crash test with 150 kills instead of the 30 `make test` runs (release build).
 crash-test: deps
 	FORKTRAIL_CRASH_ROUNDS=150 $(CARGO) test --release --test crash -- --nocapture
+
+# forktrail's core figures on RocksDB next to the same workloads on LangGraph's SQLite
+# checkpointer and the OpenAI Agents SDK's AdvancedSQLiteSession, in one run, printed as
+# one table with ratios (benches/peers/README.md). The peers go in a venv of their own.
+bench-peers: deps
+	python3 -m venv "$(PEERS_VENV)"
+	"$(PEERS_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check \
+		-r benches/peers/requirements.txt
+	@out=$$(mktemp -d) && trap 'rm -rf "$$out"' EXIT && \
+	echo "== forktrail: cargo bench --bench core (RocksDB)" && \
+	FORKTRAIL_BENCH_JSON=1 FORKTRAIL_BENCH_STORE=rocksdb $(CARGO) bench --bench core \
+		> "$$out/forktrail.json" && \
+	echo "== peers: benches/peers/peers.py" && \
+	"$(PEERS_VENV)/bin/python" benches/peers/peers.py > "$$out/peers.json" && \
+	echo && python3 benches/peers/compare.py "$$out/forktrail.json" "$$out/peers.json"
