@@ -132,16 +132,26 @@ fn append_rate(store: &Store, n: usize, seed: u64) -> f64 {
 }
 
 /// What Oxigraph itself sustains for the same write: a turn's 7 quads, one
-/// transaction each, with nothing read first. The ceiling for `append_rate`.
-fn oxigraph_floor(store: &Store, n: usize) -> f64 {
+/// transaction each, with nothing read first, from `threads` threads at once. The
+/// ceiling for `append_rate` and `concurrent_appends`.
+fn oxigraph_floor(store: &Store, n: usize, threads: usize) -> f64 {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            scope.spawn(move || oxigraph_writes(store, n / threads, t));
+        }
+    });
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+fn oxigraph_writes(store: &Store, n: usize, thread: usize) {
     use forktrail::vocab::{ft, prov, rdf};
     use oxigraph::model::Literal;
-    let g = NamedNode::new("urn:forktrail:session:floor").unwrap();
+    let g = NamedNode::new(format!("urn:forktrail:session:floor{thread}")).unwrap();
     let agent = NamedNode::new("urn:forktrail:agent:anonymous").unwrap();
-    let mut contents = Contents(5);
+    let mut contents = Contents(5 + thread as u64);
     let turns: Vec<String> = (0..n).map(|_| contents.next()).collect();
     let ox = store.oxigraph();
-    let start = Instant::now();
     for (i, c) in turns.into_iter().enumerate() {
         let t = NamedNode::new(format!("{}/turn/{i}", g.as_str())).unwrap();
         let digest = format!("{:064x}", i);
@@ -163,7 +173,48 @@ fn oxigraph_floor(store: &Store, n: usize) -> f64 {
         }
         tx.commit().unwrap();
     }
-    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// `writers` threads, each appending `per_writer` turns to its own session (one append
+/// per call, as agents do) on a fresh store: turns per second over all of them, and the
+/// median and 99th percentile of one append's latency.
+fn concurrent_appends(
+    store: &Store,
+    writers: usize,
+    per_writer: usize,
+) -> (f64, Duration, Duration) {
+    let sessions: Vec<SessionId> = (0..writers)
+        .map(|_| store.create_session(NewSession::default()).unwrap())
+        .collect();
+    let start = Instant::now();
+    let mut latencies: Vec<Duration> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sessions
+            .iter()
+            .enumerate()
+            .map(|(n, id)| {
+                scope.spawn(move || {
+                    let mut contents = Contents(100 + n as u64);
+                    let turns: Vec<String> = (0..per_writer).map(|_| contents.next()).collect();
+                    turns
+                        .into_iter()
+                        .map(|c| {
+                            let t = Instant::now();
+                            store.append(id, NewTurn::new(Role::User, c)).unwrap();
+                            t.elapsed()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let rate = (writers * per_writer) as f64 / start.elapsed().as_secs_f64();
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    (rate, at(0.5), at(0.99))
 }
 
 /// A store of one kind, and the temp dir that holds it if it is on disk.
@@ -267,8 +318,30 @@ fn run(kind: &str, fresh: Fresh, quick: bool, figures: &mut BTreeMap<String, f64
     }
     put(
         "oxigraph_7_quad_tx_per_s".into(),
-        oxigraph_floor(store, sizes[0]),
+        oxigraph_floor(store, sizes[0], 1),
     );
+
+    // 5. Concurrent appends: 8 writers on their own sessions, on a fresh store, with
+    // Oxigraph's own ceiling for 8 threads writing a turn's quads per transaction.
+    let per_writer = if quick { 250 } else { 2_500 };
+    let (concurrent, _dir) = fresh();
+    let (rate, p50, p99) = concurrent_appends(&concurrent, 8, per_writer);
+    put("append_8_writers_turns_per_s".into(), rate);
+    put("append_8_writers_p50_ms".into(), ms(p50));
+    put("append_8_writers_p99_ms".into(), ms(p99));
+    put(
+        "oxigraph_7_quad_tx_8_threads_per_s".into(),
+        oxigraph_floor(&concurrent, 8 * per_writer, 8),
+    );
+    if kind == "rocksdb" {
+        // Each commit synced to disk: what group commit saves most.
+        let (synced, _dir) = fresh();
+        let synced = synced.with_durability(forktrail::Durability::Sync);
+        let (rate, p50, p99) = concurrent_appends(&synced, 8, per_writer / 5);
+        put("append_8_writers_synced_turns_per_s".into(), rate);
+        put("append_8_writers_synced_p50_ms".into(), ms(p50));
+        put("append_8_writers_synced_p99_ms".into(), ms(p99));
+    }
 }
 
 /// Bytes a RocksDB store takes per turn: N turns appended, flushed, and the store

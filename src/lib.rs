@@ -30,6 +30,7 @@ pub mod demo;
 mod diff;
 mod durability;
 mod error;
+mod group;
 mod html;
 mod io;
 pub mod mcp;
@@ -39,6 +40,7 @@ mod query;
 mod query_check;
 mod rdf;
 mod read;
+mod records;
 mod regenerate;
 #[cfg(feature = "server")]
 pub mod server;

@@ -178,7 +178,9 @@ impl SessionWriter<'_> {
 
     /// Appends a turn to the held session and returns its index.
     pub fn append(&self, turn: NewTurn) -> Result<u64> {
-        let mut tx = self.store.write()?;
+        let mut tx = self
+            .store
+            .write_grouped(&[self.store.session_iri(&self.session)])?;
         let facts = self.store.require(&self.session)?;
         let index = self.store.append_in(&mut tx, &facts, turn, |_, _, _| {})?;
         tx.commit()?;

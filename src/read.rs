@@ -4,10 +4,12 @@
 use crate::chain::{Chain, Span};
 use crate::error::{Error, Result};
 use crate::model::{
-    BranchInfo, ReplayRecord, SessionId, SessionInfo, TokenTotals, TreeNode, Turn, MAX_FORK_DEPTH,
+    BranchInfo, Kind, ReplayRecord, SessionId, SessionInfo, TokenTotals, TreeNode, Turn,
+    MAX_FORK_DEPTH,
 };
 use crate::query::queries;
 use crate::rdf::{instant, missing_turn, SessionNode};
+use crate::records::{Entry, Records};
 use crate::store::Store;
 use oxigraph::model::{Literal, NamedNode, NamedNodeRef, Term};
 use std::collections::{HashMap, HashSet};
@@ -58,6 +60,16 @@ impl Store {
         let rdf = self.rdf();
         let exists = |index: u64| rdf.has_turn(f, index);
         let start = f.own_start();
+        // The record index's last turn, if the store agrees it is the last: two lookups.
+        let hint = self
+            .records
+            .as_ref()
+            .and_then(|r| r.last_index(f.iri.as_str(), start));
+        if let Some(last) = hint {
+            if last < u64::MAX && exists(last)? && !exists(last + 1)? {
+                return Ok(last + 1);
+            }
+        }
         if !exists(start)? {
             return Ok(start);
         }
@@ -213,8 +225,15 @@ impl Store {
             return self.replay_shared(&spans);
         }
         let mut out = Vec::with_capacity(spans.last().map_or(0, |s| s.to as usize));
-        for span in spans {
-            self.replay_span(epoch, span, &mut out)?;
+        for (i, span) in spans.iter().enumerate() {
+            // The digest of the span's last turn, where the chain already holds it: the
+            // base digest of the next level, when that level starts right after it.
+            let end_digest = spans.get(i + 1).and_then(|next| {
+                (next.from == span.to && next.owner.own_start() == span.to)
+                    .then_some(next.owner.base_digest.as_deref())
+                    .flatten()
+            });
+            self.replay_span(epoch, *span, end_digest, &mut out)?;
         }
         Ok(out)
     }
@@ -283,8 +302,14 @@ impl Store {
     }
 
     /// Pushes the records of one span onto `out`: from the cache where it has them; the
-    /// rest read from the store, then cached.
-    fn replay_span(&self, epoch: u64, span: Span<'_>, out: &mut Vec<ReplayRecord>) -> Result<()> {
+    /// rest from the record index or the store, then cached.
+    fn replay_span(
+        &self,
+        epoch: u64,
+        span: Span<'_>,
+        end_digest: Option<&str>,
+        out: &mut Vec<ReplayRecord>,
+    ) -> Result<()> {
         let Span { owner, from, to } = span;
         let rest = if self.caching() {
             let cache = self.cache();
@@ -297,16 +322,26 @@ impl Store {
         if rest == to {
             return Ok(());
         }
-        // One projected query over the owner's graph reads a run of turns 2-3x faster
-        // than a point lookup per turn, but it scans the whole graph: use it when the
-        // run is a good part of what the owner stores.
-        let read: Vec<Arc<ReplayRecord>> = if (to - rest) * 4 >= owner.own_turns() {
-            self.scan_records(owner, rest, to)?
-        } else {
-            let rdf = self.rdf();
-            (rest..to)
-                .map(|index| Ok(Arc::new(ReplayRecord::from(&rdf.turn(owner, index)?))))
-                .collect::<Result<_>>()?
+        let record = |e: Entry| {
+            Arc::new(ReplayRecord {
+                index: e.index,
+                role: e.role,
+                content: e.content,
+                branch: e.branch.unwrap_or_else(|| owner.branch.clone()),
+            })
+        };
+        let read: Vec<Arc<ReplayRecord>> = match &self.records {
+            Some(records) => {
+                let mut entries = self.indexed_entries(records, owner, to, end_digest)?;
+                let skip = (rest - owner.own_start()) as usize;
+                entries.drain(..skip.min(entries.len()));
+                entries.into_iter().map(record).collect()
+            }
+            None => self
+                .stored_entries(owner, rest, to)?
+                .into_iter()
+                .map(record)
+                .collect(),
         };
         out.extend(read.iter().map(|r| ReplayRecord::clone(r)));
         if self.caching() {
@@ -316,19 +351,89 @@ impl Store {
         Ok(())
     }
 
-    /// The records of turns `from..to` of `owner`, through `turn-records.rq`.
-    fn scan_records(
+    /// Turns `own_start..to` of `owner` from its file in the record index, checked
+    /// against the digest chain: each record's digest recomputed from the one before,
+    /// and the last equal to the digest the store holds for that turn (`end_digest`
+    /// when the caller has read it for turn `to - 1`). What the file lacks, or all of
+    /// it when the check fails, is read from the store and written back to the file.
+    fn indexed_entries(
         &self,
+        records: &Records,
         owner: &SessionNode,
-        from: u64,
         to: u64,
-    ) -> Result<Vec<Arc<ReplayRecord>>> {
+        end_digest: Option<&str>,
+    ) -> Result<Vec<Entry>> {
+        let epoch = records.epoch();
+        let start = owner.own_start();
+        let (mut good, clean) = match records.read(owner.iri.as_str(), start) {
+            Some(stored) => (stored.entries, stored.clean),
+            None => (Vec::new(), true),
+        };
+        good.truncate((to - start) as usize);
+        let mut verified = true;
+        if let Some(last) = good.last() {
+            let base = match start {
+                0 => String::new(),
+                _ => owner.base_digest.clone().ok_or_else(|| Error::Corrupt {
+                    session: owner.id.to_string(),
+                    detail: "a fork with inherited turns but no ft:baseDigest".into(),
+                })?,
+            };
+            let stored = match end_digest {
+                Some(digest) if last.index + 1 == to => digest.to_string(),
+                _ => self.rdf().digest(owner, last.index)?,
+            };
+            verified = stored == last.digest && crate::records::chained(&base, &good);
+        }
+        if !verified {
+            good.clear();
+        }
+        let end = start + good.len() as u64;
+        if end == to && clean {
+            return Ok(good);
+        }
+        let missing = self.stored_entries(owner, end, to)?;
+        let whole = !verified || !clean;
+        let write_from = if whole { 0 } else { good.len() };
+        good.extend(missing);
+        records.fill(epoch, owner.iri.as_str(), start, &good[write_from..], whole);
+        Ok(good)
+    }
+
+    /// Turns `from..to` of `owner` read from the store. One projected query over the
+    /// owner's graph reads a run 2-3x faster than a point lookup per turn, but it scans
+    /// the whole graph: it is used when the run is a good part of what the owner stores.
+    fn stored_entries(&self, owner: &SessionNode, from: u64, to: u64) -> Result<Vec<Entry>> {
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        if (to - from) * 4 >= owner.own_turns() {
+            return self.scan_entries(owner, from, to);
+        }
+        let rdf = self.rdf();
+        (from..to)
+            .map(|index| {
+                let turn = rdf.turn(owner, index)?;
+                Ok(Entry {
+                    index,
+                    role: turn.role,
+                    kind: turn.kind,
+                    branch: (turn.branch != owner.branch).then_some(turn.branch),
+                    content: turn.content,
+                    digest: turn.digest,
+                })
+            })
+            .collect()
+    }
+
+    /// Turns `from..to` of `owner`, through `turn-records.rq`.
+    fn scan_entries(&self, owner: &SessionNode, from: u64, to: u64) -> Result<Vec<Entry>> {
         let bindings = [
             ("session", owner.iri.clone().into()),
             ("from", Literal::from(from).into()),
             ("to", Literal::from(to).into()),
         ];
-        let mut slots: Vec<Option<Arc<ReplayRecord>>> = vec![None; (to - from) as usize];
+        let mut slots: Vec<Option<Entry>> = vec![None; (to - from) as usize];
         for row in self.select(&queries::TURN_RECORDS, &bindings)? {
             let text = |var: &str| match row.get(var) {
                 Some(Term::Literal(l)) => Some(l.value()),
@@ -343,12 +448,14 @@ impl Store {
                 .checked_sub(from)
                 .and_then(|i| slots.get_mut(i as usize));
             if let Some(slot) = slot {
-                *slot = Some(Arc::new(ReplayRecord {
+                *slot = Some(Entry {
                     index,
                     role: role.parse()?,
+                    kind: text("kind").map_or(Ok(Kind::Message), str::parse)?,
                     content: content.to_string(),
-                    branch: text("branch").unwrap_or(&owner.branch).to_string(),
-                }));
+                    branch: text("branch").map(str::to_string),
+                    digest: text("digest").unwrap_or_default().to_string(),
+                });
             }
         }
         slots

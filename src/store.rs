@@ -4,14 +4,16 @@
 use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
 use crate::durability::{Durability, Flusher};
 use crate::error::{Error, Result};
+use crate::model::Kind;
 use crate::model::{ReplayRecord, SessionId};
 use crate::rdf::{lease_quads, Iris, Rdf};
+use crate::records::{Entry, Records};
 use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
 use oxigraph::model::{NamedNode, Quad};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long a lease holds if its writer never removes it (a process that died).
@@ -37,6 +39,9 @@ pub struct Store {
     backend: Box<dyn Backend>,
     pub(crate) iris: Iris,
     write_lock: Mutex<()>,
+    /// Changes queued for a group commit (see [`crate::group`]).
+    pub(crate) group: Mutex<crate::group::Group>,
+    pub(crate) group_done: Condvar,
     /// Session facts, lengths and decoded turns: derived, see [`crate::cache`]. Used only
     /// when this process owns the store alone.
     cache: Mutex<Cache>,
@@ -50,6 +55,8 @@ pub struct Store {
     durability: Durability,
     /// The number of quads, as last counted, and when: query costs are weighed by it.
     counted: Mutex<Option<(Instant, usize)>>,
+    /// The record index of a store on disk (see [`crate::records`]).
+    pub(crate) records: Option<Records>,
     /// The thread of `Durability::Interval`, stopped (after a last flush) on drop.
     _flusher: Option<Flusher>,
 }
@@ -60,7 +67,9 @@ impl Store {
     /// One process owns a store directory: a second one gets [`Error::StoreLocked`].
     #[cfg(feature = "rocksdb")]
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        Ok(Self::wrap(Box::new(Embedded::open(path.as_ref())?)))
+        let mut store = Self::wrap(Box::new(Embedded::open(path.as_ref())?));
+        store.records = Some(Records::new(path.as_ref()));
+        Ok(store)
     }
 
     /// A fresh in-memory store, gone when dropped.
@@ -103,12 +112,15 @@ impl Store {
             backend,
             iris: Iris::default(),
             write_lock: Mutex::new(()),
+            group: Mutex::default(),
+            group_done: Condvar::new(),
             cache: Mutex::new(Cache::new(DEFAULT_TURN_BUDGET)),
             writers: Mutex::new(HashSet::new()),
             lease_wait: LEASE_WAIT,
             jobs_running: Mutex::new(HashMap::new()),
             durability: Durability::Process,
             counted: Mutex::new(None),
+            records: None,
             _flusher: None,
         }
     }
@@ -261,26 +273,73 @@ impl Store {
     /// on a shared store, other processes may write other sessions meanwhile. Empty
     /// `keys` claims the whole store.
     pub(crate) fn write_on(&self, keys: &[NamedNode]) -> Result<WriteTx<'_>> {
-        // A panic while holding the lock left no partial write (nothing was committed),
-        // so a poisoned lock is safe to take over.
-        let guard = self
-            .write_lock
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let guard = self.lock_writes();
         let lease = if self.backend.exclusive() {
+            // It commits alone: after every queued change.
+            self.settle(&[]);
             None
         } else {
             Some(self.acquire(keys)?)
         };
-        Ok(WriteTx {
+        Ok(self.tx(guard, lease, None))
+    }
+
+    /// Starts an append or a fork on sessions `keys`, committed with others waiting at
+    /// the same time (see [`crate::group`]) on a store this process owns; on a shared
+    /// one, as [`Store::write_on`].
+    pub(crate) fn write_grouped(&self, keys: &[NamedNode]) -> Result<WriteTx<'_>> {
+        if !self.backend.exclusive() {
+            return self.write_on(keys);
+        }
+        loop {
+            let guard = self.lock_writes();
+            if !self.must_settle(keys) {
+                return Ok(self.tx(guard, None, Some(keys.to_vec())));
+            }
+            drop(guard);
+            self.settle(keys);
+        }
+    }
+
+    fn lock_writes(&self) -> MutexGuard<'_, ()> {
+        // A panic while holding the lock left no partial write (nothing was committed),
+        // so a poisoned lock is safe to take over.
+        self.write_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn tx<'s>(
+        &'s self,
+        guard: MutexGuard<'s, ()>,
+        lease: Option<Lease>,
+        group: Option<Vec<NamedNode>>,
+    ) -> WriteTx<'s> {
+        WriteTx {
             store: self,
-            _guard: guard,
+            _guard: Some(guard),
             change: Change::default(),
-            forget: Vec::new(),
-            appended: Vec::new(),
-            clear: false,
+            effects: Effects::default(),
             lease,
-        })
+            group,
+        }
+    }
+
+    /// Commits `change` (if not empty), then applies each write's `effects` to the
+    /// record index and the read cache, then syncs if the durability asks.
+    pub(crate) fn write_through(&self, change: Change, effects: &[Effects]) -> Result<()> {
+        let wrote = !change.is_empty() || effects.iter().any(|e| e.clear);
+        if !change.is_empty() {
+            self.backend.commit(change)?;
+        }
+        // Applied before the sync: what is committed is what later reads must see.
+        for e in effects {
+            e.apply(self);
+        }
+        if wrote && self.durability == Durability::Sync {
+            self.backend.flush()?;
+        }
+        Ok(())
     }
 
     /// Claims `keys` (the whole store if empty) against the other writers of a shared
@@ -370,16 +429,72 @@ impl Store {
 /// commit, it writes nothing.
 pub(crate) struct WriteTx<'s> {
     store: &'s Store,
-    _guard: MutexGuard<'s, ()>,
+    /// Released once a grouped change is queued.
+    _guard: Option<MutexGuard<'s, ()>>,
     change: Change,
-    /// Sessions whose cached entries go (by IRI).
-    forget: Vec<NamedNode>,
-    /// Turns appended: `(session IRI, record, digest)`, for the cache.
-    appended: Vec<(NamedNode, ReplayRecord, String)>,
-    /// The change may touch anything: drop the whole cache.
-    clear: bool,
+    effects: Effects,
     /// On a shared store, the lease this write holds: removed by the commit.
     lease: Option<Lease>,
+    /// For a group commit, the sessions the write touches.
+    group: Option<Vec<NamedNode>>,
+}
+
+/// What a committed write changes besides the store: the read cache and the record
+/// index.
+#[derive(Default)]
+pub(crate) struct Effects {
+    /// Sessions whose cached entries go (by IRI).
+    forget: Vec<NamedNode>,
+    /// Turns appended.
+    appended: Vec<Appended>,
+    /// The change may touch anything: drop the whole cache.
+    clear: bool,
+}
+
+impl Effects {
+    fn apply(&self, store: &Store) {
+        if let Some(records) = &store.records {
+            if self.clear {
+                records.clear();
+            }
+            for iri in &self.forget {
+                records.forget(iri.as_str());
+            }
+            for run in self.appended.chunk_by(|a, b| a.session == b.session) {
+                let entries: Vec<Entry> = run
+                    .iter()
+                    .map(|a| Entry {
+                        index: a.record.index,
+                        role: a.record.role,
+                        kind: a.kind,
+                        content: a.record.content.clone(),
+                        branch: None,
+                        digest: a.digest.clone(),
+                    })
+                    .collect();
+                records.appended(run[0].session.as_str(), run[0].own_start, &entries);
+            }
+        }
+        let mut cache = store.cache();
+        if self.clear {
+            cache.clear();
+        }
+        for iri in &self.forget {
+            cache.forget(iri.as_str());
+        }
+        for a in &self.appended {
+            cache.appended(a.session.as_str(), a.record.clone(), a.digest.clone());
+        }
+    }
+}
+
+/// A turn a write appends, as the read cache and the record index take it.
+pub(crate) struct Appended {
+    session: NamedNode,
+    own_start: u64,
+    record: ReplayRecord,
+    kind: Kind,
+    digest: String,
 }
 
 /// A lease held: its quads, and those of lapsed leases on the same sessions, which the
@@ -413,54 +528,66 @@ impl<'s> WriteTx<'s> {
 
     /// Removes a session's whole graph (and forgets what the cache knew of it).
     pub(crate) fn drop_graph(&mut self, graph: NamedNode) {
-        self.forget.push(graph.clone());
+        self.effects.forget.push(graph.clone());
         self.change.drop_graphs.push(graph);
     }
 
     /// The cache forgets session `iri` after the commit.
     pub(crate) fn forget(&mut self, iri: &NamedNode) {
-        self.forget.push(iri.clone());
+        self.effects.forget.push(iri.clone());
     }
 
     /// The change may touch anything: the cache is dropped after the commit.
     pub(crate) fn forget_all(&mut self) {
-        self.clear = true;
+        self.effects.clear = true;
     }
 
-    /// A turn appended to session `iri`, for the cache.
-    pub(crate) fn appended(&mut self, iri: &NamedNode, record: ReplayRecord, digest: String) {
-        self.appended.push((iri.clone(), record, digest));
+    /// A turn appended to session `iri` (whose own turns start at `own_start`), for
+    /// the cache and the record index.
+    pub(crate) fn appended(
+        &mut self,
+        iri: &NamedNode,
+        own_start: u64,
+        record: ReplayRecord,
+        kind: Kind,
+        digest: String,
+    ) {
+        self.effects.appended.push(Appended {
+            session: iri.clone(),
+            own_start,
+            record,
+            kind,
+            digest,
+        });
     }
 
-    /// Writes the change in one atomic commit, then updates the cache; on failure
-    /// nothing is written and the cache is as it was.
+    /// Writes the change in one atomic commit (with others waiting, for a grouped
+    /// write), then updates the cache; on failure nothing is written and the cache is as
+    /// it was.
     pub(crate) fn commit(mut self) -> Result<()> {
         let mut change = std::mem::take(&mut self.change);
+        let effects = std::mem::take(&mut self.effects);
+        if let Some(keys) = self.group.take() {
+            // Only insertions are grouped: their order in a batch does not matter.
+            if !change.inserts.is_empty()
+                && change.removes.is_empty()
+                && change.drop_graphs.is_empty()
+            {
+                let ticket = self.store.enqueue(keys, change, effects);
+                self._guard = None;
+                return self.store.committed(ticket);
+            }
+        }
         // The lease goes in the same request as the write: it is held until the write
         // is in, and never outlives it.
         if let Some(lease) = &self.lease {
             change.removes.extend(lease.quads.iter().cloned());
             change.removes.extend(lease.stale.iter().cloned());
         }
-        let wrote = !change.is_empty() || self.clear;
-        if !change.is_empty() {
-            // On failure the lease stays here and `drop` withdraws it.
-            self.store.backend.commit(change)?;
-        }
-        if wrote && self.store.durability == Durability::Sync {
-            self.store.backend.flush()?;
-        }
+        // On failure the lease stays here and `drop` withdraws it.
+        self.store
+            .write_through(change, std::slice::from_ref(&effects))?;
         self.lease = None;
-        let mut cache = self.store.cache();
-        if self.clear {
-            cache.clear();
-        }
-        for iri in &self.forget {
-            cache.forget(iri.as_str());
-        }
-        for (iri, record, digest) in std::mem::take(&mut self.appended) {
-            cache.appended(iri.as_str(), record, digest);
-        }
         Ok(())
     }
 }

@@ -65,7 +65,7 @@ impl Store {
         extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
     ) -> Result<u64> {
         self.not_held(id)?;
-        let mut tx = self.write_on(&[self.session_iri(id)])?;
+        let mut tx = self.write_grouped(&[self.session_iri(id)])?;
         let facts = self.require(id)?;
         let index = self.append_in(&mut tx, &facts, turn, extra)?;
         tx.commit()?;
@@ -76,9 +76,9 @@ impl Store {
     /// indices: what a runtime that records several items at once needs, so that a
     /// failure leaves no part of them behind. A bad turn is named by its place in
     /// `turns`.
-    pub fn append_all(&self, id: &SessionId, turns: Vec<NewTurn>) -> Result<Vec<u64>> {
+    pub fn append_many(&self, id: &SessionId, turns: Vec<NewTurn>) -> Result<Vec<u64>> {
         self.not_held(id)?;
-        let mut tx = self.write_on(&[self.session_iri(id)])?;
+        let mut tx = self.write_grouped(&[self.session_iri(id)])?;
         let mut facts = self.require(id)?;
         let (count, mut prev) = (turns.len(), None);
         let mut indices = Vec::with_capacity(count);
@@ -224,13 +224,16 @@ impl Store {
         );
         extra(&mut w, &self.iris.turn(id, index), index);
         tx.insert(w.quads);
-        let record = ReplayRecord {
-            index,
-            role: turn.role,
-            content: turn.content,
-            branch: facts.branch.clone(),
-        };
-        tx.appended(&facts.iri, record, digest.clone());
+        let (kind, record) = (
+            turn.kind,
+            ReplayRecord {
+                index,
+                role: turn.role,
+                content: turn.content,
+                branch: facts.branch.clone(),
+            },
+        );
+        tx.appended(&facts.iri, facts.own_start(), record, kind, digest.clone());
         Ok((index, digest))
     }
 
@@ -240,8 +243,16 @@ impl Store {
     /// written and the plan is returned. With `options.request_id`, a retry returns the
     /// fork the first request made, and the same id with other options is a conflict.
     pub fn fork(&self, parent: &SessionId, options: ForkOptions) -> Result<ForkPlan> {
-        // The parent's lease covers its children's labels.
-        let mut tx = self.write_on(&[self.session_iri(parent)])?;
+        // The parent's lease covers its children's labels. A request id is looked up
+        // store-wide, so such a fork commits alone.
+        let mut keys = vec![self.session_iri(parent)];
+        if let Some(id) = &options.id {
+            keys.push(self.session_iri(&SessionId::new(id.clone())?));
+        }
+        let mut tx = match options.request_id {
+            Some(_) => self.write_on(&keys[..1])?,
+            None => self.write_grouped(&keys)?,
+        };
         let (plan, _) = self.fork_in(&mut tx, parent, options)?;
         tx.commit()?;
         Ok(plan)

@@ -9,7 +9,7 @@ use common::*;
 use forktrail::{Error, Kind, NewTurn, Role};
 
 #[test]
-fn append_all_writes_every_turn_or_none() {
+fn append_many_writes_every_turn_or_none() {
     for s in stores() {
         let id = session_with(&s, "batch", 1);
         let turns = vec![
@@ -17,7 +17,7 @@ fn append_all_writes_every_turn_or_none() {
             NewTurn::new(Role::Assistant, "three").model("m-1"),
             NewTurn::new(Role::User, "four"),
         ];
-        assert_eq!(s.append_all(&id, turns).unwrap(), [1, 2, 3], "{}", s.kind);
+        assert_eq!(s.append_many(&id, turns).unwrap(), [1, 2, 3], "{}", s.kind);
         let loaded = s.load(&id, None).unwrap();
         assert_eq!(
             loaded
@@ -32,7 +32,7 @@ fn append_all_writes_every_turn_or_none() {
         // The digests chain through the batch as through single appends.
         assert!(s.verify(Some(&id)).unwrap().is_clean(), "{}", s.kind);
         let err = fails_unchanged(&s, || {
-            s.append_all(
+            s.append_many(
                 &id,
                 vec![
                     NewTurn::new(Role::User, "fine"),
@@ -46,7 +46,7 @@ fn append_all_writes_every_turn_or_none() {
             "{}: {text}",
             s.kind
         );
-        assert_eq!(s.append_all(&id, Vec::new()).unwrap(), Vec::<u64>::new());
+        assert_eq!(s.append_many(&id, Vec::new()).unwrap(), Vec::<u64>::new());
         assert_eq!(s.info(&id).unwrap().length, 4, "{}", s.kind);
     }
 }

@@ -18,11 +18,34 @@ use sha2::{Digest, Sha256};
 /// assert_ne!(first, second);
 /// ```
 pub fn turn_digest(prev: &str, index: u64, role: Role, kind: Kind, content: &str) -> String {
-    sha256_hex(&[
-        prev.as_bytes(),
-        format!("\n{index}\n{role}\n{kind}\n").as_bytes(),
+    let mut hasher = Sha256::new();
+    hasher.update(prev.as_bytes());
+    let mut number = [0u8; 20];
+    let digits = {
+        let mut n = index;
+        let mut at = number.len();
+        loop {
+            at -= 1;
+            number[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break at;
+            }
+        }
+    };
+    for part in [
+        b"\n".as_slice(),
+        &number[digits..],
+        b"\n",
+        role.as_str().as_bytes(),
+        b"\n",
+        kind.as_str().as_bytes(),
+        b"\n",
         content.as_bytes(),
-    ])
+    ] {
+        hasher.update(part);
+    }
+    hex(&hasher.finalize())
 }
 
 /// SHA-256 over the concatenated `parts`, in lowercase hex.
@@ -31,11 +54,18 @@ pub(crate) fn sha256_hex(parts: &[&[u8]]) -> String {
     for part in parts {
         hasher.update(part);
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&hasher.finalize())
+}
+
+/// Lowercase hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
 }
 
 /// The current time as an `xsd:dateTime` literal (UTC, milliseconds).

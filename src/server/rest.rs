@@ -248,7 +248,7 @@ async fn append(
                 .enumerate()
                 .map(|(n, v)| parse(v, &format!("turn {n}: ")))
                 .collect::<Result<Vec<_>, _>>()?;
-            let indices = blocking(&state, move |s| s.append_all(&session, turns)).await?;
+            let indices = blocking(&state, move |s| s.append_many(&session, turns)).await?;
             json!({ "session": id, "indices": indices })
         }
         value => {

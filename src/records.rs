@@ -1,0 +1,460 @@
+//! The record index: each session's replay records packed in one file beside a store on
+//! disk, so that a cold replay reads one file per session instead of making a point
+//! read per turn in RocksDB.
+//!
+//! It is derived and never the source of truth. Appends extend a session's file after
+//! their commit; a file that is missing, stale or damaged is rebuilt from the RDF by the
+//! next replay that needs it; and every read checks the records against the turns'
+//! digest chain (`Store::replay`), falling back to the RDF on a mismatch. Deletes,
+//! pops, detaches, SPARQL updates and imports drop the files they may make stale.
+//!
+//! A file is a header (magic, the session's first own index, its IRI) and then records
+//! `index | role | kind | digest | branch | content | index`, lengths in front; the trailing
+//! index lets an append check, by reading 8 bytes, that the file ends right before the
+//! turn it adds. Nothing is synced: after a crash a file may end early or in a torn
+//! record, which a read notices and the rebuild repairs.
+
+#![cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
+
+use crate::model::{Kind, Role};
+use crate::rdf::turn_digest;
+use std::fs::OpenOptions;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The directory of record files inside a store's directory.
+pub(crate) const DIR: &str = "forktrail-records";
+const MAGIC: &[u8; 8] = b"FTREC01\n";
+
+/// One turn as the index keeps it: what replay returns and what its digest covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) index: u64,
+    pub(crate) role: Role,
+    pub(crate) kind: Kind,
+    pub(crate) content: String,
+    /// The turn's own branch label (a turn copied by detach), else the session's.
+    pub(crate) branch: Option<String>,
+    /// The turn's digest, as the store holds it when the record was written.
+    pub(crate) digest: String,
+}
+
+/// Whether `entries` chain: each one's digest is the digest of its fields after the
+/// one before it (`base` before the first). With the last digest equal to the store's,
+/// that vouches for every record, as the store's own digest chain does for its turns.
+/// Each link is checked on its own, so long runs are checked on two threads.
+pub(crate) fn chained(base: &str, entries: &[Entry]) -> bool {
+    fn links(prev: &str, entries: &[Entry]) -> bool {
+        let mut prev = prev;
+        entries.iter().all(|e| {
+            let ok = turn_digest(prev, e.index, e.role, e.kind, &e.content) == e.digest;
+            prev = &e.digest;
+            ok
+        })
+    }
+    if entries.len() < 512 {
+        return links(base, entries);
+    }
+    let mid = entries.len() / 2;
+    let (head, tail) = entries.split_at(mid);
+    std::thread::scope(|scope| {
+        let second = scope.spawn(|| links(&head[mid - 1].digest, tail));
+        let first = links(base, head);
+        first && second.join().unwrap_or(false)
+    })
+}
+
+/// The record files of one store.
+pub(crate) struct Records {
+    dir: PathBuf,
+    /// Bumped by every drop; a reader that rebuilds a file does so only if nothing was
+    /// dropped since it started reading the RDF. File changes happen under this lock.
+    epoch: Mutex<u64>,
+}
+
+/// What a session's file holds.
+pub(crate) struct Stored {
+    /// Records from the session's first own index on, contiguous.
+    pub(crate) entries: Vec<Entry>,
+    /// Whether the file ends where its last good record does (no torn or stray bytes).
+    pub(crate) clean: bool,
+}
+
+impl Records {
+    pub(crate) fn new(store_dir: &Path) -> Self {
+        Self {
+            dir: store_dir.join(DIR),
+            epoch: Mutex::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.epoch.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        *self.lock()
+    }
+
+    fn file_of(&self, session: &str) -> PathBuf {
+        let name = crate::rdf::sha256_hex(&[session.as_bytes()]);
+        self.dir.join(format!("{}.rec", &name[..32]))
+    }
+
+    /// The records of `session`, whose own turns start at `own_start`; `None` when it
+    /// has no file, or a file for another session or another first index.
+    pub(crate) fn read(&self, session: &str, own_start: u64) -> Option<Stored> {
+        let bytes = std::fs::read(self.file_of(session)).ok()?;
+        let mut r = Cursor(&bytes);
+        let body = header(&mut r, session, own_start)?;
+        let mut r = Cursor(body);
+        let mut entries = Vec::new();
+        let mut next = own_start;
+        loop {
+            if r.0.is_empty() {
+                return Some(Stored {
+                    entries,
+                    clean: true,
+                });
+            }
+            match record(&mut r, next) {
+                Some(entry) => {
+                    entries.push(entry);
+                    next += 1;
+                }
+                None => {
+                    return Some(Stored {
+                        entries,
+                        clean: false,
+                    })
+                }
+            }
+        }
+    }
+
+    /// The index of the last record in the file of `session`, if it has one: a hint
+    /// for finding the session's length, which the caller checks against the store.
+    pub(crate) fn last_index(&self, session: &str, own_start: u64) -> Option<u64> {
+        let mut file = std::fs::File::open(self.file_of(session)).ok()?;
+        last_index(&mut file, session, own_start).ok()?
+    }
+
+    /// Extends the file of `session` with turns it just committed, if the file ends
+    /// right before them; a file that does not is removed (the next replay rebuilds
+    /// it). Best effort: the index is derived.
+    pub(crate) fn appended(&self, session: &str, own_start: u64, entries: &[Entry]) {
+        let _guard = self.lock();
+        self.extend(session, own_start, entries);
+    }
+
+    /// Extends the file with `entries` read from the RDF by a replay that started at
+    /// `epoch`, or writes it anew (`fresh`) when the old one was damaged.
+    pub(crate) fn fill(
+        &self,
+        epoch: u64,
+        session: &str,
+        own_start: u64,
+        entries: &[Entry],
+        fresh: bool,
+    ) {
+        let guard = self.lock();
+        if *guard != epoch || entries.is_empty() {
+            return;
+        }
+        if fresh {
+            let path = self.file_of(session);
+            let _ = std::fs::remove_file(&path);
+        }
+        self.extend(session, own_start, entries);
+    }
+
+    fn extend(&self, session: &str, own_start: u64, entries: &[Entry]) {
+        let Some(first) = entries.first() else {
+            return;
+        };
+        let path = self.file_of(session);
+        if self
+            .try_extend(&path, session, own_start, first.index, entries)
+            .is_err()
+        {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    fn try_extend(
+        &self,
+        path: &Path,
+        session: &str,
+        own_start: u64,
+        first: u64,
+        entries: &[Entry],
+    ) -> std::io::Result<()> {
+        let stale = || std::io::Error::other("the file does not end before these turns");
+        let mut out = Vec::new();
+        let file = match OpenOptions::new().read(true).append(true).open(path) {
+            Ok(mut file) => {
+                let expected = match last_index(&mut file, session, own_start)? {
+                    Some(last) => last + 1,
+                    None => own_start,
+                };
+                if expected != first {
+                    return Err(stale());
+                }
+                file
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if first != own_start {
+                    // Nothing to extend: the next replay writes the file whole.
+                    return Ok(());
+                }
+                std::fs::create_dir_all(&self.dir)?;
+                out.extend_from_slice(MAGIC);
+                out.extend_from_slice(&own_start.to_le_bytes());
+                out.extend_from_slice(&(session.len() as u32).to_le_bytes());
+                out.extend_from_slice(session.as_bytes());
+                OpenOptions::new()
+                    .create_new(true)
+                    .append(true)
+                    .open(path)?
+            }
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            encode(entry, &mut out);
+        }
+        (&file).write_all(&out)
+    }
+
+    /// Drops the file of `session` (its turns changed other than by appends).
+    pub(crate) fn forget(&self, session: &str) {
+        let mut guard = self.lock();
+        *guard += 1;
+        let _ = std::fs::remove_file(self.file_of(session));
+    }
+
+    /// Drops every file (a change that may touch any session).
+    pub(crate) fn clear(&self) {
+        let mut guard = self.lock();
+        *guard += 1;
+        if let Ok(files) = std::fs::read_dir(&self.dir) {
+            for file in files.flatten() {
+                let _ = std::fs::remove_file(file.path());
+            }
+        }
+    }
+}
+
+fn header_len(session: &str) -> usize {
+    MAGIC.len() + 8 + 4 + session.len()
+}
+
+/// The index the file's last record ends with, `None` when it has no record; an error
+/// when the file is not one for `own_start`.
+fn last_index(
+    file: &mut std::fs::File,
+    session: &str,
+    own_start: u64,
+) -> std::io::Result<Option<u64>> {
+    let stale = || std::io::Error::other("not the file of these turns");
+    let len = file.metadata()?.len();
+    let head = header_len(session) as u64;
+    let mut start = [0u8; 16];
+    if len < head || file.read_exact(&mut start).is_err() {
+        return Err(stale());
+    }
+    if &start[..8] != MAGIC || u64::from_le_bytes(start[8..].try_into().unwrap()) != own_start {
+        return Err(stale());
+    }
+    if len == head {
+        return Ok(None);
+    }
+    let mut last = [0u8; 8];
+    file.seek(SeekFrom::End(-8))?;
+    file.read_exact(&mut last)?;
+    Ok(Some(u64::from_le_bytes(last)))
+}
+
+fn encode(e: &Entry, out: &mut Vec<u8>) {
+    let (role, kind) = (e.role.as_str(), e.kind.as_str());
+    let branch = e.branch.as_deref().unwrap_or("");
+    out.extend_from_slice(&e.index.to_le_bytes());
+    out.push(role.len() as u8);
+    out.push(kind.len() as u8);
+    out.push(u8::from(e.branch.is_some()));
+    out.push(e.digest.len() as u8);
+    out.extend_from_slice(&(branch.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(e.content.len() as u64).to_le_bytes());
+    out.extend_from_slice(role.as_bytes());
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(e.digest.as_bytes());
+    out.extend_from_slice(branch.as_bytes());
+    out.extend_from_slice(e.content.as_bytes());
+    out.extend_from_slice(&e.index.to_le_bytes());
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn byte(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+
+    fn text(&mut self, n: usize) -> Option<&'a str> {
+        std::str::from_utf8(self.take(n)?).ok()
+    }
+}
+
+/// Checks the header and returns the bytes after it.
+fn header<'a>(r: &mut Cursor<'a>, session: &str, own_start: u64) -> Option<&'a [u8]> {
+    (r.take(8)? == MAGIC).then_some(())?;
+    (r.u64()? == own_start).then_some(())?;
+    let n = r.u32()? as usize;
+    (r.take(n)? == session.as_bytes()).then_some(())?;
+    Some(r.0)
+}
+
+/// The record with index `index` at the cursor, if it is whole and well formed.
+fn record(r: &mut Cursor<'_>, index: u64) -> Option<Entry> {
+    (r.u64()? == index).then_some(())?;
+    let (role, kind, has_branch) = (r.byte()? as usize, r.byte()? as usize, r.byte()?);
+    let digest = r.byte()? as usize;
+    let branch = r.u32()? as usize;
+    let content = usize::try_from(r.u64()?).ok()?;
+    let role: Role = r.text(role)?.parse().ok()?;
+    let kind: Kind = r.text(kind)?.parse().ok()?;
+    let digest = r.text(digest)?.to_string();
+    let branch = r.text(branch)?.to_string();
+    let content = r.text(content)?.to_string();
+    (r.u64()? == index).then_some(())?;
+    Some(Entry {
+        index,
+        role,
+        kind,
+        content,
+        branch: (has_branch == 1).then_some(branch),
+        digest,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(from: u64, to: u64) -> Vec<Entry> {
+        (from..to)
+            .map(|index| Entry {
+                index,
+                role: Role::User,
+                kind: Kind::Message,
+                content: format!("turn {index} ü"),
+                branch: (index == 3).then(|| "main".to_string()),
+                digest: format!("{index:064x}"),
+            })
+            .collect()
+    }
+
+    /// A run whose digests chain from `base`.
+    fn chain(base: &str, n: u64) -> Vec<Entry> {
+        let mut prev = base.to_string();
+        (0..n)
+            .map(|index| {
+                let content = format!("turn {index}");
+                prev = turn_digest(&prev, index, Role::Tool, Kind::Note, &content);
+                Entry {
+                    index,
+                    role: Role::Tool,
+                    kind: Kind::Note,
+                    content,
+                    branch: None,
+                    digest: prev.clone(),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_link_of_a_run_is_checked_short_or_long() {
+        for n in [3, 2000] {
+            let good = chain("base", n);
+            assert!(chained("base", &good), "{n}");
+            assert!(!chained("other base", &good), "{n}");
+            for at in [0, n / 2 - 1, n / 2, n - 1] {
+                let mut bad = good.clone();
+                bad[at as usize].content.push('!');
+                assert!(!chained("base", &bad), "{n} {at}");
+                let mut bad = good.clone();
+                bad[at as usize].kind = Kind::Message;
+                assert!(!chained("base", &bad), "{n} {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn appends_extend_only_a_file_that_ends_right_before_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Records::new(dir.path());
+        // A fork at 2: its file starts at 2; an append elsewhere writes nothing.
+        r.appended("s", 2, &entries(3, 4));
+        assert!(r.read("s", 2).is_none());
+        r.appended("s", 2, &entries(2, 4));
+        r.appended("s", 2, &entries(4, 5));
+        let read = r.read("s", 2).unwrap();
+        assert_eq!(read.entries, entries(2, 5));
+        assert!(read.clean);
+        // Another first index (a detach), or another session: not this file.
+        assert!(r.read("s", 0).is_none());
+        assert!(r.read("t", 2).is_none());
+        // A gap removes the file rather than leave it wrong.
+        r.appended("s", 2, &entries(6, 7));
+        assert!(r.read("s", 2).is_none());
+    }
+
+    #[test]
+    fn a_torn_tail_is_read_up_to_the_last_whole_record_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Records::new(dir.path());
+        r.appended("s", 0, &entries(0, 3));
+        let path = r.file_of("s");
+        let len = std::fs::metadata(&path).unwrap().len();
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(len - 5).unwrap();
+        let read = r.read("s", 0).unwrap();
+        assert_eq!(read.entries, entries(0, 2));
+        assert!(!read.clean);
+        // The trailer no longer names turn 2: an append of 3 removes the file.
+        r.appended("s", 0, &entries(3, 4));
+        assert!(r.read("s", 0).is_none());
+    }
+
+    #[test]
+    fn a_fill_from_a_reader_that_started_before_a_drop_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Records::new(dir.path());
+        let epoch = r.epoch();
+        r.forget("other");
+        r.fill(epoch, "s", 0, &entries(0, 2), true);
+        assert!(r.read("s", 0).is_none());
+        r.fill(r.epoch(), "s", 0, &entries(0, 2), true);
+        assert_eq!(r.read("s", 0).unwrap().entries, entries(0, 2));
+        r.clear();
+        assert!(r.read("s", 0).is_none());
+    }
+}

@@ -1,0 +1,179 @@
+//! The record index of a store on disk: a cold replay reads each session's records from
+//! one file, which is derived. Whatever happens to the files (removed, truncated as by
+//! a crash, edited), a replay after reopening the store returns what the RDF holds, and
+//! the next one finds the file repaired.
+#![cfg(feature = "rocksdb")]
+
+use forktrail::{ForkOptions, NewSession, NewTurn, ReplayRecord, Role, SessionId, Store};
+use std::path::{Path, PathBuf};
+
+const DIR: &str = "forktrail-records";
+
+fn files(store: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(store.join(DIR))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// A root of `n` turns and a fork of it at 2 with two turns of its own.
+fn family(store: &Store, n: usize) -> (SessionId, SessionId) {
+    let root = store.create_session(NewSession::default()).unwrap();
+    for i in 0..n {
+        let role = if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        store
+            .append(&root, NewTurn::new(role, format!("root turn {i}")))
+            .unwrap();
+    }
+    let fork = store
+        .fork(
+            &root,
+            ForkOptions {
+                at: Some(2),
+                label: Some("alt".into()),
+                ..ForkOptions::default()
+            },
+        )
+        .unwrap()
+        .session;
+    for i in 0..2 {
+        store
+            .append(&fork, NewTurn::new(Role::User, format!("fork turn {i}")))
+            .unwrap();
+    }
+    (root, fork)
+}
+
+/// What the RDF holds, read through SPARQL (which never reads the index).
+fn truth(store: &Store, id: &SessionId) -> Vec<ReplayRecord> {
+    store.replay_sparql(id, None).unwrap()
+}
+
+/// A replay by a freshly opened store.
+fn reopened(path: &Path, id: &SessionId) -> Vec<ReplayRecord> {
+    Store::open(path).unwrap().replay(id, None).unwrap()
+}
+
+#[test]
+fn appends_write_the_files_a_reopened_store_replays_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, fork, expected) = {
+        let s = Store::open(dir.path()).unwrap();
+        let (root, fork) = family(&s, 5);
+        let expected = truth(&s, &fork);
+        (root, fork, expected)
+    };
+    // One file per session that stores turns, written by the appends.
+    assert_eq!(files(dir.path()).len(), 2);
+    assert_eq!(expected.len(), 4);
+    assert_eq!(expected[3].content, "fork turn 1");
+    assert_eq!(expected[1].branch, "main");
+    assert_eq!(expected[2].branch, "alt");
+    assert_eq!(reopened(dir.path(), &fork), expected);
+    // Files are derived: without them the replay is the same, and writes them back.
+    std::fs::remove_dir_all(dir.path().join(DIR)).unwrap();
+    assert_eq!(reopened(dir.path(), &fork), expected);
+    assert_eq!(files(dir.path()).len(), 2);
+    let s = Store::open(dir.path()).unwrap();
+    assert_eq!(s.replay(&root, Some(3)).unwrap(), truth(&s, &root)[..4]);
+}
+
+#[test]
+fn an_edited_file_fails_the_digest_check_and_is_rewritten_from_the_rdf() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = {
+        let s = Store::open(dir.path()).unwrap();
+        family(&s, 4).0
+    };
+    let expected = truth(&Store::open(dir.path()).unwrap(), &root);
+    let file = files(dir.path())
+        .into_iter()
+        .find(|f| {
+            let bytes = std::fs::read(f).unwrap();
+            bytes.windows(11).any(|w| w == b"root turn 3")
+        })
+        .unwrap();
+    // The same length, other words: only the digest check can tell.
+    let bytes = std::fs::read(&file).unwrap();
+    let at = bytes.windows(11).position(|w| w == b"root turn 3").unwrap();
+    let mut edited = bytes.clone();
+    edited[at..at + 11].copy_from_slice(b"FORGED tx 3");
+    std::fs::write(&file, &edited).unwrap();
+    assert_eq!(reopened(dir.path(), &root), expected);
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        bytes,
+        "the file was repaired"
+    );
+}
+
+#[test]
+fn a_file_cut_short_by_a_crash_is_completed_from_the_rdf() {
+    let dir = tempfile::tempdir().unwrap();
+    let fork = {
+        let s = Store::open(dir.path()).unwrap();
+        family(&s, 6).1
+    };
+    let expected = truth(&Store::open(dir.path()).unwrap(), &fork);
+    for file in files(dir.path()) {
+        let len = std::fs::metadata(&file).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.set_len(len - 7).unwrap();
+    }
+    assert_eq!(reopened(dir.path(), &fork), expected);
+    // Repaired: appends extend the files again, and a reopened store sees them.
+    {
+        let s = Store::open(dir.path()).unwrap();
+        s.append(&fork, NewTurn::new(Role::Assistant, "after the repair"))
+            .unwrap();
+    }
+    let s = Store::open(dir.path()).unwrap();
+    let again = s.replay(&fork, None).unwrap();
+    assert_eq!(again.last().unwrap().content, "after the repair");
+    assert_eq!(again, truth(&s, &fork));
+}
+
+#[test]
+fn pop_delete_and_detach_leave_no_stale_record_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, fork) = {
+        let s = Store::open(dir.path()).unwrap();
+        let (root, fork) = family(&s, 4);
+        // Pop then append other content at the same index.
+        s.pop(&fork).unwrap();
+        s.append(&fork, NewTurn::new(Role::Assistant, "replaced"))
+            .unwrap();
+        (root, fork)
+    };
+    let contents = |path: &Path, id: &SessionId| -> Vec<String> {
+        reopened(path, id).into_iter().map(|r| r.content).collect()
+    };
+    assert_eq!(
+        contents(dir.path(), &fork),
+        ["root turn 0", "root turn 1", "fork turn 0", "replaced"]
+    );
+    {
+        let s = Store::open(dir.path()).unwrap();
+        s.detach(&fork).unwrap();
+        s.delete(&root, false).unwrap();
+        let other = s
+            .create_session(NewSession {
+                id: Some(root.to_string()),
+                ..NewSession::default()
+            })
+            .unwrap();
+        s.append(&other, NewTurn::new(Role::User, "a new root"))
+            .unwrap();
+    }
+    assert_eq!(contents(dir.path(), &root), ["a new root"]);
+    let s = Store::open(dir.path()).unwrap();
+    let detached = s.replay(&fork, None).unwrap();
+    assert_eq!(detached, truth(&s, &fork));
+    assert_eq!(detached[0].branch, "main", "copied turns keep their branch");
+    assert_eq!(detached[3].branch, "alt");
+}
