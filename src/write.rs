@@ -17,7 +17,26 @@ use crate::store::{Store, WriteTx};
 use oxigraph::model::NamedNode;
 use std::collections::HashSet;
 
-const ANONYMOUS: &str = "anonymous";
+pub(crate) const ANONYMOUS: &str = "anonymous";
+
+/// Checks a turn to append to session `id` and returns the software agent it is
+/// attributed to: its model, else (a tool result) its tool, else none (the session's
+/// principal).
+pub(crate) fn check_turn(id: &str, turn: &NewTurn) -> Result<Option<Agent>> {
+    let software = match (&turn.model, turn.role, &turn.name) {
+        (Some(model), _, _) => Some(Agent::model(model.clone())?),
+        (None, crate::Role::Tool, Some(tool)) => Some(Agent::tool(tool.clone())?),
+        _ => None,
+    };
+    for (field, json) in [("tool_calls", &turn.tool_calls), ("payload", &turn.payload)] {
+        if let Some(json) = json {
+            serde_json::from_str::<serde_json::Value>(json).map_err(|e| {
+                Error::InvalidInput(format!("{field} for session {id} is not valid JSON: {e}"))
+            })?;
+        }
+    }
+    Ok(software)
+}
 
 impl Store {
     /// Creates a root session and returns its id.
@@ -171,20 +190,7 @@ impl Store {
         extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
     ) -> Result<(u64, String)> {
         let id = facts.id.as_str();
-        // A turn is attributed to its model, else (a tool result) to its tool, else to
-        // the session's principal.
-        let software = match (&turn.model, turn.role, &turn.name) {
-            (Some(model), _, _) => Some(Agent::model(model.clone())?),
-            (None, crate::Role::Tool, Some(tool)) => Some(Agent::tool(tool.clone())?),
-            _ => None,
-        };
-        for (field, json) in [("tool_calls", &turn.tool_calls), ("payload", &turn.payload)] {
-            if let Some(json) = json {
-                serde_json::from_str::<serde_json::Value>(json).map_err(|e| {
-                    Error::InvalidInput(format!("{field} for session {id} is not valid JSON: {e}"))
-                })?;
-            }
-        }
+        let software = check_turn(id, &turn)?;
         let index = facts.length;
         let cached = if prev.is_some() {
             prev

@@ -25,8 +25,15 @@ pub(super) struct ImportArgs {
 impl ImportArgs {
     pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
         // A progress bar on a terminal only, and never with --json.
-        let bar = (!self.json && std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .then(|| indicatif::ProgressBar::new(0));
+        // With its rate and time left: a large import takes a while.
+        let bar = (!self.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
+            indicatif::ProgressBar::new(0).with_style(
+                indicatif::ProgressStyle::with_template(
+                    "{wide_bar} {human_pos}/{human_len} {per_sec} eta {eta}",
+                )
+                .expect("a valid template"),
+            )
+        });
         let progress = |done: u64, total: u64| {
             if let Some(bar) = &bar {
                 bar.set_length(total);

@@ -15,10 +15,11 @@
 //! types are counted by type in the report, never dropped unsaid. A rollout is not
 //! extended: importing it again is refused, its session being there already.
 //!
-//! An import is built in a scratch in-memory store with the ordinary API, then added
-//! with the validated RDF import: all of it in one transaction, or nothing.
+//! Every turn is checked as `append` checks it before anything is written; the session
+//! then goes in whole through the bulk loader (see `io::root`), or not at all.
 
 use super::report::{lines, TranscriptOptions, TranscriptReport};
+use super::root::RootBuilder;
 use crate::error::{Error, Result};
 use crate::model::{Kind, NewSession, NewTurn, Role, SessionId};
 use crate::store::Store;
@@ -106,8 +107,7 @@ impl Store {
             Some(raw) => format!("codex {raw}"),
             None => "codex rollout".into(),
         };
-        let scratch = Store::in_memory()?.with_base_iri(&self.iris.base)?;
-        let session = scratch.create_session(NewSession {
+        let mut root = RootBuilder::new(NewSession {
             id: id.map(|id| id.to_string()),
             title: Some(title),
             principal: None,
@@ -117,11 +117,7 @@ impl Store {
         // Tool call id -> the name of the tool it calls, for the outputs that answer it.
         let mut calls: HashMap<String, String> = HashMap::new();
         let mut seen_meta = false;
-        let total = items.len() as u64;
-        for (done, (n, item)) in items.into_iter().enumerate() {
-            if let Some(progress) = options.progress {
-                progress(done as u64 + 1, total);
-            }
+        for (n, item) in items {
             let step = item.and_then(|item| match item {
                 Item::Meta { .. } if !seen_meta => {
                     seen_meta = true;
@@ -161,7 +157,7 @@ impl Store {
                 Ok(Step::Skip(kind)) => *report.skipped_types.entry(kind).or_default() += 1,
                 // A turn the write path refuses (a tool name with a space, say) is a
                 // malformed line like any other; a refused append leaves no trace.
-                Ok(Step::Append(turn, makes)) => match scratch.append(&session, turn) {
+                Ok(Step::Append(turn, makes)) => match root.append(turn) {
                     Ok(_) => {
                         report.turns += 1;
                         // Only a call that was written can be answered.
@@ -183,7 +179,7 @@ impl Store {
                     .into(),
             ));
         }
-        report.sessions = self.take_from(&scratch)?;
+        report.sessions = vec![self.add_root(root, options.progress)?];
         Ok(report)
     }
 }

@@ -211,46 +211,6 @@ impl Store {
         }
         Ok(())
     }
-
-    /// Moves every session of `scratch` into this store in one validated transaction.
-    pub(super) fn take_from(&self, scratch: &Store) -> Result<Vec<SessionId>> {
-        let graphs: Vec<NamedNode> = scratch.rdf().sessions()?;
-        // Root sessions built by the write path need no checking again (their digests
-        // chain, their ids and labels are valid by construction): only that their ids
-        // are free here. Their quads go in as they are, without a round trip through
-        // N-Quads; the transcript importers' sessions are such roots.
-        let mut roots = Vec::with_capacity(graphs.len());
-        for graph in &graphs {
-            match scratch.facts_of(graph.as_ref())? {
-                Some(facts) if facts.parent.is_none() => roots.push(facts.id),
-                _ => break,
-            }
-        }
-        if roots.len() == graphs.len() {
-            let mut tx = self.write()?;
-            for id in &roots {
-                if self.exists(id)? {
-                    return Err(Error::Conflict(format!(
-                        "session {id} already exists in the store; delete it first or \
-                         import into another store"
-                    )));
-                }
-            }
-            let mut quads = Vec::new();
-            for (graph, id) in graphs.iter().zip(&roots) {
-                quads.extend(scratch.rdf().graph(graph.as_ref())?);
-                tx.forget(&self.session_iri(id));
-            }
-            // Under the write lock, in one atomic step; the commit then updates the cache.
-            self.backend().bulk_insert(quads)?;
-            tx.commit()?;
-            roots.sort();
-            return Ok(roots);
-        }
-        let mut quads = Vec::new();
-        scratch.write_graphs(&graphs, RdfFormat::NQuads, &mut quads)?;
-        self.import_graphs(quads.as_slice(), RdfFormat::NQuads)
-    }
 }
 
 /// An in-memory store under `base` holding `quads`, to check or build sessions in.

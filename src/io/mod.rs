@@ -19,6 +19,7 @@ mod formats;
 mod graphs;
 mod openai;
 mod report;
+mod root;
 
 pub use copy::{BackupReport, CopyReport};
 pub use formats::{ExportFormat, ImportFormat};

@@ -1,9 +1,10 @@
 //! OpenAI chat messages: a transcript (JSON array or JSONL) in, a session's replay out.
 //!
-//! An import is built in a scratch in-memory store with the ordinary API, then added
-//! with the validated RDF import: all of it in one transaction, or nothing.
+//! Every turn is checked as `append` checks it before anything is written; the session
+//! then goes in whole through the bulk loader (see `io::root`), or not at all.
 
 use super::report::{lines, TranscriptOptions, TranscriptReport};
+use super::root::RootBuilder;
 use crate::error::{Error, Result};
 use crate::model::{Agent, Kind, NewSession, NewTurn, Role, SessionId, Turn};
 use crate::store::Store;
@@ -108,14 +109,11 @@ impl Store {
         } else {
             "line"
         };
-        let scratch = Store::in_memory()?.with_base_iri(&self.iris.base)?;
-        let id = scratch.create_session(session)?;
-        let total = messages.len() as u64;
-        for (done, (n, message)) in messages.into_iter().enumerate() {
-            let turn = message.and_then(|m| openai_turn(&m));
-            match turn {
+        let mut root = RootBuilder::new(session)?;
+        for (n, message) in messages {
+            match message.and_then(|m| openai_turn(&m)) {
                 Ok(turn) => {
-                    scratch.append(&id, turn).map_err(|e| {
+                    root.append(turn).map_err(|e| {
                         Error::InvalidInput(format!("{where_} {n}: {e}; nothing was imported"))
                     })?;
                     report.turns += 1;
@@ -127,11 +125,8 @@ impl Store {
                     )))
                 }
             }
-            if let Some(progress) = options.progress {
-                progress(done as u64 + 1, total);
-            }
         }
-        report.sessions = self.take_from(&scratch)?;
+        report.sessions = vec![self.add_root(root, options.progress)?];
         Ok(report)
     }
 

@@ -35,7 +35,8 @@ pub struct TranscriptReport {
 pub struct TranscriptOptions<'a> {
     /// Skip malformed lines (and report them) instead of refusing the whole file.
     pub skip_invalid: bool,
-    /// Called with `(lines read, lines in all)` as the file is read.
+    /// Called with `(done, in all)` as the import goes: turns written (OpenAI, Codex) or
+    /// lines read (Claude Code).
     pub progress: Option<&'a dyn Fn(u64, u64)>,
 }
 

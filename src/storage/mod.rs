@@ -80,10 +80,11 @@ pub(crate) trait Backend: Send + Sync {
 
     /// Inserts many quads at once, atomically: what a large import writes. A store with
     /// a faster path than a transaction (Oxigraph's bulk loader, which writes sorted
-    /// files and adds them in one step) takes it; by default, one commit.
-    fn bulk_insert(&self, quads: Vec<Quad>) -> Result<()> {
+    /// files and adds them in one step) takes it; by default, one commit. The quads are
+    /// drawn as the store takes them, so they need not all be in memory at once.
+    fn bulk_load(&self, quads: &mut dyn Iterator<Item = Quad>) -> Result<()> {
         self.commit(Change {
-            inserts: quads,
+            inserts: quads.collect(),
             ..Change::default()
         })
     }

@@ -1,0 +1,132 @@
+//! A new root session built whole, for the transcript importers: its turns are checked
+//! as they come (as `append` checks them), and the quads are made only when the session
+//! goes in, straight into the store's bulk loader, with the digest chain computed on the
+//! way. Nothing of it is visible before the load commits, and a failed load leaves
+//! nothing behind.
+
+use crate::error::{Error, Result};
+use crate::model::{Agent, NewSession, NewTurn, SessionId};
+use crate::rdf::{self, session_quads, turn_quads, GraphWriter, SessionRecord, TurnRecord};
+use crate::store::Store;
+use crate::write::{check_turn, ANONYMOUS};
+use crate::Label;
+use oxigraph::model::NamedNode;
+use std::collections::HashSet;
+
+/// A root session being built: its facts and its checked turns.
+pub(crate) struct RootBuilder {
+    id: SessionId,
+    principal: Agent,
+    title: Option<String>,
+    /// Each turn with the agent it is attributed to, if not the principal.
+    turns: Vec<(NewTurn, Option<Agent>)>,
+}
+
+impl RootBuilder {
+    pub(crate) fn new(session: NewSession) -> Result<Self> {
+        let id = match session.id {
+            Some(id) => SessionId::new(id)?,
+            None => SessionId::generate(),
+        };
+        let principal = Agent::principal(session.principal.as_deref().unwrap_or(ANONYMOUS))?;
+        Ok(Self {
+            id,
+            principal,
+            title: session.title,
+            turns: Vec::new(),
+        })
+    }
+
+    /// Adds a turn, refused as `append` would refuse it (and then not added).
+    pub(crate) fn append(&mut self, turn: NewTurn) -> Result<u64> {
+        let software = check_turn(self.id.as_str(), &turn)?;
+        self.turns.push((turn, software));
+        Ok(self.turns.len() as u64 - 1)
+    }
+}
+
+impl Store {
+    /// Adds the session `root` built, all or nothing, through the bulk loader;
+    /// `progress` is told `(turns written, turns)` as they go in.
+    pub(crate) fn add_root(
+        &self,
+        root: RootBuilder,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> Result<SessionId> {
+        let RootBuilder {
+            id,
+            principal,
+            title,
+            turns,
+        } = root;
+        let iri = self.session_iri(&id);
+        let mut tx = self.write()?;
+        if self.exists(&id)? {
+            return Err(Error::Conflict(format!(
+                "session {id} already exists in the store; delete it first or import into \
+                 another store"
+            )));
+        }
+        // One moment for the whole import: when its turns were recorded.
+        let created = rdf::now();
+        let node = session_quads(
+            &self.iris,
+            &SessionRecord {
+                id: id.as_str(),
+                branch: Label::MAIN,
+                principal: &principal,
+                title: title.as_deref(),
+                depth: 0,
+                fork_root: &iri,
+                created: &created,
+            },
+            None,
+        );
+        let principal_iri = self.iris.agent(&principal);
+        let total = turns.len() as u64;
+        let mut declared: HashSet<NamedNode> = HashSet::new();
+        let mut prev = String::new();
+        let turn_quads = turns
+            .into_iter()
+            .enumerate()
+            .flat_map(|(index, (turn, software))| {
+                let index = index as u64;
+                let mut w = GraphWriter::new(iri.clone());
+                let by = match &software {
+                    Some(agent) => {
+                        let agent_iri = self.iris.agent(agent);
+                        if declared.insert(agent_iri.clone()) {
+                            w.agent(&self.iris, agent);
+                        }
+                        agent_iri
+                    }
+                    None => principal_iri.clone(),
+                };
+                let digest = rdf::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
+                turn_quads(
+                    &self.iris,
+                    &mut w,
+                    &TurnRecord {
+                        session: id.as_str(),
+                        index,
+                        turn: &turn,
+                        by: &by,
+                        digest: &digest,
+                        created: &created,
+                    },
+                );
+                prev = digest;
+                if let Some(progress) = progress {
+                    if index % 256 == 255 || index + 1 == total {
+                        progress(index + 1, total);
+                    }
+                }
+                w.quads
+            });
+        self.backend()
+            .bulk_load(&mut node.into_iter().chain(turn_quads))?;
+        tx.forget(&iri);
+        tx.commit()?;
+        Ok(id)
+    }
+}
