@@ -138,13 +138,27 @@ fn oxigraph_floor(store: &Store, n: usize, threads: usize) -> f64 {
     let start = Instant::now();
     std::thread::scope(|scope| {
         for t in 0..threads {
-            scope.spawn(move || oxigraph_writes(store, n / threads, t));
+            scope.spawn(move || oxigraph_writes(store, n / threads, t, None));
         }
     });
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-fn oxigraph_writes(store: &Store, n: usize, thread: usize) {
+/// The predicates of a plain turn's quads, in the order `oxigraph_writes` writes them.
+#[cfg(feature = "rocksdb")]
+const TURN_PREDICATES: [&str; 7] = [
+    "rdf:type",
+    "ft:index",
+    "ft:role",
+    "ft:content",
+    "ft:digest",
+    "prov:wasAttributedTo",
+    "prov:generatedAtTime",
+];
+
+/// Writes `n` turns' quads straight into Oxigraph, one transaction each, leaving out the
+/// quad with predicate `TURN_PREDICATES[omit]` if given.
+fn oxigraph_writes(store: &Store, n: usize, thread: usize, omit: Option<usize>) {
     use forktrail::vocab::{ft, prov, rdf};
     use oxigraph::model::Literal;
     let g = NamedNode::new(format!("urn:forktrail:session:floor{thread}")).unwrap();
@@ -156,7 +170,7 @@ fn oxigraph_writes(store: &Store, n: usize, thread: usize) {
         let t = NamedNode::new(format!("{}/turn/{i}", g.as_str())).unwrap();
         let digest = format!("{:064x}", i);
         let mut tx = ox.start_transaction().unwrap();
-        for (p, o) in [
+        for (k, (p, o)) in [
             (rdf::TYPE, ft::TURN.into()),
             (ft::INDEX, Literal::from(i as u64).into()),
             (ft::ROLE, Literal::new_simple_literal("user").into()),
@@ -165,9 +179,19 @@ fn oxigraph_writes(store: &Store, n: usize, thread: usize) {
             (prov::WAS_ATTRIBUTED_TO, agent.clone().into()),
             (
                 prov::GENERATED_AT_TIME,
-                Literal::new_simple_literal("2026-01-01T00:00:00.000Z").into(),
+                Literal::new_typed_literal(
+                    "2026-01-01T00:00:00.000Z",
+                    oxigraph::model::vocab::xsd::DATE_TIME,
+                )
+                .into(),
             ),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if omit == Some(k) {
+                continue;
+            }
             let o: oxigraph::model::Term = o;
             tx.insert(&Quad::new(t.clone(), p, o, g.clone()));
         }
@@ -365,6 +389,41 @@ fn disk_per_turn(turns: usize, figures: &mut BTreeMap<String, f64>) {
         "rocksdb.bytes_on_disk_per_turn_with_log".into(),
         with_log as f64 / turns as f64,
     );
+    let index = dir_bytes(&path.join("forktrail-records"));
+    figures.insert(
+        "rocksdb.record_index_bytes_per_turn".into(),
+        index as f64 / turns as f64,
+    );
+    // What each quad of a turn costs: the same turns written without it, settled.
+    let settled_without = |omit: Option<usize>| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        oxigraph_writes(&store, turns, 0, omit);
+        store.flush().unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        store.disk_bytes().unwrap_or(0) as f64 / turns as f64
+    };
+    let all = settled_without(None);
+    figures.insert("rocksdb.bytes_per_turn_7_quads_raw".into(), all);
+    for (k, name) in TURN_PREDICATES.iter().enumerate() {
+        figures.insert(
+            format!("rocksdb.bytes_per_turn_saved_without_{name}"),
+            all - settled_without(Some(k)),
+        );
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn dir_bytes(path: &std::path::Path) -> u64 {
+    std::fs::read_dir(path)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 fn main() {
