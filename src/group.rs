@@ -62,13 +62,19 @@ impl Store {
     pub(crate) fn settle(&self, keys: &[NamedNode]) {
         let mut group = self.group();
         while group.is_busy(keys) {
-            group = if !group.committing && !group.queue.is_empty() {
-                self.lead(group)
-            } else {
-                self.group_done
-                    .wait(group)
-                    .unwrap_or_else(|p| p.into_inner())
-            };
+            group = self.lead_or_wait(group);
+        }
+    }
+
+    /// Leads a commit of what is queued if no one is committing; else waits for the
+    /// running one to end.
+    fn lead_or_wait<'g>(&'g self, group: MutexGuard<'g, Group>) -> MutexGuard<'g, Group> {
+        if !group.committing && !group.queue.is_empty() {
+            self.lead(group)
+        } else {
+            self.group_done
+                .wait(group)
+                .unwrap_or_else(|p| p.into_inner())
         }
     }
 
@@ -103,13 +109,7 @@ impl Store {
             if let Some(result) = group.done.remove(&ticket) {
                 return result;
             }
-            group = if !group.committing && !group.queue.is_empty() {
-                self.lead(group)
-            } else {
-                self.group_done
-                    .wait(group)
-                    .unwrap_or_else(|p| p.into_inner())
-            };
+            group = self.lead_or_wait(group);
         }
     }
 
