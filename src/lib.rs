@@ -30,7 +30,6 @@ pub mod demo;
 mod diff;
 mod durability;
 mod error;
-mod group;
 mod html;
 mod io;
 pub mod mcp;
