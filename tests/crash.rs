@@ -117,6 +117,8 @@ struct Acked {
     merges: Vec<(String, u64)>,
     /// Sessions created or imported, with the turns an import brought.
     created: BTreeMap<String, u64>,
+    /// Forks whose detach was printed before the fork itself (by another thread).
+    detached_early: std::collections::BTreeSet<String>,
     count: usize,
 }
 
@@ -138,17 +140,20 @@ impl Acked {
             }
             ["ACK", "fork", child, parent, at] => {
                 let at = at.parse().unwrap();
+                // Another thread may detach a fork before its maker prints the fork.
+                let detached = self.detached_early.remove(*child);
                 self.forks
-                    .insert(child.to_string(), (parent.to_string(), at, false));
+                    .insert(child.to_string(), (parent.to_string(), at, detached));
             }
             ["ACK", "merge", _child, into, index] => {
                 self.merges.push((into.to_string(), index.parse().unwrap()));
             }
-            ["ACK", "detach", id] => {
-                if let Some(fork) = self.forks.get_mut(*id) {
-                    fork.2 = true;
+            ["ACK", "detach", id] => match self.forks.get_mut(*id) {
+                Some(fork) => fork.2 = true,
+                None => {
+                    self.detached_early.insert(id.to_string());
                 }
-            }
+            },
             _ => panic!("an unreadable acknowledgement: {line:?}"),
         }
         self.count += 1;
