@@ -77,6 +77,13 @@ impl Backend for Embedded {
     }
 
     fn commit(&self, change: Change) -> Result<()> {
+        if change.drop_graphs.is_empty() && change.removes.is_empty() {
+            // Appends and forks only insert: a plain write batch, as atomic as a
+            // transaction, without the snapshot and the indexed batch a transaction
+            // keeps so that it can read its own writes (which no insert needs).
+            self.store.extend(change.inserts)?;
+            return Ok(());
+        }
         let mut tx = self.store.start_transaction()?;
         for graph in &change.drop_graphs {
             tx.remove_named_graph(graph.as_ref())?;
