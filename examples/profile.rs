@@ -1,4 +1,5 @@
-//! A workload to run under a profiler, for the figures `benches/core.rs` reports:
+//! A workload to run under a profiler, for the figures `benches/core.rs` and
+//! `benches/import.rs` report:
 //!
 //! ```text
 //! cargo build --release --example profile
@@ -6,23 +7,26 @@
 //! perf record -g target/release/examples/profile replay memory
 //! ```
 //!
-//! `append` appends 30,000 turns, one transaction each; `replay` appends 5,000 and then
-//! replays them 200 times with the read cache dropped before each (cold replays).
+//! `append` appends 30,000 turns, one transaction each; `writers` has 8 threads append
+//! 2,500 turns each to sessions of their own (the group commit); `replay` appends 5,000
+//! and then replays them 200 times with the read cache dropped before each (cold
+//! replays); `import` imports an OpenAI transcript of 100,000 messages.
 
-use forktrail::{NewSession, NewTurn, Role, Store};
-use std::time::Instant;
+use forktrail::{NewSession, NewTurn, Role, SessionId, Store};
+use std::time::{Duration, Instant};
+
+const WORKLOADS: [&str; 4] = ["append", "writers", "replay", "import"];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (what, kind) = match args.as_slice() {
         [w, k]
-            if ["append", "replay"].contains(&w.as_str())
-                && ["memory", "rocksdb"].contains(&k.as_str()) =>
+            if WORKLOADS.contains(&w.as_str()) && ["memory", "rocksdb"].contains(&k.as_str()) =>
         {
             (w.as_str(), k.as_str())
         }
         _ => {
-            eprintln!("usage: profile append|replay memory|rocksdb");
+            eprintln!("usage: profile {} memory|rocksdb", WORKLOADS.join("|"));
             std::process::exit(2);
         }
     };
@@ -32,11 +36,30 @@ fn main() {
         _ => Store::in_memory(),
     }
     .expect("a store");
-    let id = store
+    match what {
+        "writers" => writers(&store),
+        "import" => import(&store),
+        _ => append_and_replay(&store, what == "replay"),
+    }
+}
+
+/// A 500-byte text, different for each `i`.
+fn text(i: usize) -> String {
+    format!(
+        "{}{i}",
+        "fork turn agent replay model tool graph audit ".repeat(11)
+    )
+}
+
+fn new_session(store: &Store) -> SessionId {
+    store
         .create_session(NewSession::default())
-        .expect("a session");
-    let n = if what == "append" { 30_000 } else { 5_000 };
-    let text = "fork turn agent replay model tool graph audit ".repeat(11);
+        .expect("a session")
+}
+
+fn append_and_replay(store: &Store, replay: bool) {
+    let id = new_session(store);
+    let n = if replay { 5_000 } else { 30_000 };
     let start = Instant::now();
     for i in 0..n {
         let role = if i % 2 == 0 {
@@ -45,14 +68,14 @@ fn main() {
             Role::Assistant
         };
         store
-            .append(&id, NewTurn::new(role, format!("{text}{i}")))
+            .append(&id, NewTurn::new(role, text(i)))
             .expect("an append");
     }
     eprintln!(
         "append: {:.0} turns/s",
         n as f64 / start.elapsed().as_secs_f64()
     );
-    if what == "replay" {
+    if replay {
         let start = Instant::now();
         for _ in 0..200 {
             store.clear_caches();
@@ -60,4 +83,58 @@ fn main() {
         }
         eprintln!("cold replay of {n} turns: {:?}", start.elapsed() / 200);
     }
+}
+
+fn writers(store: &Store) {
+    let (writers, each) = (8, 2_500);
+    let ids: Vec<SessionId> = (0..writers).map(|_| new_session(store)).collect();
+    let start = Instant::now();
+    let mut latencies: Vec<Duration> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                scope.spawn(move || {
+                    (0..each)
+                        .map(|i| {
+                            let t = Instant::now();
+                            store
+                                .append(id, NewTurn::new(Role::User, text(i)))
+                                .expect("an append");
+                            t.elapsed()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a writer"))
+            .collect()
+    });
+    let took = start.elapsed();
+    latencies.sort();
+    eprintln!(
+        "{writers} writers: {:.0} turns/s, p50 {:?}, p99 {:?}",
+        (writers * each) as f64 / took.as_secs_f64(),
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() * 99 / 100]
+    );
+}
+
+fn import(store: &Store) {
+    let n = 100_000;
+    let transcript: String = (0..n)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({ "role": role, "content": text(i) }).to_string() + "\n"
+        })
+        .collect();
+    let start = Instant::now();
+    store
+        .import_openai(&transcript, Default::default(), &Default::default())
+        .expect("an import");
+    eprintln!(
+        "import: {:.0} turns/s",
+        n as f64 / start.elapsed().as_secs_f64()
+    );
 }
