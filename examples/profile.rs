@@ -8,9 +8,9 @@
 //! ```
 //!
 //! `append` appends 30,000 turns, one transaction each; `writers` has 8 threads append
-//! 2,500 turns each to sessions of their own (the group commit); `replay` appends 5,000
-//! and then replays them 200 times with the read cache dropped before each (cold
-//! replays); `import` imports an OpenAI transcript of 100,000 messages.
+//! 2,500 turns each to sessions of their own (the group commit); `replay` appends 5,000,
+//! forks a chain of 32 levels over them (2 turns each), and replays its leaf 200 times
+//! with the read cache dropped before each (cold replays); `import` imports an OpenAI transcript of 100,000 messages.
 
 use forktrail::{NewSession, NewTurn, Role, SessionId, Store};
 use std::time::{Duration, Instant};
@@ -76,12 +76,28 @@ fn append_and_replay(store: &Store, replay: bool) {
         n as f64 / start.elapsed().as_secs_f64()
     );
     if replay {
+        // A chain of 32 forks over it, 2 own turns each, as `benches/core.rs` replays.
+        let mut leaf = id;
+        for depth in 0..32 {
+            let plan = store
+                .fork(&leaf, forktrail::ForkOptions::default())
+                .expect("a fork");
+            leaf = plan.session.parse().expect("an id");
+            for i in 0..2 {
+                store
+                    .append(&leaf, NewTurn::new(Role::User, text(n + 2 * depth + i)))
+                    .expect("an append");
+            }
+        }
         let start = Instant::now();
         for _ in 0..200 {
             store.clear_caches();
-            std::hint::black_box(store.replay(&id, None).expect("a replay"));
+            std::hint::black_box(store.replay(&leaf, None).expect("a replay"));
         }
-        eprintln!("cold replay of {n} turns: {:?}", start.elapsed() / 200);
+        eprintln!(
+            "cold replay of {n} turns at depth 32: {:?}",
+            start.elapsed() / 200
+        );
     }
 }
 

@@ -11,8 +11,9 @@
 //! A file is a header (magic, the session's first own index, its IRI) and then records
 //! `index | role | kind | digest | branch | content | index`, lengths in front; the trailing
 //! index lets an append check, by reading 8 bytes, that the file ends right before the
-//! turn it adds. Nothing is synced: after a crash a file may end early or in a torn
-//! record, which a read notices and the rebuild repairs.
+//! turn it adds; the files of the sessions appended to last stay open, so that an
+//! append to one of them is a single write. Nothing is synced: after a crash a file may
+//! end early or in a torn record, which a read notices and the rebuild repairs.
 
 #![cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 
@@ -65,12 +66,31 @@ pub(crate) fn chained(base: &str, entries: &[Entry]) -> bool {
     })
 }
 
+/// How many record files stay open for appending: enough for the sessions a busy
+/// server appends to at once, few against the descriptors RocksDB leaves free.
+const OPEN_FILES: usize = 16;
+
 /// The record files of one store.
 pub(crate) struct Records {
     dir: PathBuf,
+    /// File changes happen under this lock.
+    state: Mutex<State>,
+}
+
+struct State {
     /// Bumped by every drop; a reader that rebuilds a file does so only if nothing was
-    /// dropped since it started reading the RDF. File changes happen under this lock.
-    epoch: Mutex<u64>,
+    /// dropped since it started reading the RDF.
+    epoch: u64,
+    /// Files recently appended to, open, with the index their next record must have:
+    /// an append to one of them is one write, without opening the file and reading its
+    /// trailer. A file is closed here before it is removed.
+    open: Vec<Open>,
+}
+
+struct Open {
+    path: PathBuf,
+    file: std::fs::File,
+    next: u64,
 }
 
 /// What a session's file holds.
@@ -85,16 +105,19 @@ impl Records {
     pub(crate) fn new(store_dir: &Path) -> Self {
         Self {
             dir: store_dir.join(DIR),
-            epoch: Mutex::new(0),
+            state: Mutex::new(State {
+                epoch: 0,
+                open: Vec::new(),
+            }),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.epoch.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn epoch(&self) -> u64 {
-        *self.lock()
+        self.lock().epoch
     }
 
     fn file_of(&self, session: &str) -> PathBuf {
@@ -144,8 +167,8 @@ impl Records {
     /// right before them; a file that does not is removed (the next replay rebuilds
     /// it). Best effort: the index is derived.
     pub(crate) fn appended(&self, session: &str, own_start: u64, entries: &[Entry]) {
-        let _guard = self.lock();
-        self.extend(session, own_start, entries);
+        let mut state = self.lock();
+        self.extend(&mut state, session, own_start, entries);
     }
 
     /// Extends the file with `entries` read from the RDF by a replay that started at
@@ -158,41 +181,73 @@ impl Records {
         entries: &[Entry],
         fresh: bool,
     ) {
-        let guard = self.lock();
-        if *guard != epoch || entries.is_empty() {
+        let mut state = self.lock();
+        if state.epoch != epoch || entries.is_empty() {
             return;
         }
         if fresh {
-            let path = self.file_of(session);
-            let _ = std::fs::remove_file(&path);
+            state.remove(&self.file_of(session));
         }
-        self.extend(session, own_start, entries);
+        self.extend(&mut state, session, own_start, entries);
     }
 
-    fn extend(&self, session: &str, own_start: u64, entries: &[Entry]) {
-        let Some(first) = entries.first() else {
+    fn extend(&self, state: &mut State, session: &str, own_start: u64, entries: &[Entry]) {
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
             return;
         };
         let path = self.file_of(session);
-        if self
-            .try_extend(&path, session, own_start, first.index, entries)
-            .is_err()
-        {
-            let _ = std::fs::remove_file(&path);
+        let mut out = Vec::new();
+        for entry in entries {
+            encode(entry, &mut out);
+        }
+        // A file open here ends right before `next` (its records are appended only
+        // through it, and it is closed before any other change to the file).
+        let file = match state.open.iter().position(|o| o.path == path) {
+            Some(at) if state.open[at].next == first.index => Ok(Some(state.open.remove(at).file)),
+            Some(at) => {
+                state.open.remove(at);
+                self.try_open(&path, session, own_start, first.index)
+            }
+            None => self.try_open(&path, session, own_start, first.index),
+        };
+        let written = file.and_then(|file| {
+            let Some(file) = file else {
+                return Ok(None);
+            };
+            (&file).write_all(&out)?;
+            Ok(Some(file))
+        });
+        match written {
+            Ok(Some(file)) => {
+                if state.open.len() >= OPEN_FILES {
+                    state.open.remove(0);
+                }
+                state.open.push(Open {
+                    path,
+                    file,
+                    next: last.index + 1,
+                });
+            }
+            Ok(None) => {}
+            Err(_) => {
+                let _ = std::fs::remove_file(&path);
+            }
         }
     }
 
-    fn try_extend(
+    /// The file of `session` opened for appending records from index `first`: created
+    /// with its header when `first` is its first own index; `None` when there is no
+    /// file and `first` is not where one starts (the next replay writes it whole); an
+    /// error when the file does not end right before `first`.
+    fn try_open(
         &self,
         path: &Path,
         session: &str,
         own_start: u64,
         first: u64,
-        entries: &[Entry],
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<Option<std::fs::File>> {
         let stale = || std::io::Error::other("the file does not end before these turns");
-        let mut out = Vec::new();
-        let file = match OpenOptions::new().read(true).append(true).open(path) {
+        match OpenOptions::new().read(true).append(true).open(path) {
             Ok(mut file) => {
                 let expected = match last_index(&mut file, session, own_start)? {
                     Some(last) => last + 1,
@@ -201,47 +256,57 @@ impl Records {
                 if expected != first {
                     return Err(stale());
                 }
-                file
+                Ok(Some(file))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if first != own_start {
-                    // Nothing to extend: the next replay writes the file whole.
-                    return Ok(());
+                    return Ok(None);
                 }
                 std::fs::create_dir_all(&self.dir)?;
-                out.extend_from_slice(MAGIC);
-                out.extend_from_slice(&own_start.to_le_bytes());
-                out.extend_from_slice(&(session.len() as u32).to_le_bytes());
-                out.extend_from_slice(session.as_bytes());
-                OpenOptions::new()
+                let mut head = Vec::with_capacity(header_len(session));
+                head.extend_from_slice(MAGIC);
+                head.extend_from_slice(&own_start.to_le_bytes());
+                head.extend_from_slice(&(session.len() as u32).to_le_bytes());
+                head.extend_from_slice(session.as_bytes());
+                let file = OpenOptions::new()
                     .create_new(true)
                     .append(true)
-                    .open(path)?
+                    .open(path)?;
+                if let Err(e) = (&file).write_all(&head) {
+                    let _ = std::fs::remove_file(path);
+                    return Err(e);
+                }
+                Ok(Some(file))
             }
-            Err(e) => return Err(e),
-        };
-        for entry in entries {
-            encode(entry, &mut out);
+            Err(e) => Err(e),
         }
-        (&file).write_all(&out)
     }
 
     /// Drops the file of `session` (its turns changed other than by appends).
     pub(crate) fn forget(&self, session: &str) {
-        let mut guard = self.lock();
-        *guard += 1;
-        let _ = std::fs::remove_file(self.file_of(session));
+        let mut state = self.lock();
+        state.epoch += 1;
+        state.remove(&self.file_of(session));
     }
 
     /// Drops every file (a change that may touch any session).
     pub(crate) fn clear(&self) {
-        let mut guard = self.lock();
-        *guard += 1;
+        let mut state = self.lock();
+        state.epoch += 1;
+        state.open.clear();
         if let Ok(files) = std::fs::read_dir(&self.dir) {
             for file in files.flatten() {
                 let _ = std::fs::remove_file(file.path());
             }
         }
+    }
+}
+
+impl State {
+    /// Closes the file at `path` if it is open, and removes it.
+    fn remove(&mut self, path: &Path) {
+        self.open.retain(|o| o.path != path);
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -436,12 +501,41 @@ mod tests {
         let len = std::fs::metadata(&path).unwrap().len();
         let file = OpenOptions::new().write(true).open(&path).unwrap();
         file.set_len(len - 5).unwrap();
+        // The process that tore it is gone: the store is opened again.
+        let r = Records::new(dir.path());
         let read = r.read("s", 0).unwrap();
         assert_eq!(read.entries, entries(0, 2));
         assert!(!read.clean);
         // The trailer no longer names turn 2: an append of 3 removes the file.
         r.appended("s", 0, &entries(3, 4));
         assert!(r.read("s", 0).is_none());
+    }
+
+    #[test]
+    fn appends_go_on_through_open_files_and_start_anew_after_a_forget() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Records::new(dir.path());
+        for at in 0..4 {
+            r.appended("s", 0, &entries(at, at + 1));
+        }
+        assert_eq!(r.read("s", 0).unwrap().entries, entries(0, 4));
+        // Forgotten: an append past its first index writes nothing, one from it starts
+        // a new file.
+        r.forget("s");
+        r.appended("s", 0, &entries(4, 5));
+        assert!(r.read("s", 0).is_none());
+        r.appended("s", 0, &entries(0, 2));
+        assert_eq!(r.read("s", 0).unwrap().entries, entries(0, 2));
+        // More sessions than files kept open: each still ends where it should.
+        for n in 0..OPEN_FILES + 3 {
+            let name = format!("t{n}");
+            r.appended(&name, 1, &entries(1, 2));
+        }
+        for n in 0..OPEN_FILES + 3 {
+            let name = format!("t{n}");
+            r.appended(&name, 1, &entries(2, 3));
+            assert_eq!(r.read(&name, 1).unwrap().entries, entries(1, 3), "{name}");
+        }
     }
 
     #[test]
