@@ -12,6 +12,11 @@ use oxigraph::model::{NamedNode, Quad};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::turn_quads;
+#[cfg(feature = "rocksdb")]
+use common::TURN_PREDICATES;
+
 /// Deterministic 500-byte contents (xorshift, fixed seed).
 struct Contents(u64);
 
@@ -144,59 +149,16 @@ fn oxigraph_floor(store: &Store, n: usize, threads: usize) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-/// The predicates of a plain turn's quads, in the order `oxigraph_writes` writes them.
-#[cfg(feature = "rocksdb")]
-const TURN_PREDICATES: [&str; 7] = [
-    "rdf:type",
-    "ft:index",
-    "ft:role",
-    "ft:content",
-    "ft:digest",
-    "prov:wasAttributedTo",
-    "prov:generatedAtTime",
-];
-
 /// Writes `n` turns' quads straight into Oxigraph, one write batch each, leaving out the
 /// quad with predicate `TURN_PREDICATES[omit]` if given.
 fn oxigraph_writes(store: &Store, n: usize, thread: usize, omit: Option<usize>) {
-    use forktrail::vocab::{ft, prov, rdf};
-    use oxigraph::model::Literal;
     let g = NamedNode::new(format!("urn:forktrail:session:floor{thread}")).unwrap();
-    let agent = NamedNode::new("urn:forktrail:agent:anonymous").unwrap();
     let mut contents = Contents(5 + thread as u64);
     let turns: Vec<String> = (0..n).map(|_| contents.next()).collect();
     let ox = store.oxigraph();
     for (i, c) in turns.into_iter().enumerate() {
-        let t = NamedNode::new(format!("{}/turn/{i}", g.as_str())).unwrap();
-        let digest = format!("{:064x}", i);
-        let mut quads = Vec::with_capacity(7);
-        for (k, (p, o)) in [
-            (rdf::TYPE, ft::TURN.into()),
-            (ft::INDEX, Literal::from(i as u64).into()),
-            (ft::ROLE, Literal::new_simple_literal("user").into()),
-            (ft::CONTENT, Literal::new_simple_literal(c).into()),
-            (ft::DIGEST, Literal::new_simple_literal(digest).into()),
-            (prov::WAS_ATTRIBUTED_TO, agent.clone().into()),
-            (
-                prov::GENERATED_AT_TIME,
-                Literal::new_typed_literal(
-                    "2026-01-01T00:00:00.000Z",
-                    oxigraph::model::vocab::xsd::DATE_TIME,
-                )
-                .into(),
-            ),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if omit == Some(k) {
-                continue;
-            }
-            let o: oxigraph::model::Term = o;
-            quads.push(Quad::new(t.clone(), p, o, g.clone()));
-        }
         // One write batch, as forktrail commits a change that only inserts.
-        ox.extend(quads).unwrap();
+        ox.extend(turn_quads(&g, i, c, omit)).unwrap();
     }
 }
 
