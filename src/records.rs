@@ -166,7 +166,12 @@ impl Records {
     /// Extends the file of `session` with turns it just committed, if the file ends
     /// right before them; a file that does not is removed (the next replay rebuilds
     /// it). Best effort: the index is derived.
-    pub(crate) fn appended(&self, session: &str, own_start: u64, entries: &[Entry]) {
+    pub(crate) fn appended<'e>(
+        &self,
+        session: &str,
+        own_start: u64,
+        entries: impl IntoIterator<Item = &'e Entry>,
+    ) {
         let mut state = self.lock();
         self.extend(&mut state, session, own_start, entries);
     }
@@ -191,24 +196,33 @@ impl Records {
         self.extend(&mut state, session, own_start, entries);
     }
 
-    fn extend(&self, state: &mut State, session: &str, own_start: u64, entries: &[Entry]) {
-        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+    fn extend<'e>(
+        &self,
+        state: &mut State,
+        session: &str,
+        own_start: u64,
+        entries: impl IntoIterator<Item = &'e Entry>,
+    ) {
+        let mut out = Vec::new();
+        let mut indices = None;
+        for entry in entries {
+            encode(entry, &mut out);
+            let first = indices.map_or(entry.index, |(first, _)| first);
+            indices = Some((first, entry.index));
+        }
+        let Some((first, last)) = indices else {
             return;
         };
         let path = self.file_of(session);
-        let mut out = Vec::new();
-        for entry in entries {
-            encode(entry, &mut out);
-        }
         // A file open here ends right before `next` (its records are appended only
         // through it, and it is closed before any other change to the file).
         let file = match state.open.iter().position(|o| o.path == path) {
-            Some(at) if state.open[at].next == first.index => Ok(Some(state.open.remove(at).file)),
+            Some(at) if state.open[at].next == first => Ok(Some(state.open.remove(at).file)),
             Some(at) => {
                 state.open.remove(at);
-                self.try_open(&path, session, own_start, first.index)
+                self.try_open(&path, session, own_start, first)
             }
-            None => self.try_open(&path, session, own_start, first.index),
+            None => self.try_open(&path, session, own_start, first),
         };
         let written = file.and_then(|file| {
             let Some(file) = file else {
@@ -225,7 +239,7 @@ impl Records {
                 state.open.push(Open {
                     path,
                     file,
-                    next: last.index + 1,
+                    next: last + 1,
                 });
             }
             Ok(None) => {}

@@ -327,7 +327,7 @@ impl Store {
 
     /// Commits `change` (if not empty), then applies each write's `effects` to the
     /// record index and the read cache, then syncs if the durability asks.
-    pub(crate) fn write_through(&self, change: Change, effects: &[Effects]) -> Result<()> {
+    pub(crate) fn write_through(&self, change: Change, effects: Vec<Effects>) -> Result<()> {
         let wrote = !change.is_empty() || effects.iter().any(|e| e.clear);
         if !change.is_empty() {
             self.backend.commit(change)?;
@@ -452,7 +452,9 @@ pub(crate) struct Effects {
 }
 
 impl Effects {
-    fn apply(&self, store: &Store) {
+    /// Applies the effects of a committed write; the turns it appended move into the
+    /// read cache after the record index has written them.
+    fn apply(self, store: &Store) {
         if let Some(records) = &store.records {
             if self.clear {
                 records.clear();
@@ -461,18 +463,8 @@ impl Effects {
                 records.forget(iri.as_str());
             }
             for run in self.appended.chunk_by(|a, b| a.session == b.session) {
-                let entries: Vec<Entry> = run
-                    .iter()
-                    .map(|a| Entry {
-                        index: a.record.index,
-                        role: a.record.role,
-                        kind: a.kind,
-                        content: a.record.content.clone(),
-                        branch: None,
-                        digest: a.digest.clone(),
-                    })
-                    .collect();
-                records.appended(run[0].session.as_str(), run[0].own_start, &entries);
+                let entries = run.iter().map(|a| &a.entry);
+                records.appended(run[0].session.as_str(), run[0].own_start, entries);
             }
         }
         let mut cache = store.cache();
@@ -482,19 +474,32 @@ impl Effects {
         for iri in &self.forget {
             cache.forget(iri.as_str());
         }
-        for a in &self.appended {
-            cache.appended(a.session.as_str(), a.record.clone(), a.digest.clone());
+        for a in self.appended {
+            let Appended {
+                session,
+                entry,
+                branch,
+                ..
+            } = a;
+            let record = ReplayRecord {
+                index: entry.index,
+                role: entry.role,
+                content: entry.content,
+                branch,
+            };
+            cache.appended(session.as_str(), record, entry.digest);
         }
     }
 }
 
-/// A turn a write appends, as the read cache and the record index take it.
+/// A turn a write appends, as the record index and the read cache take it.
 pub(crate) struct Appended {
     session: NamedNode,
     own_start: u64,
-    record: ReplayRecord,
-    kind: Kind,
-    digest: String,
+    /// As the record index keeps it (no branch of its own: the session's).
+    entry: Entry,
+    /// The session's branch label, for the cache's record.
+    branch: String,
 }
 
 /// A lease held: its quads, and those of lapsed leases on the same sessions, which the
@@ -552,12 +557,24 @@ impl<'s> WriteTx<'s> {
         kind: Kind,
         digest: String,
     ) {
+        let ReplayRecord {
+            index,
+            role,
+            content,
+            branch,
+        } = record;
         self.effects.appended.push(Appended {
             session: iri.clone(),
             own_start,
-            record,
-            kind,
-            digest,
+            entry: Entry {
+                index,
+                role,
+                kind,
+                content,
+                branch: None,
+                digest,
+            },
+            branch,
         });
     }
 
@@ -585,8 +602,7 @@ impl<'s> WriteTx<'s> {
             change.removes.extend(lease.stale.iter().cloned());
         }
         // On failure the lease stays here and `drop` withdraws it.
-        self.store
-            .write_through(change, std::slice::from_ref(&effects))?;
+        self.store.write_through(change, vec![effects])?;
         self.lease = None;
         Ok(())
     }
@@ -721,7 +737,7 @@ impl Store {
             tickets,
             keys,
         };
-        let outcome = self.write_through(change, &effects);
+        let outcome = self.write_through(change, effects);
         finish.answer(outcome)
     }
 }
