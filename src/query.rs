@@ -123,6 +123,7 @@ pub mod queries {
         FORK_CHAIN = "fork-chain",
         SESSION_TURNS = "session-turns",
         TURN_RECORDS = "turn-records",
+        TURN_ENTRIES = "turn-entries",
         CHILDREN = "children",
         SUBTREE = "subtree",
         SESSIONS = "sessions",

@@ -337,11 +337,8 @@ impl Store {
                 entries.drain(..skip.min(entries.len()));
                 entries.into_iter().map(record).collect()
             }
-            None => self
-                .stored_entries(owner, rest, to)?
-                .into_iter()
-                .map(record)
-                .collect(),
+            // Straight into records: no entry kept, no second vector.
+            None => self.stored_entries(owner, rest, to, record)?,
         };
         out.extend(read.iter().map(|r| ReplayRecord::clone(r)));
         if self.caching() {
@@ -392,7 +389,7 @@ impl Store {
         if end == to && clean {
             return Ok(good);
         }
-        let missing = self.stored_entries(owner, end, to)?;
+        let missing = self.stored_entries(owner, end, to, |e| e)?;
         let whole = !verified || !clean;
         let write_from = if whole { 0 } else { good.len() };
         good.extend(missing);
@@ -403,38 +400,57 @@ impl Store {
     /// Turns `from..to` of `owner` read from the store. One projected query over the
     /// owner's graph reads a run 2-3x faster than a point lookup per turn, but it scans
     /// the whole graph: it is used when the run is a good part of what the owner stores.
-    fn stored_entries(&self, owner: &SessionNode, from: u64, to: u64) -> Result<Vec<Entry>> {
+    /// Each entry is handed to `make` as it is read.
+    fn stored_entries<T>(
+        &self,
+        owner: &SessionNode,
+        from: u64,
+        to: u64,
+        make: impl Fn(Entry) -> T,
+    ) -> Result<Vec<T>> {
         if from >= to {
             return Ok(Vec::new());
         }
         if (to - from) * 4 >= owner.own_turns() {
-            return self.scan_entries(owner, from, to);
+            return self.scan_entries(owner, from, to, make);
         }
         let rdf = self.rdf();
         (from..to)
             .map(|index| {
                 let turn = rdf.turn(owner, index)?;
-                Ok(Entry {
+                Ok(make(Entry {
                     index,
                     role: turn.role,
                     kind: turn.kind,
                     branch: (turn.branch != owner.branch).then_some(turn.branch),
                     content: turn.content,
                     digest: turn.digest,
-                })
+                }))
             })
             .collect()
     }
 
-    /// Turns `from..to` of `owner`, through `turn-records.rq`.
-    fn scan_entries(&self, owner: &SessionNode, from: u64, to: u64) -> Result<Vec<Entry>> {
+    /// Turns `from..to` of `owner`: through `turn-entries.rq` for the record index,
+    /// else through the leaner `turn-records.rq`, which reads neither kind nor digest
+    /// (the entries then serve replay only).
+    fn scan_entries<T>(
+        &self,
+        owner: &SessionNode,
+        from: u64,
+        to: u64,
+        make: impl Fn(Entry) -> T,
+    ) -> Result<Vec<T>> {
+        let query = match self.records {
+            Some(_) => &queries::TURN_ENTRIES,
+            None => &queries::TURN_RECORDS,
+        };
         let bindings = [
             ("session", owner.iri.clone().into()),
             ("from", Literal::from(from).into()),
             ("to", Literal::from(to).into()),
         ];
-        let mut slots: Vec<Option<Entry>> = vec![None; (to - from) as usize];
-        for row in self.select(&queries::TURN_RECORDS, &bindings)? {
+        let mut slots: Vec<Option<T>> = (from..to).map(|_| None).collect();
+        for row in self.select(query, &bindings)? {
             let text = |var: &str| match row.get(var) {
                 Some(Term::Literal(l)) => Some(l.value()),
                 _ => None,
@@ -448,14 +464,14 @@ impl Store {
                 .checked_sub(from)
                 .and_then(|i| slots.get_mut(i as usize));
             if let Some(slot) = slot {
-                *slot = Some(Entry {
+                *slot = Some(make(Entry {
                     index,
                     role: role.parse()?,
                     kind: text("kind").map_or(Ok(Kind::Message), str::parse)?,
                     content: content.to_string(),
                     branch: text("branch").map(str::to_string),
                     digest: text("digest").unwrap_or_default().to_string(),
-                });
+                }));
             }
         }
         slots

@@ -280,7 +280,8 @@ impl Rdf<'_> {
 impl Rdf<'_> {
     /// For a store across a network, in one request: the replay records of `spans`
     /// (disjoint index ranges `from..to` of their owners), in index order, each with its
-    /// stored digest (the turn records of `turn-records.rq`, for every span at once).
+    /// stored digest (the fields of `turn-records.rq` and the digest, for every span at
+    /// once).
     pub(crate) fn span_records(
         &self,
         spans: &[(&SessionNode, u64, u64)],
