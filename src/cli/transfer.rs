@@ -29,15 +29,27 @@ impl ImportArgs {
         let bar = (!self.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
             indicatif::ProgressBar::new(0).with_style(
                 indicatif::ProgressStyle::with_template(
-                    "{wide_bar} {human_pos}/{human_len} {per_sec} eta {eta}",
+                    "{wide_bar} {human_pos}/{human_len} turns{msg}",
                 )
                 .expect("a valid template"),
             )
         });
+        // The rate and time left count from the first turn written, not from the
+        // parsing and checking before it.
+        let first = std::cell::OnceCell::new();
         let progress = |done: u64, total: u64| {
-            if let Some(bar) = &bar {
-                bar.set_length(total);
-                bar.set_position(done);
+            let Some(bar) = &bar else {
+                return;
+            };
+            bar.set_length(total);
+            bar.set_position(done);
+            let (at, from) = *first.get_or_init(|| (std::time::Instant::now(), done));
+            if let Some(text) = rate_and_left(
+                done.saturating_sub(from),
+                total.saturating_sub(done),
+                at.elapsed(),
+            ) {
+                bar.set_message(text);
             }
         };
         let options = forktrail::TranscriptOptions {
@@ -54,6 +66,22 @@ impl ImportArgs {
         }
         report_text(out, &report, &self.file)
     }
+}
+
+/// The progress bar's rate and time left, once `done` turns have gone in over at least
+/// half a second, with `left` still to go.
+fn rate_and_left(done: u64, left: u64, elapsed: std::time::Duration) -> Option<String> {
+    let secs = elapsed.as_secs_f64();
+    if secs < 0.5 || done == 0 {
+        return None;
+    }
+    let rate = done as f64 / secs;
+    let left = std::time::Duration::from_secs((left as f64 / rate).round() as u64);
+    Some(format!(
+        ", {} turns/s, {} left",
+        indicatif::HumanCount(rate as u64),
+        indicatif::HumanDuration(left)
+    ))
 }
 
 fn report_text(out: Out, report: &TranscriptReport, file: &Path) -> CliResult {
@@ -224,5 +252,29 @@ impl BackupArgs {
             self.dir.display()
         )
         .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate_and_left;
+    use std::time::Duration;
+
+    #[test]
+    fn the_rate_counts_turns_written_and_the_time_left_follows_from_it() {
+        // Nothing shown before half a second or before a turn went in.
+        assert_eq!(
+            rate_and_left(1_000, 9_000, Duration::from_millis(400)),
+            None
+        );
+        assert_eq!(rate_and_left(0, 9_000, Duration::from_secs(3)), None);
+        assert_eq!(
+            rate_and_left(50_000, 950_000, Duration::from_secs(2)).as_deref(),
+            Some(", 25,000 turns/s, 38 seconds left")
+        );
+        assert_eq!(
+            rate_and_left(120_000, 0, Duration::from_secs(3)).as_deref(),
+            Some(", 40,000 turns/s, 0 seconds left")
+        );
     }
 }
