@@ -93,6 +93,22 @@ struct Open {
     next: u64,
 }
 
+/// Consecutive records encoded as a file holds them, with their first and last index.
+#[derive(Default)]
+pub(crate) struct Run {
+    bytes: Vec<u8>,
+    indices: Option<(u64, u64)>,
+}
+
+impl Run {
+    /// Adds the record of the turn after the last one pushed.
+    pub(crate) fn push(&mut self, entry: &Entry) {
+        encode(entry, &mut self.bytes);
+        let first = self.indices.map_or(entry.index, |(first, _)| first);
+        self.indices = Some((first, entry.index));
+    }
+}
+
 /// What a session's file holds.
 pub(crate) struct Stored {
     /// Records from the session's first own index on, contiguous.
@@ -196,6 +212,13 @@ impl Records {
         self.extend(&mut state, session, own_start, entries);
     }
 
+    /// Writes a run of records a committed import encoded as it went, for `session`
+    /// (see [`Records::appended`]).
+    pub(crate) fn imported(&self, session: &str, own_start: u64, run: &Run) {
+        let mut state = self.lock();
+        self.write_run(&mut state, session, own_start, run);
+    }
+
     fn extend<'e>(
         &self,
         state: &mut State,
@@ -203,14 +226,15 @@ impl Records {
         own_start: u64,
         entries: impl IntoIterator<Item = &'e Entry>,
     ) {
-        let mut out = Vec::new();
-        let mut indices = None;
+        let mut run = Run::default();
         for entry in entries {
-            encode(entry, &mut out);
-            let first = indices.map_or(entry.index, |(first, _)| first);
-            indices = Some((first, entry.index));
+            run.push(entry);
         }
-        let Some((first, last)) = indices else {
+        self.write_run(state, session, own_start, &run);
+    }
+
+    fn write_run(&self, state: &mut State, session: &str, own_start: u64, run: &Run) {
+        let (Some((first, last)), out) = (run.indices, &run.bytes) else {
             return;
         };
         let path = self.file_of(session);
@@ -228,7 +252,7 @@ impl Records {
             let Some(file) = file else {
                 return Ok(None);
             };
-            (&file).write_all(&out)?;
+            (&file).write_all(out)?;
             Ok(Some(file))
         });
         match written {

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::model::Kind;
 use crate::model::{ReplayRecord, SessionId};
 use crate::rdf::{lease_quads, Iris, Rdf};
-use crate::records::{Entry, Records};
+use crate::records::{Entry, Records, Run};
 use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
 use oxigraph::model::{NamedNode, Quad};
 use std::collections::{HashMap, HashSet};
@@ -447,6 +447,9 @@ pub(crate) struct Effects {
     forget: Vec<NamedNode>,
     /// Turns appended.
     appended: Vec<Appended>,
+    /// Records of a session's turns an import encoded as it wrote them: the session,
+    /// its first own index, the run.
+    imported: Vec<(NamedNode, u64, Run)>,
     /// The change may touch anything: drop the whole cache.
     clear: bool,
 }
@@ -465,6 +468,9 @@ impl Effects {
             for run in self.appended.chunk_by(|a, b| a.session == b.session) {
                 let entries = run.iter().map(|a| &a.entry);
                 records.appended(run[0].session.as_str(), run[0].own_start, entries);
+            }
+            for (iri, own_start, run) in &self.imported {
+                records.imported(iri.as_str(), *own_start, run);
             }
         }
         let mut cache = store.cache();
@@ -576,6 +582,18 @@ impl<'s> WriteTx<'s> {
             },
             branch,
         });
+    }
+
+    /// Whether the store keeps a record index (the import then encodes its records).
+    pub(crate) fn indexes_records(&self) -> bool {
+        self.store.records.is_some()
+    }
+
+    /// The records of turns an import wrote to session `iri` (own turns from
+    /// `own_start`), for the record index once committed. The import's caller forgets
+    /// the session in the cache.
+    pub(crate) fn imported(&mut self, iri: &NamedNode, own_start: u64, run: Run) {
+        self.effects.imported.push((iri.clone(), own_start, run));
     }
 
     /// Writes the change in one atomic commit (with others waiting, for a grouped

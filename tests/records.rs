@@ -177,3 +177,37 @@ fn pop_delete_and_detach_leave_no_stale_record_behind() {
     assert_eq!(detached[0].branch, "main", "copied turns keep their branch");
     assert_eq!(detached[3].branch, "alt");
 }
+
+#[test]
+fn an_import_writes_the_file_of_its_session_and_a_failed_one_writes_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (0..300)
+        .map(|i| {
+            let role = ["system", "user", "assistant"][i % 3];
+            format!("{{\"role\":\"{role}\",\"content\":\"message {i}\"}}")
+        })
+        .collect();
+    let s = Store::open(dir.path()).unwrap();
+    let report = s
+        .import_openai(
+            &lines.join("\n"),
+            NewSession::default(),
+            &Default::default(),
+        )
+        .unwrap();
+    let id = report.sessions[0].clone();
+    // Written with the import, before any replay asked for it.
+    assert_eq!(files(dir.path()).len(), 1);
+    let expected = truth(&s, &id);
+    assert_eq!(expected.len(), 300);
+    assert_eq!(expected[299].content, "message 299");
+    drop(s);
+    assert_eq!(reopened(dir.path(), &id), expected);
+    // An import refused for a bad line leaves no file behind, as it leaves no quads.
+    let s = Store::open(dir.path()).unwrap();
+    let bad = format!("{}\n{{\"role\":\"user\"", lines[..10].join("\n"));
+    assert!(s
+        .import_openai(&bad, NewSession::default(), &Default::default())
+        .is_err());
+    assert_eq!(files(dir.path()).len(), 1);
+}

@@ -7,6 +7,7 @@
 use crate::error::{Error, Result};
 use crate::model::{Agent, NewSession, NewTurn, SessionId};
 use crate::rdf::{self, session_quads, turn_quads, GraphWriter, SessionRecord, TurnRecord};
+use crate::records::{Entry, Run};
 use crate::store::Store;
 use crate::write::{check_turn, ANONYMOUS};
 use crate::Label;
@@ -86,6 +87,7 @@ impl Store {
         let total = turns.len() as u64;
         let mut declared: HashSet<NamedNode> = HashSet::new();
         let mut prev = String::new();
+        let mut run = tx.indexes_records().then(Run::default);
         let turn_quads = turns
             .into_iter()
             .enumerate()
@@ -115,6 +117,24 @@ impl Store {
                         created: &created,
                     },
                 );
+                // The record index gets the session's file once the import is in, so
+                // the first replay after it reads no RDF.
+                if let Some(run) = &mut run {
+                    let NewTurn {
+                        role,
+                        kind,
+                        content,
+                        ..
+                    } = turn;
+                    run.push(&Entry {
+                        index,
+                        role,
+                        kind,
+                        content,
+                        branch: None,
+                        digest: digest.clone(),
+                    });
+                }
                 prev = digest;
                 if let Some(progress) = progress {
                     if index % 256 == 255 || index + 1 == total {
@@ -126,6 +146,9 @@ impl Store {
         self.backend()
             .bulk_load(&mut node.into_iter().chain(turn_quads))?;
         tx.forget(&iri);
+        if let Some(run) = run {
+            tx.imported(&iri, 0, run);
+        }
         tx.commit()?;
         Ok(id)
     }
