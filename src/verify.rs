@@ -45,6 +45,9 @@ pub enum Check {
     Label,
     /// A fork without its `ft:Fork` activity.
     ForkActivity,
+    /// A property a turn or session node carries once (content, digest, index, role,
+    /// branch, parent, …) has several values.
+    SingleValue,
 }
 
 /// One thing `verify` found wrong.
@@ -234,6 +237,10 @@ impl Audit {
             };
             let turns = stored.turns.clone();
             let has_fork_activity = stored.has_fork_activity;
+            for (property, n) in stored.doubled.clone() {
+                let detail = format!("the session node has {n} values of {property}");
+                self.problem(node.id.as_str(), None, Check::SingleValue, detail);
+            }
             self.check_turns(store, &node, &turns);
             if lineage {
                 self.check_lineage(&node, has_fork_activity);
@@ -283,6 +290,10 @@ impl Audit {
             }
             for detail in &turn.malformed {
                 self.problem(id, Some(index), Check::TurnFields, detail.clone());
+            }
+            for (property, n) in turn.values.iter().filter(|(_, n)| **n > 1) {
+                let detail = format!("turn {index} has {n} values of {property}");
+                self.problem(id, Some(index), Check::SingleValue, detail);
             }
             if !turn.attributed || !turn.timed {
                 let missing = match (turn.attributed, turn.timed) {

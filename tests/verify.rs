@@ -210,6 +210,45 @@ fn a_turn_spliced_in_from_another_session_is_named() {
 }
 
 #[test]
+fn a_second_value_of_a_single_valued_property_is_named() {
+    for s in stores() {
+        let (root, fork) = tree(&s);
+        let (t, g) = (turn_iri(&s, &root, 1), graph(&s, &root));
+        // A second content beside the first: replay shows one of them, and the digest
+        // may well match the one it is checked against.
+        update(
+            &s,
+            &format!("INSERT DATA {{ GRAPH {g} {{ {t} <{FT}content> \"a second content\" }} }}"),
+        );
+        let problems = s.verify(None).unwrap().problems;
+        let doubled: Vec<_> = problems
+            .iter()
+            .filter(|p| p.check == Check::SingleValue)
+            .collect();
+        assert_eq!(doubled.len(), 1, "{}: {problems:?}", s.kind);
+        assert_eq!(doubled[0].session, "root");
+        assert_eq!(doubled[0].index, Some(1));
+        assert_eq!(doubled[0].detail, "turn 1 has 2 values of ft:content");
+        // A second branch label on a session node is named too.
+        // (A session's node is named by its graph's IRI.)
+        let f = graph(&s, &fork);
+        update(
+            &s,
+            &format!("INSERT DATA {{ GRAPH {f} {{ {f} <{FT}branch> \"other\" }} }}"),
+        );
+        let problems = s.verify(Some(&fork)).unwrap().problems;
+        assert!(
+            problems.iter().any(|p| p.session == "fork"
+                && p.index.is_none()
+                && p.check == Check::SingleValue
+                && p.detail == "the session node has 2 values of ft:branch"),
+            "{}: {problems:?}",
+            s.kind
+        );
+    }
+}
+
+#[test]
 fn a_dropped_attribution_is_named() {
     for s in stores() {
         let (_, fork) = tree(&s);

@@ -24,6 +24,45 @@ pub(crate) struct StoredTurn {
     /// Facts present but not as forktrail writes them (a datatype the read path's
     /// lookups do not match), named.
     pub(crate) malformed: Vec<String>,
+    /// How many values each single-valued property carries (more than one is damage,
+    /// whatever made it: replay would show one value and the digest check another).
+    pub(crate) values: BTreeMap<&'static str, usize>,
+}
+
+/// The properties a turn carries at most once, with the names `verify` reports.
+const TURN_SINGLE: &[(NamedNodeRef<'static>, &str)] = &[
+    (ft::INDEX, "ft:index"),
+    (ft::ROLE, "ft:role"),
+    (ft::KIND, "ft:kind"),
+    (ft::CONTENT, "ft:content"),
+    (ft::DIGEST, "ft:digest"),
+    (ft::BRANCH, "ft:branch"),
+    (ft::NAME, "ft:name"),
+    (ft::TOOL_CALL_ID, "ft:toolCallId"),
+    (ft::TOOL_CALLS, "ft:toolCalls"),
+    (ft::PAYLOAD, "ft:payload"),
+    (prov::WAS_ATTRIBUTED_TO, "prov:wasAttributedTo"),
+    (prov::GENERATED_AT_TIME, "prov:generatedAtTime"),
+];
+
+/// The properties a session node carries at most once.
+const SESSION_SINGLE: &[(NamedNodeRef<'static>, &str)] = &[
+    (ft::SESSION_ID, "ft:sessionId"),
+    (ft::BRANCH, "ft:branch"),
+    (ft::PARENT_SESSION, "ft:parentSession"),
+    (ft::FORKED_AT_INDEX, "ft:forkedAtIndex"),
+    (ft::FORK_DEPTH, "ft:forkDepth"),
+    (ft::FORK_ROOT, "ft:forkRoot"),
+    (ft::BASE_DIGEST, "ft:baseDigest"),
+    (prov::WAS_ATTRIBUTED_TO, "prov:wasAttributedTo"),
+];
+
+/// The name of `p` if it is one of `single`.
+fn single_valued(
+    single: &[(NamedNodeRef<'static>, &'static str)],
+    p: NamedNodeRef<'_>,
+) -> Option<&'static str> {
+    single.iter().find(|(s, _)| *s == p).map(|(_, name)| *name)
 }
 
 /// A session graph as stored.
@@ -34,6 +73,9 @@ pub(crate) struct StoredSession {
     /// The node says it was made by a fork (`prov:wasGeneratedBy` an `ft:Fork` that
     /// used a session).
     pub(crate) has_fork_activity: bool,
+    /// The node's single-valued properties that carry more than one value, with how
+    /// many.
+    pub(crate) doubled: Vec<(&'static str, usize)>,
 }
 
 impl Rdf<'_> {
@@ -50,6 +92,7 @@ fn stored_session(iris: &Iris, iri: NamedNodeRef<'_>, quads: Vec<Quad>) -> Optio
     let mut forks = Vec::new();
     let mut used = Vec::new();
     let mut generated_by = Vec::new();
+    let mut node_values: BTreeMap<&'static str, usize> = BTreeMap::new();
     for quad in quads {
         let Some(subject) = (match &quad.subject {
             oxigraph::model::NamedOrBlankNode::NamedNode(n) => Some(n.clone()),
@@ -64,6 +107,9 @@ fn stored_session(iris: &Iris, iri: NamedNodeRef<'_>, quads: Vec<Quad>) -> Optio
                     generated_by.push(a.clone());
                 }
             }
+            if let Some(name) = single_valued(SESSION_SINGLE, p) {
+                *node_values.entry(name).or_default() += 1;
+            }
             node_quads.push(quad);
             continue;
         }
@@ -75,22 +121,17 @@ fn stored_session(iris: &Iris, iri: NamedNodeRef<'_>, quads: Vec<Quad>) -> Optio
         }
         // Only what a turn carries is kept; nodes that are not turns (jobs, anchors,
         // merges) may carry an attribution or a time too, and are dropped below.
-        let read = [
-            ft::INDEX,
-            ft::ROLE,
-            ft::KIND,
-            ft::CONTENT,
-            ft::DIGEST,
-            prov::WAS_ATTRIBUTED_TO,
-            prov::GENERATED_AT_TIME,
-        ];
         let typed_turn = p == rdf::TYPE && quad.object == Term::from(ft::TURN.into_owned());
-        if !typed_turn && !read.contains(&p) {
+        let single = single_valued(TURN_SINGLE, p);
+        if !typed_turn && single.is_none() {
             continue;
         }
         let turn = turns.entry(subject.clone()).or_default();
         turn.iri = Some(subject);
         turn.is_turn |= typed_turn;
+        if let Some(name) = single {
+            *turn.values.entry(name).or_default() += 1;
+        }
         let value = || text(&quad.object).map(str::to_string);
         // What the read path matches: an xsd:integer index, plain-string fields.
         let typed = |datatype: oxigraph::model::NamedNodeRef<'_>| matches!(&quad.object, Term::Literal(l) if l.datatype() == datatype);
@@ -146,9 +187,11 @@ fn stored_session(iris: &Iris, iri: NamedNodeRef<'_>, quads: Vec<Quad>) -> Optio
     let has_fork_activity = generated_by
         .iter()
         .any(|a| forks.contains(a) && used.contains(a));
+    let doubled = node_values.into_iter().filter(|(_, n)| *n > 1).collect();
     Some(StoredSession {
         node,
         turns,
         has_fork_activity,
+        doubled,
     })
 }
