@@ -380,7 +380,9 @@ impl Store {
                 Some(digest) if last.index + 1 == to => digest.to_string(),
                 _ => self.rdf().digest(owner, last.index)?,
             };
-            verified = stored == last.digest && crate::records::chained(&base, &good);
+            verified = stored == last.digest
+                && crate::records::chained(&base, &good)
+                && self.labels_match(owner, &good)?;
         }
         if !verified {
             good.clear();
@@ -395,6 +397,22 @@ impl Store {
         good.extend(missing);
         records.fill(epoch, owner.iri.as_str(), start, &good[write_from..], whole);
         Ok(good)
+    }
+
+    /// Whether the branch labels of `entries` (which the digest chain does not cover)
+    /// are the ones the store holds. A turn carries a label of its own only when a
+    /// detach copied it, so the store is asked only for a detached session (no parent,
+    /// a fork point kept as history) or when the file claims a label.
+    fn labels_match(&self, owner: &SessionNode, entries: &[Entry]) -> Result<bool> {
+        let detached = owner.parent.is_none() && owner.forked_at.is_some();
+        if !detached && entries.iter().all(|e| e.branch.is_none()) {
+            return Ok(true);
+        }
+        let labels = self.rdf().turn_labels(owner)?;
+        Ok(entries.iter().all(|e| {
+            let stored = labels.get(&e.index).filter(|b| **b != owner.branch);
+            e.branch.as_ref() == stored
+        }))
     }
 
     /// Turns `from..to` of `owner` read from the store. One projected query over the

@@ -112,6 +112,74 @@ fn an_edited_file_fails_the_digest_check_and_is_rewritten_from_the_rdf() {
     );
 }
 
+/// The file of `id`'s records: the one that holds `needle`.
+fn file_holding(store: &Path, needle: &[u8]) -> PathBuf {
+    files(store)
+        .into_iter()
+        .find(|f| {
+            let bytes = std::fs::read(f).unwrap();
+            bytes.windows(needle.len()).any(|w| w == needle)
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_forged_branch_label_in_a_file_is_never_served_and_the_file_is_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, fork) = {
+        let s = Store::open(dir.path()).unwrap();
+        let (root, fork) = family(&s, 4);
+        // A detached fork: its copied turns carry the root's label in their records.
+        s.detach(&fork).unwrap();
+        s.replay(&fork, None).unwrap();
+        (root, fork)
+    };
+    let (labels, root_truth) = {
+        let s = Store::open(dir.path()).unwrap();
+        let labels: Vec<String> = truth(&s, &fork).into_iter().map(|r| r.branch).collect();
+        (labels, truth(&s, &root))
+    };
+    assert_eq!(labels, ["main", "main", "alt", "alt"]);
+
+    // The label of a copied turn changed in place (the digest does not cover it).
+    let file = file_holding(dir.path(), b"fork turn 0");
+    let bytes = std::fs::read(&file).unwrap();
+    let forged: Vec<u8> = String::from_utf8_lossy(&bytes)
+        .replace("main", "evil")
+        .into_bytes();
+    assert_eq!(forged.len(), bytes.len());
+    assert_ne!(forged, bytes);
+    std::fs::write(&file, &forged).unwrap();
+    let served: Vec<String> = reopened(dir.path(), &fork)
+        .into_iter()
+        .map(|r| r.branch)
+        .collect();
+    assert_eq!(served, labels);
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        bytes,
+        "the file was repaired"
+    );
+
+    // A label claimed by a record of a session whose turns carry none: the flag of
+    // turn 1 (`index, role and kind lengths, has-label`) set, its length left at 0.
+    let file = file_holding(dir.path(), b"root turn 3");
+    let bytes = std::fs::read(&file).unwrap();
+    let mut head = 1u64.to_le_bytes().to_vec();
+    head.extend([9u8, 7u8]); // "assistant", "message"
+    let at = bytes.windows(head.len()).position(|w| w == head).unwrap();
+    assert_eq!(bytes[at + 10], 0);
+    let mut forged = bytes.clone();
+    forged[at + 10] = 1;
+    std::fs::write(&file, &forged).unwrap();
+    assert_eq!(reopened(dir.path(), &root), root_truth);
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        bytes,
+        "the file was repaired"
+    );
+}
+
 #[test]
 fn a_file_cut_short_by_a_crash_is_completed_from_the_rdf() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,8 @@ use crate::error::{Error, Result};
 use crate::model::{Agent, Kind, NewTurn, ReplayRecord, Role, Turn};
 use crate::vocab::{ft, prov, rdf, rdfs};
 use oxigraph::model::{
-    GraphName, GraphNameRef, Literal, NamedNode, NamedNodeRef, Quad, QuadRef, Term,
+    GraphName, GraphNameRef, Literal, NamedNode, NamedNodeRef, NamedOrBlankNode, Quad, QuadRef,
+    Term,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -208,6 +209,33 @@ impl Rdf<'_> {
             .next()
             .transpose()?
             .is_some())
+    }
+
+    /// The branch labels the turns in the graph of `owner` carry of their own (turns a
+    /// detach copied), by index: few or none, found through the graph's `ft:branch`
+    /// quads rather than by reading every turn.
+    pub(crate) fn turn_labels(&self, owner: &SessionNode) -> Result<BTreeMap<u64, String>> {
+        let mut labels = BTreeMap::new();
+        for quad in self.backend.quads(
+            None,
+            Some(ft::BRANCH),
+            None,
+            Some(GraphNameRef::NamedNode(owner.iri.as_ref())),
+        ) {
+            let quad = quad?;
+            let NamedOrBlankNode::NamedNode(subject) = &quad.subject else {
+                continue;
+            };
+            let Some((session, index)) = self.iris.turn_index(subject.as_ref()) else {
+                continue;
+            };
+            if session == owner.id.as_str() {
+                if let Some(label) = text(&quad.object) {
+                    labels.insert(index, label.to_string());
+                }
+            }
+        }
+        Ok(labels)
     }
 
     /// The digest of turn `index` stored by `owner`.
