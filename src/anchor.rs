@@ -2,7 +2,7 @@
 
 use crate::chain::Chain;
 use crate::error::{Error, Result};
-use crate::model::{check_key, AnchorInfo, SessionId};
+use crate::model::{check_key, AnchorInfo, SessionId, SizeClass};
 use crate::rdf::{self, anchor_quads, AnchorNode};
 use crate::store::Store;
 
@@ -16,6 +16,8 @@ impl Store {
         state: Option<&str>,
     ) -> Result<AnchorInfo> {
         check_key("anchor name", name)?;
+        let limits = self.limits;
+        limits.check(session.as_str(), "anchor state", SizeClass::State, state)?;
         let state = state
             .map(|text| {
                 serde_json::from_str::<serde_json::Value>(text).map_err(|e| {

@@ -107,6 +107,20 @@ pub enum Error {
     #[error("{0}")]
     InvalidInput(String),
 
+    /// A free-text field is larger than the store's [`crate::Limits`] allow.
+    #[error(
+        "the {field} for session {session} is {bytes} bytes, over the limit of {limit} \
+         bytes ({option} raises it)"
+    )]
+    TooLarge {
+        field: &'static str,
+        session: String,
+        bytes: usize,
+        limit: usize,
+        /// The command-line option (and environment variable) that sets the limit.
+        option: &'static str,
+    },
+
     /// Another process holds the on-disk store. `server` is the SPARQL URL of the
     /// `forktrail serve` that holds it, when that server said so.
     #[error(

@@ -313,6 +313,86 @@ named! {
     unknown(text) => Error::InvalidKind { value: text.into() }
 }
 
+/// How large each free-text field of a write may be, in bytes. One policy, kept by the
+/// [`Store`](crate::Store), so the CLI, REST, MCP, the web UI and imports refuse the
+/// same things with the same message.
+///
+/// ```
+/// use forktrail::{Limits, NewSession, Store};
+/// let store = Store::in_memory()?.with_limits(Limits { field_bytes: 8, ..Limits::default() });
+/// let title = Some("a title longer than eight bytes".to_string());
+/// let err = store.create_session(NewSession { title, ..NewSession::default() }).unwrap_err();
+/// assert!(err.to_string().contains("over the limit of 8 bytes"));
+/// # Ok::<(), forktrail::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Turn content, tool calls (whose arguments may carry whole files) and merge
+    /// summaries. Default 32 MiB.
+    pub content_bytes: usize,
+    /// JSON state: an anchor's state, a turn's payload. Default 1 MiB.
+    pub state_bytes: usize,
+    /// What a person or a runtime names: titles, fork reasons, tool names, tool call
+    /// ids, models, principals, anchor names. Default 8 KiB.
+    pub field_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            content_bytes: 32 << 20,
+            state_bytes: 1 << 20,
+            field_bytes: 8 << 10,
+        }
+    }
+}
+
+/// Which of the [`Limits`] a field falls under.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SizeClass {
+    Content,
+    State,
+    Field,
+}
+
+impl Limits {
+    /// Refuses `value` of field `field` (of `session`) when it is over its limit.
+    pub(crate) fn check(
+        &self,
+        session: &str,
+        field: &'static str,
+        size: SizeClass,
+        value: Option<&str>,
+    ) -> crate::Result<()> {
+        let (limit, option) = match size {
+            SizeClass::Content => (self.content_bytes, "--max-content-bytes"),
+            SizeClass::State => (self.state_bytes, "--max-state-bytes"),
+            SizeClass::Field => (self.field_bytes, "--max-field-bytes"),
+        };
+        match value {
+            Some(v) if v.len() > limit => Err(crate::Error::TooLarge {
+                field,
+                session: session.to_string(),
+                bytes: v.len(),
+                limit,
+                option,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks every free-text field of `turn`.
+    pub(crate) fn check_turn(&self, session: &str, turn: &NewTurn) -> crate::Result<()> {
+        use SizeClass::*;
+        self.check(session, "turn content", Content, Some(&turn.content))?;
+        self.check(session, "tool_calls", Content, turn.tool_calls.as_deref())?;
+        self.check(session, "payload", State, turn.payload.as_deref())?;
+        self.check(session, "name", Field, turn.name.as_deref())?;
+        self.check(session, "tool_call_id", Field, turn.tool_call_id.as_deref())?;
+        self.check(session, "model", Field, turn.model.as_deref())
+    }
+}
+
 /// A turn to append.
 ///
 /// ```
@@ -635,8 +715,9 @@ pub struct DeleteOptions {
     pub dry_run: bool,
 }
 
-/// What a delete did (or, for a dry run, would do).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// What a delete did (or, for a dry run, would do). As JSON a dry run names the ids
+/// `would_delete`, not `deleted`, and says `"dry_run": true`: nothing was deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeletePlan {
     /// The deleted sessions' ids: the named one first, then its descendants, parents
     /// before children.
@@ -645,6 +726,28 @@ pub struct DeletePlan {
     pub sessions: Vec<DeletedSession>,
     /// Turns removed, over all of them (inherited turns are not theirs to remove).
     pub own_turns: u64,
+    /// Whether this is a plan only and nothing was deleted.
+    pub dry_run: bool,
+}
+
+impl Serialize for DeletePlan {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut plan = serializer.serialize_struct("DeletePlan", 4)?;
+        let ids = if self.dry_run {
+            "would_delete"
+        } else {
+            "deleted"
+        };
+        plan.serialize_field(ids, &self.deleted)?;
+        plan.serialize_field("sessions", &self.sessions)?;
+        plan.serialize_field("own_turns", &self.own_turns)?;
+        plan.serialize_field("dry_run", &self.dry_run)?;
+        plan.end()
+    }
 }
 
 /// One session a delete removes.

@@ -5,7 +5,7 @@ use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
 use crate::durability::{Durability, Flusher};
 use crate::error::{Error, Result};
 use crate::model::Kind;
-use crate::model::{ReplayRecord, SessionId};
+use crate::model::{Limits, ReplayRecord, SessionId};
 use crate::rdf::{lease_quads, Iris, Rdf};
 use crate::records::{Entry, Records, Run};
 use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
@@ -59,6 +59,8 @@ pub struct Store {
     pub(crate) records: Option<Records>,
     /// The thread of `Durability::Interval`, stopped (after a last flush) on drop.
     _flusher: Option<Flusher>,
+    /// How large a write's free-text fields may be.
+    pub(crate) limits: Limits,
 }
 
 impl Store {
@@ -122,7 +124,20 @@ impl Store {
             counted: Mutex::new(None),
             records: None,
             _flusher: None,
+            limits: Limits::default(),
         }
+    }
+
+    /// The sizes a write's free-text fields may have (see [`Limits`]); every surface
+    /// writes through the store, so this is their one policy.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The sizes a write's free-text fields may have.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// What an acknowledged write survives on a store on disk (see [`Durability`];

@@ -6,8 +6,8 @@ use crate::chain::Chain;
 use crate::error::{Error, Result};
 use crate::model::{
     check_key, Agent, DeleteOptions, DeletePlan, DeletedSession, DetachOptions, DetachPlan,
-    ForkOptions, ForkPlan, Label, MovedSession, NewSession, NewTurn, ReplayRecord, SessionId, Turn,
-    TurnSpan, MAX_FORK_DEPTH,
+    ForkOptions, ForkPlan, Label, Limits, MovedSession, NewSession, NewTurn, ReplayRecord,
+    SessionId, SizeClass, Turn, TurnSpan, MAX_FORK_DEPTH,
 };
 use crate::rdf::{
     self, detach_change, detach_copy, fork_request_quads, session_quads, turn_quads, ForkRecord,
@@ -22,7 +22,8 @@ pub(crate) const ANONYMOUS: &str = "anonymous";
 /// Checks a turn to append to session `id` and returns the software agent it is
 /// attributed to: its model, else (a tool result) its tool, else none (the session's
 /// principal).
-pub(crate) fn check_turn(id: &str, turn: &NewTurn) -> Result<Option<Agent>> {
+pub(crate) fn check_turn(limits: &Limits, id: &str, turn: &NewTurn) -> Result<Option<Agent>> {
+    limits.check_turn(id, turn)?;
     let software = match (&turn.model, turn.role, &turn.name) {
         (Some(model), _, _) => Some(Agent::model(model.clone())?),
         (None, crate::Role::Tool, Some(tool)) => Some(Agent::tool(tool.clone())?),
@@ -46,6 +47,9 @@ impl Store {
             None => SessionId::generate(),
         };
         let principal = Agent::principal(options.principal.as_deref().unwrap_or(ANONYMOUS))?;
+        let title = options.title.as_deref();
+        self.limits
+            .check(id.as_str(), "title", SizeClass::Field, title)?;
         let iri = self.session_iri(&id);
         let mut tx = self.write_on(std::slice::from_ref(&iri))?;
         if self.exists(&id)? {
@@ -190,7 +194,7 @@ impl Store {
         extra: impl FnOnce(&mut GraphWriter, &NamedNode, u64),
     ) -> Result<(u64, String)> {
         let id = facts.id.as_str();
-        let software = check_turn(id, &turn)?;
+        let software = check_turn(&self.limits, id, &turn)?;
         let index = facts.length;
         let cached = if prev.is_some() {
             prev
@@ -275,6 +279,9 @@ impl Store {
         if let Some(key) = &options.request_id {
             check_key("request id", key)?;
         }
+        let reason = options.reason.as_deref();
+        self.limits
+            .check(parent.as_str(), "fork reason", SizeClass::Field, reason)?;
         let request = options.request_id.as_ref().map(|key| {
             (
                 key.clone(),
@@ -595,6 +602,7 @@ impl Store {
             deleted: sessions.iter().map(|s| s.session.clone()).collect(),
             own_turns: sessions.iter().map(|s| s.own_turns).sum(),
             sessions,
+            dry_run: options.dry_run,
         };
         if options.dry_run {
             return Ok(plan);

@@ -348,6 +348,48 @@ fn importing_a_rollout_again_is_refused_naming_its_session() {
 }
 
 #[test]
+fn a_rollout_without_a_usable_id_is_named_the_same_each_time_and_refused_again() {
+    for meta_id in ["null", "\"not a valid id: spaces and /slashes/\""] {
+        let s = Store::in_memory().unwrap();
+        let text = rollout().replacen(&format!("\"{SESSION}\""), meta_id, 1);
+        assert!(!text.contains(SESSION));
+        let first = import(&s, &text, false).unwrap().sessions;
+        assert_eq!(first.len(), 1);
+        assert!(first[0].as_str().starts_with("codex-"), "{}", first[0]);
+        let err = fails_unchanged(&s, || import(&s, &text, false));
+        assert!(
+            matches!(&err, Error::Conflict(m) if m.contains(first[0].as_str())),
+            "{err}"
+        );
+        // Grown by a line, it is still the same rollout.
+        let grown = format!("{text}{}\n", rollout().lines().last().unwrap());
+        let err = fails_unchanged(&s, || import(&s, &grown, false));
+        assert!(matches!(&err, Error::Conflict(_)), "{err}");
+        assert_eq!(s.list().unwrap().len(), 1);
+    }
+}
+
+#[test]
+fn a_rollout_that_starts_with_a_byte_order_mark_is_read_as_without_one() {
+    let s = Store::in_memory().unwrap();
+    let text = format!("\u{feff}{}", rollout());
+    assert_eq!(
+        ImportFormat::sniff(text.as_bytes()),
+        Some(ImportFormat::Codex)
+    );
+    let options = TranscriptOptions::default();
+    let report = s.import_with(text.as_bytes(), None, &options).unwrap();
+    assert_eq!(report.sessions[0].as_str(), SESSION);
+    let plain = Store::in_memory().unwrap();
+    import(&plain, &rollout(), false).unwrap();
+    let id = report.sessions[0].clone();
+    assert_eq!(
+        s.replay(&id, None).unwrap(),
+        plain.replay(&id, None).unwrap()
+    );
+}
+
+#[test]
 fn a_rollout_of_nothing_to_import_is_refused() {
     let s = Store::in_memory().unwrap();
     let text = rollout()

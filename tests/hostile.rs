@@ -7,7 +7,7 @@ mod common;
 
 use common::Rng;
 use forktrail::server::ServerConfig;
-use forktrail::Store;
+use forktrail::{Limits, Store};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -109,13 +109,16 @@ fn every_cli_and_import_case_gets_its_error_and_changes_nothing() {
 
 #[test]
 fn every_rest_case_gets_its_status_and_changes_nothing() {
-    let store = Arc::new(Store::in_memory().unwrap());
+    let limits = Limits {
+        content_bytes: 10 << 20,
+        ..Limits::default()
+    };
+    let store = Arc::new(Store::in_memory().unwrap().with_limits(limits));
     setup(&store);
     let addr = common::serve_in_process(
         Arc::clone(&store),
         ServerConfig {
             token: Some(TOKEN.into()),
-            max_content_bytes: 10 << 20,
             ..ServerConfig::default()
         },
     );

@@ -17,7 +17,7 @@ mod tree;
 mod verify;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use forktrail::{RemoteAuth, RemoteConfig, Store};
+use forktrail::{Limits, RemoteAuth, RemoteConfig, Store};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -36,6 +36,7 @@ struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = "Store options",
         env = "FORKTRAIL_STORE",
         default_value = "./forktrail-data"
     )]
@@ -45,6 +46,7 @@ struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = "Store options",
         env = "FORKTRAIL_UPDATE_ENDPOINT",
         value_name = "URL"
     )]
@@ -56,11 +58,28 @@ struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = "Store options",
         env = "FORKTRAIL_DURABILITY",
         default_value = "process",
         value_name = "process|sync|INTERVAL"
     )]
     durability: forktrail::Durability,
+    /// The largest turn content, tool calls or merge summary a write takes, in bytes,
+    /// on every surface (CLI, REST, MCP, web UI, imports).
+    #[arg(long, global = true, help_heading = "Limits", hide_short_help = true,
+          env = "FORKTRAIL_MAX_CONTENT_BYTES", value_name = "BYTES",
+          default_value_t = Limits::default().content_bytes)]
+    max_content_bytes: usize,
+    /// The largest JSON state (an anchor's state, a turn's payload), in bytes.
+    #[arg(long, global = true, help_heading = "Limits", hide_short_help = true,
+          env = "FORKTRAIL_MAX_STATE_BYTES", value_name = "BYTES",
+          default_value_t = Limits::default().state_bytes)]
+    max_state_bytes: usize,
+    /// The largest title, fork reason, tool name, tool call id or model name, in bytes.
+    #[arg(long, global = true, help_heading = "Limits", hide_short_help = true,
+          env = "FORKTRAIL_MAX_FIELD_BYTES", value_name = "BYTES",
+          default_value_t = Limits::default().field_bytes)]
+    max_field_bytes: usize,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,6 +92,7 @@ pub(crate) struct Target {
     /// credentials: `FORKTRAIL_STORE` (`_TOKEN`, `_USER`, `_PASSWORD`).
     credentials: &'static str,
     durability: forktrail::Durability,
+    limits: Limits,
 }
 
 impl Target {
@@ -94,6 +114,18 @@ impl Target {
             args.extend(["--update-endpoint".into(), update.into()]);
         }
         args.extend(["--durability".into(), self.durability.to_string().into()]);
+        let Limits {
+            content_bytes,
+            state_bytes,
+            field_bytes,
+        } = self.limits;
+        for (option, bytes) in [
+            ("--max-content-bytes", content_bytes),
+            ("--max-state-bytes", state_bytes),
+            ("--max-field-bytes", field_bytes),
+        ] {
+            args.extend([option.into(), bytes.to_string().into()]);
+        }
         args
     }
 }
@@ -169,11 +201,13 @@ enum Command {
     /// from the content unless --format says it. A log imported before gets its new
     /// lines appended.
     Import(transfer::ImportArgs),
-    /// Serve the store over HTTP: SPARQL 1.1, the shipped queries and a REST API.
+    /// Serve the store over HTTP: a web UI, SPARQL 1.1, the shipped queries and a REST
+    /// API.
     ///
-    /// Routes: /sparql, /query, /update, /store (SPARQL 1.1 Protocol and Graph Store
-    /// read), /queries, /sessions, /import, /jobs, /health, /metrics. Read-only unless
-    /// started with a token.
+    /// Open http://127.0.0.1:7878/ in a browser for the web UI (sessions, fork trees,
+    /// playback, diff, provenance). Routes: / and /ui/… (the web UI), /sparql, /query,
+    /// /update, /store (SPARQL 1.1 Protocol and Graph Store read), /queries, /sessions,
+    /// /import, /jobs, /health, /metrics. Read-only unless started with a token.
     #[cfg(feature = "server")]
     Serve(serve::ServeArgs),
     /// Serve the store to an MCP client (an agent or its host) over standard input and
@@ -304,6 +338,11 @@ fn run(cli: Cli, out: Out) -> CliResult {
         update_endpoint: cli.update_endpoint,
         credentials: "FORKTRAIL_STORE",
         durability: cli.durability,
+        limits: Limits {
+            content_bytes: cli.max_content_bytes,
+            state_bytes: cli.max_state_bytes,
+            field_bytes: cli.max_field_bytes,
+        },
     };
     let store = match cli.command {
         Command::Completions(args) => {
@@ -383,7 +422,9 @@ fn open(target: &Target, create: bool) -> Result<Store, Box<dyn std::error::Erro
     }
     #[cfg(feature = "rocksdb")]
     {
-        Ok(Store::open(path)?.with_durability(target.durability))
+        Ok(Store::open(path)?
+            .with_durability(target.durability)
+            .with_limits(target.limits))
     }
     #[cfg(not(feature = "rocksdb"))]
     {
@@ -416,7 +457,7 @@ fn open_remote(target: &Target) -> Result<Store, Box<dyn std::error::Error>> {
     if let Some(update) = &target.update_endpoint {
         config = config.with_update_url(update.clone());
     }
-    Ok(Store::remote(config)?)
+    Ok(Store::remote(config)?.with_limits(target.limits))
 }
 
 fn is_locked(e: &(dyn std::error::Error + 'static)) -> bool {

@@ -187,6 +187,7 @@ impl CopyArgs {
             update_endpoint: self.to_update_endpoint,
             credentials: "FORKTRAIL_TO",
             durability: from.durability,
+            limits: from.limits,
         };
         let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
             (Ok(a), Ok(b)) => a == b,

@@ -55,8 +55,9 @@ pub(super) fn is_early_rollout_meta(object: &Map<String, Value>) -> bool {
 
 impl Store {
     /// Imports an OpenAI Codex CLI rollout (JSONL) as one new root session, all or
-    /// nothing. The session is named by the rollout's `session_meta` id (a fresh id if
-    /// it has none that is a valid session id) and titled `codex <id>`; a rollout whose
+    /// nothing. The session is named by the rollout's `session_meta` id (if it has none
+    /// that is a valid session id, `codex-` and a digest of its first line, the same on
+    /// every import) and titled `codex <id>`; a rollout whose
     /// session is already in the store is refused, not imported twice.
     ///
     /// - `message` items become turns of their role (`developer` is read as `system`),
@@ -90,28 +91,36 @@ impl Store {
             Ok(Item::Meta { id }) => Some(id.clone()),
             _ => None,
         });
-        let id = meta_id
-            .clone()
-            .flatten()
-            .and_then(|id| SessionId::new(id).ok());
-        if let Some(id) = &id {
-            if self.exists(id)? {
-                return Err(Error::Conflict(format!(
-                    "session {id} already exists: this Codex rollout was imported before \
-                     (or another session has its id); delete it first or import into \
-                     another store"
-                )));
+        // A rollout without a usable id is named by its first line (its session meta,
+        // with the start time, or its first item), so importing it again is refused
+        // like any other re-import, and the same rollout grown longer keeps its name.
+        let id = match meta_id.clone().flatten().map(SessionId::new) {
+            Some(Ok(id)) => id,
+            _ => {
+                let first = lines(text).first().map_or("", |(_, line)| *line);
+                let digest = crate::rdf::sha256_hex(&[first.trim().as_bytes()]);
+                SessionId::new(format!("codex-{}", &digest[..32]))?
             }
+        };
+        if self.exists(&id)? {
+            return Err(Error::Conflict(format!(
+                "session {id} already exists: this Codex rollout was imported before \
+                 (or another session has its id); delete it first or import into \
+                 another store"
+            )));
         }
         let title = match meta_id.flatten() {
             Some(raw) => format!("codex {raw}"),
             None => "codex rollout".into(),
         };
-        let mut root = RootBuilder::new(NewSession {
-            id: id.map(|id| id.to_string()),
-            title: Some(title),
-            principal: None,
-        })?;
+        let mut root = RootBuilder::new(
+            self.limits,
+            NewSession {
+                id: Some(id.to_string()),
+                title: Some(title),
+                principal: None,
+            },
+        )?;
 
         let mut model: Option<String> = None;
         // Tool call id -> the name of the tool it calls, for the outputs that answer it.

@@ -104,6 +104,9 @@ impl ImportFormat {
     /// ```
     pub fn sniff(content: &[u8]) -> Option<Self> {
         const WINDOW: usize = 1 << 20;
+        let content = content
+            .strip_prefix("\u{feff}".as_bytes())
+            .unwrap_or(content);
         let window = String::from_utf8_lossy(&content[..content.len().min(WINDOW)]);
         // Past the window, the last line read may be cut: keep whole lines only, unless
         // the first line alone is longer than the window.

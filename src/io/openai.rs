@@ -3,7 +3,7 @@
 //! Every turn is checked as `append` checks it before anything is written; the session
 //! then goes in whole through the bulk loader (see `io::root`), or not at all.
 
-use super::report::{lines, TranscriptOptions, TranscriptReport};
+use super::report::{lines, without_bom, TranscriptOptions, TranscriptReport};
 use super::root::RootBuilder;
 use crate::error::{Error, Result};
 use crate::model::{Agent, Kind, NewSession, NewTurn, Role, SessionId, Turn};
@@ -85,6 +85,7 @@ impl Store {
         session: NewSession,
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
+        let text = without_bom(text);
         let mut report = TranscriptReport::default();
         let mut messages: Vec<(u64, std::result::Result<Value, String>)> = Vec::new();
         if text.trim_start().starts_with('[') {
@@ -109,7 +110,7 @@ impl Store {
         } else {
             "line"
         };
-        let mut root = RootBuilder::new(session)?;
+        let mut root = RootBuilder::new(self.limits, session)?;
         for (n, message) in messages {
             match message.and_then(|m| openai_turn(&m)) {
                 Ok(turn) => {

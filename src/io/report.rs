@@ -40,9 +40,16 @@ pub struct TranscriptOptions<'a> {
     pub progress: Option<&'a dyn Fn(u64, u64)>,
 }
 
-/// Splits `text` into `(line number, line)` of its non-blank lines.
+/// `text` without the UTF-8 byte-order mark some editors and Windows tools put first.
+pub(crate) fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// Splits `text` into `(line number, line)` of its non-blank lines (a byte-order mark
+/// first is not part of the first line).
 pub(crate) fn lines(text: &str) -> Vec<(u64, &str)> {
-    text.lines()
+    without_bom(text)
+        .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| (i as u64 + 1, l))

@@ -5,7 +5,7 @@
 //! nothing behind.
 
 use crate::error::{Error, Result};
-use crate::model::{Agent, NewSession, NewTurn, SessionId};
+use crate::model::{Agent, Limits, NewSession, NewTurn, SessionId, SizeClass};
 use crate::rdf::{self, session_quads, turn_quads, GraphWriter, SessionRecord, TurnRecord};
 use crate::records::{Entry, Run};
 use crate::store::Store;
@@ -16,6 +16,7 @@ use std::collections::HashSet;
 
 /// A root session being built: its facts and its checked turns.
 pub(crate) struct RootBuilder {
+    limits: Limits,
     id: SessionId,
     principal: Agent,
     title: Option<String>,
@@ -24,13 +25,16 @@ pub(crate) struct RootBuilder {
 }
 
 impl RootBuilder {
-    pub(crate) fn new(session: NewSession) -> Result<Self> {
+    pub(crate) fn new(limits: Limits, session: NewSession) -> Result<Self> {
         let id = match session.id {
             Some(id) => SessionId::new(id)?,
             None => SessionId::generate(),
         };
         let principal = Agent::principal(session.principal.as_deref().unwrap_or(ANONYMOUS))?;
+        let title = session.title.as_deref();
+        limits.check(id.as_str(), "title", SizeClass::Field, title)?;
         Ok(Self {
+            limits,
             id,
             principal,
             title: session.title,
@@ -40,7 +44,7 @@ impl RootBuilder {
 
     /// Adds a turn, refused as `append` would refuse it (and then not added).
     pub(crate) fn append(&mut self, turn: NewTurn) -> Result<u64> {
-        let software = check_turn(self.id.as_str(), &turn)?;
+        let software = check_turn(&self.limits, self.id.as_str(), &turn)?;
         self.turns.push((turn, software));
         Ok(self.turns.len() as u64 - 1)
     }
@@ -59,6 +63,7 @@ impl Store {
             principal,
             title,
             turns,
+            ..
         } = root;
         let iri = self.session_iri(&id);
         let mut tx = self.write()?;
