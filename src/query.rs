@@ -31,6 +31,13 @@ impl NamedQuery {
         queries::ALL.iter().find(|q| q.name == name).copied()
     }
 
+    /// Whether this is one of the library's own read-path queries (`turn-records`,
+    /// `turn-entries`): shipped and runnable, but not a question a user asks, so the
+    /// lists of queries (`query --list`, `GET /queries`, the web UI) leave it out.
+    pub fn is_internal(&self) -> bool {
+        matches!(self.name, "turn-records" | "turn-entries")
+    }
+
     /// The header comment, without its `#` marks: what the query answers, its inputs
     /// and outputs.
     pub fn help(&self) -> String {
@@ -113,6 +120,11 @@ macro_rules! queries {
         };)*
         /// Every shipped query.
         pub const ALL: &[NamedQuery] = &[$($konst),*];
+
+        /// The shipped queries a user asks: all but the read path's own.
+        pub fn listed() -> impl Iterator<Item = &'static NamedQuery> {
+            ALL.iter().filter(|q| !q.is_internal())
+        }
     };
 }
 

@@ -982,17 +982,16 @@ fn shipped_queries_run_by_name_outside_the_checkout_and_list_their_help() {
     }
     let list = cli.ok(&["query", "--list"]);
     for q in forktrail::queries::ALL {
-        assert!(
-            list.contains(&format!("\n{}\n", q.name)) || list.starts_with(q.name),
-            "{}",
-            q.name
-        );
+        // The read path's own queries run by name but are not listed as questions.
+        let shown = list.contains(&format!("\n{}\n", q.name)) || list.starts_with(q.name);
+        assert_eq!(shown, !q.is_internal(), "{}", q.name);
     }
+    assert!(!list.contains("turn-entries"), "{list}");
     assert!(list.contains("Inputs"), "{list}");
     let listed = cli.json(&["query", "--list", "--format", "json"]);
     assert_eq!(
         listed.as_array().unwrap().len(),
-        forktrail::queries::ALL.len()
+        forktrail::queries::ALL.len() - 2
     );
     let ids = ids_by_branch(&cli);
     let csv = cli.ok(&[
@@ -1126,7 +1125,13 @@ fn delete_and_detach_preview_what_they_would_do_and_write_nothing() {
     let refused = cli.fails(&["delete", "a", "--dry-run"]);
     assert!(refused.contains("has 1 child session: b"), "{refused}");
     let plan = cli.json(&["delete", "a", "--cascade", "--dry-run", "--json"]);
-    assert_eq!(plan["deleted"], serde_json::json!(["a", "b", "c"]));
+    assert_eq!(plan["would_delete"], serde_json::json!(["a", "b", "c"]));
+    assert_eq!(
+        plan["deleted"],
+        serde_json::Value::Null,
+        "nothing was deleted"
+    );
+    assert_eq!(plan["dry_run"], true);
     assert_eq!(plan["own_turns"], 4);
     let text = cli.ok(&["delete", "a", "--cascade", "--dry-run"]);
     assert!(text.contains("would delete b (b, 1 own turn)"), "{text}");
@@ -1146,6 +1151,7 @@ fn delete_and_detach_preview_what_they_would_do_and_write_nothing() {
     assert_eq!(cli.json(&["show", "c", "--json"])["depth"], 1);
     let deleted = cli.json(&["delete", "a", "--json"]);
     assert_eq!(deleted["deleted"], serde_json::json!(["a"]));
+    assert_eq!(deleted["dry_run"], false);
 }
 
 #[test]

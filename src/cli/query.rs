@@ -50,7 +50,7 @@ fn is_query_name(text: &str) -> bool {
 impl QueryArgs {
     /// `--list`: the shipped queries, without a store.
     pub(super) fn list(self, out: Out) -> CliResult {
-        let all = forktrail::queries::ALL;
+        let all: Vec<&forktrail::NamedQuery> = forktrail::queries::listed().collect();
         match self.format.as_str() {
             "json" => {
                 let list: Vec<serde_json::Value> = all
@@ -59,7 +59,7 @@ impl QueryArgs {
                     .collect();
                 print_json(out, &list)
             }
-            "table" => Ok(render::query_list(out, all)?),
+            "table" => Ok(render::query_list(out, &all)?),
             other => Err(format!("--list prints as table or json, not {other:?}").into()),
         }
     }

@@ -472,7 +472,7 @@ fn cell(term: Option<&Term>) -> String {
 }
 
 /// `--list`: each shipped query with its header comment.
-pub fn query_list(out: &mut dyn Write, all: &[NamedQuery]) -> io::Result<()> {
+pub fn query_list(out: &mut dyn Write, all: &[&NamedQuery]) -> io::Result<()> {
     for (i, q) in all.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;

@@ -10,21 +10,36 @@ pub(super) struct ServeArgs {
     /// The address to listen on (loopback by default).
     #[arg(long, default_value = "127.0.0.1:7878")]
     bind: std::net::SocketAddr,
+    /// The port to listen on, at --bind's address (`--port 8080` is `--bind
+    /// 127.0.0.1:8080`).
+    #[arg(long)]
+    port: Option<u16>,
+    /// A host name clients reach the server by, besides localhost and IP addresses
+    /// (repeat for more; `*` for any, behind a proxy that checks it). Requests naming
+    /// any other host are refused: a guard against DNS rebinding.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
     /// Allow writes (/update, REST writes) to requests with `Authorization: Bearer TOKEN`.
     #[arg(long, env = "FORKTRAIL_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Cancel queries and updates running longer than this (e.g. 30s, 500ms, 2m).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     query_timeout: std::time::Duration,
-    /// Queries running at once; more are answered 503 with Retry-After.
+    /// Requests running at once in each lane (SPARQL queries, reads, writes: anonymous
+    /// traffic never takes a write's slot); more wait in line.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     max_concurrent_queries: u16,
-    /// The largest request body, in bytes.
+    /// How long a request waits in line for a slot before it is answered 503 with
+    /// Retry-After.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    queue_wait: std::time::Duration,
+    /// How many requests each lane's line holds; more are answered 503 at once.
+    #[arg(long, default_value_t = 1024)]
+    max_queued: usize,
+    /// The largest request body, in bytes (the sizes of the fields in it: see the
+    /// limits below).
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     max_body_bytes: usize,
-    /// The largest turn content accepted through REST, in bytes.
-    #[arg(long, default_value_t = 32 * 1024 * 1024)]
-    max_content_bytes: usize,
     /// Load the demo tree first if the store has no session.
     #[arg(long)]
     demo: bool,
@@ -81,13 +96,19 @@ impl ServeArgs {
             }
         }
         out.flush()?;
+        let mut bind = self.bind;
+        if let Some(port) = self.port {
+            bind.set_port(port);
+        }
         let config = forktrail::server::ServerConfig {
-            bind: self.bind,
+            bind,
+            queue_wait: self.queue_wait,
+            max_queued: self.max_queued,
+            allowed_hosts: self.allowed_hosts,
             token: self.token.filter(|t| !t.is_empty()),
             query_timeout: self.query_timeout,
             max_concurrent_queries: usize::from(self.max_concurrent_queries),
             max_body_bytes: self.max_body_bytes,
-            max_content_bytes: self.max_content_bytes,
             allow_remote_models: self.allow_remote_models,
             model_endpoints: self.model_endpoints,
         };

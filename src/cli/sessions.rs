@@ -195,7 +195,8 @@ pub(super) struct DeleteArgs {
     session: SessionId,
     #[command(flatten)]
     options: DeleteOptions,
-    /// Print {"deleted", "sessions", "own_turns"}.
+    /// Print {"deleted", "sessions", "own_turns", "dry_run"} ("would_delete" with
+    /// --dry-run).
     #[arg(long)]
     json: bool,
 }
