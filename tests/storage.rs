@@ -213,3 +213,58 @@ fn sync_durability_flushes_each_write_before_it_returns_and_an_interval_soon_aft
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// The bulk loader's temporary files in store directory `dir`.
+fn bulk_files(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("bulk-") && n.ends_with(".sst"))
+        .collect()
+}
+
+#[test]
+fn an_import_killed_while_it_writes_bulk_files_leaves_none_after_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    // An OpenAI transcript large enough that the loader writes files for a while.
+    let transcript = dir.path().join("big.jsonl");
+    let line = |i: usize| {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        format!(
+            "{{\"role\":\"{role}\",\"content\":\"message {i} {}\"}}\n",
+            "x".repeat(100)
+        )
+    };
+    std::fs::write(&transcript, (0..150_000).map(line).collect::<String>()).unwrap();
+    Store::open(&store).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_forktrail"))
+        .args(["import", "--format", "openai", "--store"])
+        .arg(&store)
+        .arg(&transcript)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed as soon as a bulk file is there (the import has not committed).
+    let seen = loop {
+        if !bulk_files(&store).is_empty() {
+            child.kill().unwrap();
+            break true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    child.wait().unwrap();
+    assert!(seen, "the import ended before it wrote a bulk file");
+    assert!(!bulk_files(&store).is_empty(), "the kill left bulk files");
+    let s = Store::open(&store).unwrap();
+    assert_eq!(bulk_files(&store), Vec::<String>::new());
+    assert!(
+        s.list().unwrap().is_empty(),
+        "the killed import wrote nothing"
+    );
+}

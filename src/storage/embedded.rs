@@ -46,10 +46,28 @@ impl Embedded {
                 Error::Store(e)
             }
         })?;
+        // Only the holder of a store writes bulk files, and each load removes its own:
+        // any found now was left by a load that was killed (or failed past cleanup).
+        remove_bulk_files(path);
         Ok(Self {
             store,
             path: Some(path.to_path_buf()),
         })
+    }
+}
+
+/// Removes the bulk loader's temporary files (`bulk-*.sst`) from store directory `dir`.
+/// Called only while this process holds the store and no load runs.
+fn remove_bulk_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("bulk-") && name.ends_with(".sst") {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 
@@ -114,9 +132,15 @@ impl Backend for Embedded {
             .bulk_loader()
             .with_num_threads(threads)
             .with_max_memory_size_in_megabytes(50 * threads);
-        loader.load_quads(quads)?;
-        loader.commit()?;
-        Ok(())
+        let loaded = loader.load_quads(quads).and_then(|()| loader.commit());
+        if loaded.is_err() {
+            // Oxigraph removes the files it finished, not one a full disk cut short.
+            // Bulk loads run one at a time, under the write lock.
+            if let Some(dir) = &self.path {
+                remove_bulk_files(dir);
+            }
+        }
+        Ok(loaded?)
     }
 
     fn query(&self, query: Sparql) -> Result<QueryResults<'static>> {
