@@ -17,7 +17,7 @@ PEERS_VENV ?= $(HOME)/.cache/forktrail/peers-venv
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser python demo serve test lint crash-test bench-peers
+.PHONY: deps llm virtuoso browser python demo serve test lint crash-test bench-peers load-test
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -101,6 +101,12 @@ lint: deps
 # The crash test with 150 kills instead of the 30 `make test` runs (release build).
 crash-test: deps
 	FORKTRAIL_CRASH_ROUNDS=150 $(CARGO) test --release --test crash -- --nocapture
+
+# The load test of `forktrail serve` (release build, loopback, bounded: 60 s of mixed
+# traffic from 32 connections, then 30 s of an anonymous flood with authenticated
+# writers); fails unless no request got a 5xx and the writers held (benches/load.rs).
+load-test: deps
+	$(CARGO) bench --bench load
 
 # forktrail's core figures on RocksDB next to the same workloads on LangGraph's SQLite
 # checkpointer and the OpenAI Agents SDK's AdvancedSQLiteSession, in one run, printed as

@@ -6,7 +6,7 @@
 mod common;
 
 use forktrail::server::ServerConfig;
-use forktrail::{demo, SessionId, Store};
+use forktrail::{demo, Limits, SessionId, Store};
 use reqwest::blocking::{Client, Response};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -23,7 +23,12 @@ struct Server {
 }
 
 fn start(config: ServerConfig) -> Server {
-    let store = Arc::new(Store::in_memory().unwrap());
+    start_limited(config, Limits::default())
+}
+
+/// A server of a store that holds writes to `limits`.
+fn start_limited(config: ServerConfig, limits: Limits) -> Server {
+    let store = Arc::new(Store::in_memory().unwrap().with_limits(limits));
     let tree = demo::build(&store).unwrap();
     let addr = common::serve_in_process(Arc::clone(&store), config);
     Server {
@@ -610,11 +615,17 @@ fn rest_turns_in_full_batches_all_or_none_and_pop() {
 
 #[test]
 fn bodies_and_contents_over_the_limits_get_413_and_change_nothing() {
-    let s = start(ServerConfig {
-        max_body_bytes: 64 * 1024,
-        max_content_bytes: 1024,
-        ..with_token()
-    });
+    let limits = Limits {
+        content_bytes: 1024,
+        ..Limits::default()
+    };
+    let s = start_limited(
+        ServerConfig {
+            max_body_bytes: 64 * 1024,
+            ..with_token()
+        },
+        limits,
+    );
     let root = s.tree.root.to_string();
     let before = s.quads();
     let r = s.post_json(
@@ -856,9 +867,11 @@ fn a_query_past_the_limit_gets_an_error_status_and_the_server_keeps_answering() 
 }
 
 #[test]
-fn queries_over_the_concurrency_cap_get_503_with_retry_after() {
+fn queries_over_the_cap_wait_in_line_and_past_the_line_get_503_with_retry_after() {
     let s = Arc::new(start(ServerConfig {
         max_concurrent_queries: 1,
+        max_queued: 1,
+        queue_wait: Duration::from_secs(60),
         query_timeout: Duration::from_millis(300),
         ..ServerConfig::default()
     }));
@@ -880,6 +893,25 @@ fn queries_over_the_concurrency_cap_get_503_with_retry_after() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(running, "the slow query started");
+    // The next one waits in line for the slot...
+    let waiting = {
+        let s = Arc::clone(&s);
+        std::thread::spawn(move || s.sparql("ASK { ?s ?p ?o }", "").status())
+    };
+    let mut in_line = false;
+    for _ in 0..500 {
+        if s.get("/metrics", "")
+            .text()
+            .unwrap()
+            .contains("forktrail_lane_waiting{lane=\"query\"} 1")
+        {
+            in_line = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(in_line, "the second query waits in line");
+    // ...and one more finds the line full: refused at once.
     let refused = s.sparql("ASK { ?s ?p ?o }", "");
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.headers()["retry-after"], "1");
@@ -888,6 +920,11 @@ fn queries_over_the_concurrency_cap_get_503_with_retry_after() {
         slow.join().unwrap(),
         StatusCode::SERVICE_UNAVAILABLE,
         "the slow one timed out"
+    );
+    assert_eq!(
+        waiting.join().unwrap(),
+        StatusCode::OK,
+        "then the waiting one ran"
     );
 }
 
@@ -1006,7 +1043,6 @@ fn accept_q0_refuses_a_type_and_requests_without_an_operation_are_told_so() {
 fn the_body_cap_applies_before_the_content_cap() {
     let s = start(ServerConfig {
         max_body_bytes: 16 * 1024,
-        max_content_bytes: 1024 * 1024,
         ..with_token()
     });
     let root = s.tree.root.to_string();
@@ -1386,6 +1422,10 @@ fn shipped_queries_are_listed_and_run_by_name_with_bound_inputs() {
         .map(|q| q["name"].as_str().unwrap())
         .collect();
     assert!(names.contains(&"audit-turn-origin"), "{names:?}");
+    assert!(
+        !names.contains(&"turn-records"),
+        "the read path's own: {names:?}"
+    );
     let origin = list
         .as_array()
         .unwrap()
@@ -1452,7 +1492,8 @@ fn import_tells_the_format_from_the_body_and_delete_and_detach_preview() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let plan: Value = r.json().unwrap();
-    assert_eq!(plan["deleted"].as_array().unwrap().len(), 4);
+    assert_eq!(plan["would_delete"].as_array().unwrap().len(), 4);
+    assert!(plan.get("deleted").is_none(), "a dry run deletes nothing");
     let r = s.post_json(
         &format!("/sessions/{}/detach", s.tree.booking),
         Some(TOKEN),

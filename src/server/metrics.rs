@@ -1,7 +1,7 @@
 //! `/metrics` in the Prometheus text exposition format: requests by route and status,
 //! latency sums, queries running, and the store's size on disk.
 
-use super::{AppState, Shared};
+use super::{AppState, Lane, Shared};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
@@ -64,11 +64,33 @@ pub(super) async fn handler(state: Shared) -> Response {
             "forktrail_request_duration_seconds_sum{{route=\"{route}\",status=\"{status}\"}} {seconds}"
         );
     }
-    let slots = state.config.max_concurrent_queries.max(1);
-    let running = slots.saturating_sub(state.queries.available_permits());
-    out.push_str("# HELP forktrail_queries_running SPARQL queries and updates running now.\n");
+    let (running, _) = state.admission.load(Lane::Query);
+    out.push_str("# HELP forktrail_queries_running SPARQL queries running now.\n");
     out.push_str("# TYPE forktrail_queries_running gauge\n");
     let _ = writeln!(out, "forktrail_queries_running {running}");
+    out.push_str("# HELP forktrail_lane_running Requests running now, by lane.\n");
+    out.push_str("# TYPE forktrail_lane_running gauge\n");
+    let lanes = [
+        (Lane::Query, "query"),
+        (Lane::Read, "read"),
+        (Lane::Write, "write"),
+    ];
+    for (lane, name) in lanes {
+        let _ = writeln!(
+            out,
+            "forktrail_lane_running{{lane=\"{name}\"}} {}",
+            state.admission.load(lane).0
+        );
+    }
+    out.push_str("# HELP forktrail_lane_waiting Requests waiting in line for a slot, by lane.\n");
+    out.push_str("# TYPE forktrail_lane_waiting gauge\n");
+    for (lane, name) in lanes {
+        let _ = writeln!(
+            out,
+            "forktrail_lane_waiting{{lane=\"{name}\"}} {}",
+            state.admission.load(lane).1
+        );
+    }
     if let Some(bytes) = state.store.disk_bytes() {
         out.push_str("# HELP forktrail_store_bytes Size of the store directory on disk.\n");
         out.push_str("# TYPE forktrail_store_bytes gauge\n");

@@ -6,6 +6,8 @@
 //! status before any body is sent (results are buffered), and runs at most N queries
 //! at once.
 
+mod admission;
+mod host;
 mod metrics;
 mod rest;
 mod sparql;
@@ -20,8 +22,8 @@ use axum::routing::get;
 use axum::Router;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use admission::{Admission, Lane};
 use std::time::Duration;
-use tokio::sync::Semaphore;
 
 pub use metrics::Metrics;
 
@@ -35,12 +37,22 @@ pub struct ServerConfig {
     pub token: Option<String>,
     /// Queries and updates past this are cancelled and answered with 503.
     pub query_timeout: Duration,
-    /// Queries running at once; more get 503 with `Retry-After`.
+    /// Requests running at once in each lane (SPARQL queries, reads, writes); more
+    /// wait in line (see `queue_wait`, `max_queued`).
     pub max_concurrent_queries: usize,
-    /// The largest request body accepted (413 beyond).
+    /// How long a request waits in line for a slot before it is answered 503 with
+    /// `Retry-After`.
+    pub queue_wait: Duration,
+    /// How many requests each lane's line holds; past that, 503 at once.
+    pub max_queued: usize,
+    /// Host names (besides loopback names, IP addresses and the bind address) that
+    /// requests may name in `Host`: a name of this machine that clients use. Other
+    /// names are refused, so that a web page cannot reach the server by rebinding its
+    /// own name to this machine's address.
+    pub allowed_hosts: Vec<String>,
+    /// The largest request body accepted (413 beyond). The fields in it are held to
+    /// the store's [`crate::Limits`], as on every surface.
     pub max_body_bytes: usize,
-    /// The largest turn content accepted through REST (413 beyond).
-    pub max_content_bytes: usize,
     /// Let `POST /sessions/{id}/regenerate` send context to endpoints off this machine
     /// (`allow_remote`); refused (403) otherwise.
     pub allow_remote_models: bool,
@@ -56,8 +68,10 @@ impl Default for ServerConfig {
             token: None,
             query_timeout: Duration::from_secs(30),
             max_concurrent_queries: 8,
+            queue_wait: Duration::from_secs(10),
+            max_queued: 1024,
+            allowed_hosts: Vec::new(),
             max_body_bytes: 64 * 1024 * 1024,
-            max_content_bytes: 32 * 1024 * 1024,
             allow_remote_models: false,
             model_endpoints: Vec::new(),
         }
@@ -68,11 +82,9 @@ impl Default for ServerConfig {
 pub(crate) struct AppState {
     pub(crate) store: Arc<Store>,
     pub(crate) config: ServerConfig,
-    /// Slots of SPARQL queries.
-    pub(crate) queries: Arc<Semaphore>,
-    /// Slots of REST calls and SPARQL updates: a pool of their own, so that queries
-    /// filling theirs never make the REST API or writes unavailable.
-    pub(crate) rest: Arc<Semaphore>,
+    /// The lanes work waits in (queries, reads, writes), so that no kind of traffic
+    /// takes another's slots.
+    pub(crate) admission: Admission,
     pub(crate) metrics: Metrics,
 }
 
@@ -83,8 +95,11 @@ pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
     // An empty token would let a request without any header through.
     config.token = config.token.filter(|t| !t.is_empty());
     let state = Arc::new(AppState {
-        queries: Arc::new(Semaphore::new(config.max_concurrent_queries.max(1))),
-        rest: Arc::new(Semaphore::new(config.max_concurrent_queries.max(1))),
+        admission: Admission::new(
+            config.max_concurrent_queries,
+            config.max_queued,
+            config.queue_wait,
+        ),
         metrics: Metrics::default(),
         store,
         config: config.clone(),
@@ -103,6 +118,12 @@ pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             metrics::track,
+        ))
+        // Outermost: a request naming a foreign host, or a cross-site write, is
+        // refused before anything else sees it.
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            host::guard,
         ))
         .with_state(state)
 }
@@ -222,15 +243,31 @@ async fn shutdown_signal() {
     }
 }
 
-/// Runs `f` on a blocking thread with the store, holding one of the REST pool's slots
-/// (503 with `Retry-After` when all are taken; SPARQL queries have a pool of their own).
+/// Runs read `f` on a blocking thread with the store, holding a slot of the read lane
+/// (waiting in line for one; 503 with `Retry-After` when the line is full or the wait
+/// runs out).
 pub(crate) async fn blocking<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&Store) -> Result<T, Error> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let permit = Arc::clone(&state.rest)
-        .try_acquire_owned()
-        .map_err(|_| ApiError::busy())?;
+    run_in(state, Lane::Read, f).await
+}
+
+/// Runs write `f` (whose token was checked) as [`blocking`] does, in the write lane,
+/// which no anonymous request can take.
+pub(crate) async fn writing<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&Store) -> Result<T, Error> + Send + 'static,
+) -> Result<T, ApiError> {
+    run_in(state, Lane::Write, f).await
+}
+
+async fn run_in<T: Send + 'static>(
+    state: &Arc<AppState>,
+    lane: Lane,
+    f: impl FnOnce(&Store) -> Result<T, Error> + Send + 'static,
+) -> Result<T, ApiError> {
+    let permit = state.admission.enter(lane).await?;
     let store = Arc::clone(&state.store);
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -266,14 +303,6 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
-    pub(crate) fn busy() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "busy",
-            "too many queries are running; retry shortly",
-        )
-    }
-
     pub(crate) fn timeout(limit: Duration) -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -300,6 +329,7 @@ impl From<Error> for ApiError {
             Error::DuplicateLabel { .. } => (StatusCode::CONFLICT, "duplicate_label"),
             Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Error::Busy { .. } => (StatusCode::CONFLICT, "busy"),
+            Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Error::InvalidInput(_) | Error::Parse { .. } => {
                 (StatusCode::BAD_REQUEST, "invalid_input")
             }

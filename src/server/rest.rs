@@ -3,7 +3,7 @@
 //! `Result<_, ApiError>`; the extractors below reject bad input with the same JSON
 //! errors as the handlers.
 
-use super::{authorize, blocking, ApiError, AppState, Shared};
+use super::{authorize, blocking, writing, ApiError, AppState, Shared};
 use crate::model::{
     DeleteOptions, DetachOptions, ForkOptions, JobStatus, MergeOptions, NewSession, NewTurn,
     SessionId,
@@ -165,7 +165,7 @@ struct CreateBody {
 }
 
 async fn create(state: Shared, _: Authorized, Body(b): Body<CreateBody>) -> Reply {
-    let session = blocking(&state, move |s| {
+    let session = writing(&state, move |s| {
         s.create_session(NewSession {
             id: b.id,
             title: b.title,
@@ -198,17 +198,7 @@ struct TurnBody {
 }
 
 impl TurnBody {
-    fn into_turn(self, limit: usize) -> Result<NewTurn, ApiError> {
-        if self.content.len() > limit {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!(
-                    "turn content of {} bytes is over the limit of {limit} bytes",
-                    self.content.len()
-                ),
-            ));
-        }
+    fn into_turn(self) -> Result<NewTurn, ApiError> {
         let kind = self.kind.as_deref().unwrap_or("message");
         Ok(NewTurn {
             model: self.model,
@@ -229,11 +219,10 @@ async fn append(
     Session(session): Session,
     Body(body): Body<serde_json::Value>,
 ) -> Reply {
-    let limit = state.config.max_content_bytes;
     let parse = |value: serde_json::Value, what: &str| -> Result<NewTurn, ApiError> {
         serde_json::from_value::<TurnBody>(value)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {what}{e}")))?
-            .into_turn(limit)
+            .into_turn()
     };
     let id = session.clone();
     let reply = match body {
@@ -248,12 +237,12 @@ async fn append(
                 .enumerate()
                 .map(|(n, v)| parse(v, &format!("turn {n}: ")))
                 .collect::<Result<Vec<_>, _>>()?;
-            let indices = blocking(&state, move |s| s.append_many(&session, turns)).await?;
+            let indices = writing(&state, move |s| s.append_many(&session, turns)).await?;
             json!({ "session": id, "indices": indices })
         }
         value => {
             let turn = parse(value, "")?;
-            let index = blocking(&state, move |s| s.append(&session, turn)).await?;
+            let index = writing(&state, move |s| s.append(&session, turn)).await?;
             json!({ "session": id, "index": index })
         }
     };
@@ -296,7 +285,7 @@ async fn turns(state: Shared, Session(session): Session, Params(p): Params<Turns
 /// with the turn removed (`null` when there was none).
 async fn pop(state: Shared, _: Authorized, Session(session): Session) -> Reply {
     let id = session.clone();
-    let popped = blocking(&state, move |s| s.pop(&session)).await?;
+    let popped = writing(&state, move |s| s.pop(&session)).await?;
     Ok(Json(json!({ "session": id, "popped": popped })).into_response())
 }
 
@@ -322,7 +311,7 @@ async fn fork(
     Options(options): Options<ForkOptions>,
 ) -> Reply {
     let dry_run = options.dry_run;
-    let plan = blocking(&state, move |s| s.fork(&parent, options)).await?;
+    let plan = writing(&state, move |s| s.fork(&parent, options)).await?;
     Ok((created_unless(dry_run || plan.reused), Json(plan)).into_response())
 }
 
@@ -341,7 +330,7 @@ async fn delete(
     Session(session): Session,
     Params(options): Params<DeleteOptions>,
 ) -> Reply {
-    let plan = blocking(&state, move |s| s.delete_with(&session, options)).await?;
+    let plan = writing(&state, move |s| s.delete_with(&session, options)).await?;
     Ok(Json(plan).into_response())
 }
 
@@ -353,7 +342,7 @@ async fn detach(
     Options(options): Options<DetachOptions>,
 ) -> Reply {
     let reply = session.clone();
-    let plan = blocking(&state, move |s| s.detach_with(&session, options)).await?;
+    let plan = writing(&state, move |s| s.detach_with(&session, options)).await?;
     let mut body = serde_json::to_value(&plan).map_err(|e| ApiError::internal(e.to_string()))?;
     if !options.dry_run {
         body["detached"] = json!(reply);
@@ -379,7 +368,7 @@ async fn anchor(
     Body(b): Body<AnchorBody>,
 ) -> Reply {
     let state_text = b.state.map(|v| v.to_string());
-    let made = blocking(&state, move |s| {
+    let made = writing(&state, move |s| {
         s.anchor(&session, &b.name, state_text.as_deref())
     })
     .await?;
@@ -393,7 +382,7 @@ async fn merge(
     Options(options): Options<MergeOptions>,
 ) -> Reply {
     let dry_run = options.dry_run;
-    let plan = blocking(&state, move |s| s.merge(&child, options)).await?;
+    let plan = writing(&state, move |s| s.merge(&child, options)).await?;
     Ok((created_unless(dry_run), Json(plan)).into_response())
 }
 
@@ -448,7 +437,7 @@ async fn import(
             ))
         })?,
     };
-    let report = blocking(&state, move |s| {
+    let report = writing(&state, move |s| {
         let options = crate::TranscriptOptions {
             skip_invalid: p.skip_invalid,
             progress: None,
@@ -478,7 +467,7 @@ async fn regenerate(
         ));
     }
     if options.dry_run {
-        let plan = blocking(&state, move |s| s.plan_regeneration(&session, &options)).await?;
+        let plan = writing(&state, move |s| s.plan_regeneration(&session, &options)).await?;
         return Ok(Json(plan).into_response());
     }
     let job = start_regeneration(&state, session, options).await?;
@@ -497,7 +486,7 @@ pub(super) async fn start_regeneration(
     session: SessionId,
     options: crate::RegenerateOptions,
 ) -> Result<crate::Job, ApiError> {
-    let job = blocking(state, move |s| s.begin_regeneration(&session, &options)).await?;
+    let job = writing(state, move |s| s.begin_regeneration(&session, &options)).await?;
     if job.status == JobStatus::Running {
         let store = Arc::clone(&state.store);
         let id = job.job.clone();
@@ -515,5 +504,5 @@ async fn job(state: Shared, Path(job): Path<String>) -> Reply {
 }
 
 async fn cancel_job(state: Shared, _: Authorized, Path(job): Path<String>) -> Reply {
-    Ok(Json(blocking(&state, move |s| s.cancel_job(&job)).await?).into_response())
+    Ok(Json(writing(&state, move |s| s.cancel_job(&job)).await?).into_response())
 }

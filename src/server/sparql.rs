@@ -32,8 +32,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
 
 /// `GET /queries`: the shipped queries, what each answers and which variables it takes.
 async fn list_queries() -> Response {
-    let list: Vec<serde_json::Value> = crate::queries::ALL
-        .iter()
+    let list: Vec<serde_json::Value> = crate::queries::listed()
         .map(|q| {
             serde_json::json!({
                 "name": q.name,
@@ -56,7 +55,7 @@ async fn run_named(
     headers: HeaderMap,
 ) -> Reply {
     let query = crate::NamedQuery::find(&name).ok_or_else(|| {
-        let names: Vec<&str> = crate::queries::ALL.iter().map(|q| q.name).collect();
+        let names: Vec<&str> = crate::queries::listed().map(|q| q.name).collect();
         ApiError::new(
             StatusCode::NOT_FOUND,
             "query_not_found",
@@ -279,21 +278,19 @@ fn accept(headers: &HeaderMap) -> String {
 /// `INSERT DATA`), so after cancelling, `wait_for_outcome` waits and reports what really
 /// happened rather than a 503 for an update that then commits.
 ///
-/// Queries take a slot of the query pool; updates (`wait_for_outcome`), which need the
-/// token, one of the pool REST calls use, so anonymous queries can never starve writes.
+/// Queries take a slot of the query lane; updates (`wait_for_outcome`), which need the
+/// token, one of the write lane, so anonymous queries can never starve writes.
 pub(super) async fn limited<T: Send + 'static>(
     state: &Arc<AppState>,
     wait_for_outcome: bool,
     work: impl FnOnce(&Store, CancellationToken) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let pool = if wait_for_outcome {
-        &state.rest
+    let lane = if wait_for_outcome {
+        super::Lane::Write
     } else {
-        &state.queries
+        super::Lane::Query
     };
-    let permit = Arc::clone(pool)
-        .try_acquire_owned()
-        .map_err(|_| ApiError::busy())?;
+    let permit = state.admission.enter(lane).await?;
     let token = CancellationToken::new();
     let task_token = token.clone();
     let store = Arc::clone(&state.store);

@@ -10,7 +10,7 @@
 // would only add an allocation.
 #![allow(clippy::result_large_err)]
 
-use super::{authorize, blocking, ApiError, AppState, Shared};
+use super::{authorize, blocking, writing, ApiError, AppState, Shared};
 use crate::html::{self, Assets, Links, TreeView};
 use crate::model::{
     DeleteOptions, ForkOptions, Job, JobStatus, MergeOptions, SessionId, SessionInfo, TreeNode,
@@ -116,6 +116,14 @@ async fn read<T: Send + 'static>(
     f: impl FnOnce(&crate::Store) -> crate::Result<T> + Send + 'static,
 ) -> Result<T, Response> {
     blocking(state, f).await.map_err(|e| error_page(state, e))
+}
+
+/// Runs write `f` (after `may_write`) as `read` does, in the write lane.
+async fn write<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&crate::Store) -> crate::Result<T> + Send + 'static,
+) -> Result<T, Response> {
+    writing(state, f).await.map_err(|e| error_page(state, e))
 }
 
 fn session_id(state: &AppState, text: &str) -> Result<SessionId, Response> {
@@ -729,7 +737,7 @@ async fn fork(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: B
         reason: given(&f.reason),
         ..Default::default()
     };
-    let plan = read(&state, move |store| store.fork(&id, options)).await?;
+    let plan = write(&state, move |store| store.fork(&id, options)).await?;
     Ok(Redirect::to(&format!("/ui/sessions/{}", plan.session)).into_response())
 }
 
@@ -808,7 +816,7 @@ async fn what_if(state: Shared, Path(id): Path<String>, headers: HeaderMap, body
     };
     if options.dry_run {
         let plan_id = id.clone();
-        let plan = read(&state, move |store| {
+        let plan = write(&state, move |store| {
             store.plan_regeneration(&plan_id, &options)
         })
         .await?;
@@ -901,7 +909,7 @@ async fn cancel(state: Shared, Path(job): Path<String>, headers: HeaderMap, body
     let f: TokenForm = form(&state, &body)?;
     may_write(&state, &headers, &f.token)?;
     let id = job.clone();
-    read(&state, move |store| store.cancel_job(&id)).await?;
+    write(&state, move |store| store.cancel_job(&id)).await?;
     Ok(Redirect::to(&format!("/ui/jobs/{job}")).into_response())
 }
 
@@ -919,7 +927,7 @@ async fn anchor(state: Shared, Path(id): Path<String>, headers: HeaderMap, body:
     may_write(&state, &headers, &f.token)?;
     let id = session_id(&state, &id)?;
     let session = id.clone();
-    read(&state, move |store| {
+    write(&state, move |store| {
         store.anchor(&session, f.name.trim(), None)
     })
     .await?;
@@ -950,7 +958,7 @@ async fn merge(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: 
     };
     let dry_run = options.dry_run;
     let child = id.clone();
-    let plan = read(&state, move |store| store.merge(&child, options)).await?;
+    let plan = write(&state, move |store| store.merge(&child, options)).await?;
     if !dry_run {
         let to = format!(
             "/ui/sessions/{}?from={}#turn-{}",
@@ -1001,7 +1009,7 @@ async fn delete(state: Shared, Path(id): Path<String>, headers: HeaderMap, body:
         dry_run: f.confirm.is_empty(),
     };
     let target = id.clone();
-    let outcome = blocking(&state, move |store| store.delete_with(&target, options)).await;
+    let outcome = writing(&state, move |store| store.delete_with(&target, options)).await;
     let form_for = |cascade: bool, confirm: bool, label: &str| {
         html! {
             form.write method="post" action=(format!("/ui/sessions/{id}/delete")) {
@@ -1021,7 +1029,7 @@ async fn delete(state: Shared, Path(id): Path<String>, headers: HeaderMap, body:
             (form_for(cascade, true, "Delete"))
         },
         Err(e) if e.code == "has_children" => {
-            let children = read(&state, {
+            let children = write(&state, {
                 let id = id.clone();
                 move |store| store.branches(&id)
             })
@@ -1193,7 +1201,7 @@ async fn sparql(state: Shared, Query(q): Query<SparqlQuery>) -> Page {
         html! {
             h1 { "SPARQL" }
             p.meta { "Read-only. The default graph is the union of all sessions. Shipped queries: "
-                @for (i, named) in crate::queries::ALL.iter().enumerate() {
+                @for (i, named) in crate::queries::listed().enumerate() {
                     @if i > 0 { ", " }
                     a href=(format!("/ui/sparql?name={}", named.name)) { (named.name) }
                 }
