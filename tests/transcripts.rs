@@ -776,3 +776,276 @@ fn a_large_transcript_goes_in_whole_through_the_bulk_path_and_never_over_a_sessi
         );
     }
 }
+
+/// What a store holds of imported logs, named without the generated ids of forks and
+/// extra roots: each session by its path of branch labels and fork points from a root
+/// (a root by its first turn), with its length, its replay, every turn's tool fields
+/// and model, and the launch its sub-agent link records.
+fn shape(s: &Store) -> std::collections::BTreeMap<String, String> {
+    let infos = s.list().unwrap();
+    let by_id: std::collections::HashMap<SessionId, forktrail::SessionInfo> = infos
+        .iter()
+        .map(|i| (i.session.clone(), s.info(&i.session).unwrap()))
+        .collect();
+    fn name(
+        s: &Store,
+        by_id: &std::collections::HashMap<SessionId, forktrail::SessionInfo>,
+        id: &SessionId,
+    ) -> String {
+        let info = &by_id[id];
+        match (&info.parent, info.forked_at_index) {
+            (Some(parent), Some(at)) => {
+                format!("{} / {}@{at}", name(s, by_id, parent), info.branch)
+            }
+            _ => format!("root {:?}", s.replay(id, Some(0)).unwrap()[0].content),
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for (id, info) in &by_id {
+        let turns: Vec<String> = s
+            .load(id, None)
+            .unwrap()
+            .into_iter()
+            .map(|t| {
+                format!(
+                    "{} {:?} {:?} {:?} {:?} {:?} {:?} {}",
+                    t.index,
+                    t.role,
+                    t.kind,
+                    t.content,
+                    t.tool_call_id,
+                    t.tool_calls,
+                    t.model,
+                    t.branch
+                )
+            })
+            .collect();
+        let launch = info.subagent.as_ref().map(|a| {
+            let by = a
+                .spawned_by
+                .as_ref()
+                .map(|t| (name(s, &by_id, &t.session), t.index));
+            format!("{} {:?} {by:?}", a.agent_id, a.tool_call_id)
+        });
+        let value = format!(
+            "length {} own {}\nlaunch {launch:?}\nreplay {:?}\nturns {turns:#?}",
+            info.length,
+            info.own_turns,
+            s.replay(id, None).unwrap()
+        );
+        let key = name(s, &by_id, id);
+        assert!(
+            out.insert(key.clone(), value).is_none(),
+            "two sessions named {key}"
+        );
+    }
+    out
+}
+
+/// Imports `grown` into a store that already holds `prefix` (when `prefix` is a valid
+/// log) and asserts the store ends as an import of `grown` alone leaves an empty one,
+/// and verifies clean. Returns whether `prefix` was a valid log.
+fn grows_into_what_a_fresh_import_makes(
+    prefix: &dyn Fn(&Store) -> Result<forktrail::TranscriptReport, Error>,
+    grown: &dyn Fn(&Store) -> Result<forktrail::TranscriptReport, Error>,
+    what: &str,
+) -> bool {
+    let fresh = Store::in_memory().unwrap();
+    grown(&fresh).unwrap();
+    let s = Store::in_memory().unwrap();
+    match prefix(&s) {
+        Ok(_) => {}
+        Err(Error::InvalidInput(m)) if m.contains("no user or assistant message") => return false,
+        Err(e) => panic!("{what}: the prefix alone fails: {e}"),
+    }
+    if let Err(e) = grown(&s) {
+        panic!("{what}: importing the grown log again fails: {e}");
+    }
+    let (got, want) = (shape(&s), shape(&fresh));
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "{what}: the sessions"
+    );
+    for (name, want) in &want {
+        assert_eq!(&got[name], want, "{what}: session {name}");
+    }
+    let report = s.verify(None).unwrap();
+    assert!(report.is_clean(), "{what}: {:?}", report.problems);
+    // And once more: nothing left to add.
+    let before = quads(&s);
+    let again = grown(&s).unwrap();
+    assert_eq!(
+        (again.sessions.len(), again.turns),
+        (0, 0),
+        "{what}: {again:?}"
+    );
+    assert_eq!(before, quads(&s), "{what}");
+    true
+}
+
+#[test]
+fn a_log_cut_at_any_line_and_imported_again_whole_ends_as_a_fresh_import_of_it() {
+    // The second log branches at regenerated answers, an edited prompt, inside a
+    // branch, after a compaction, and at an edited first prompt (a second root).
+    for name in [
+        "claude-code-branches.jsonl",
+        "claude-code-regenerated.jsonl",
+    ] {
+        let log = fixture(name);
+        let lines: Vec<&str> = log.lines().collect();
+        let whole = |s: &Store| s.import_claude_code(&log, &TranscriptOptions::default());
+        let mut valid = 0;
+        for n in 0..=lines.len() {
+            let cut: String = lines[..n].iter().map(|l| format!("{l}\n")).collect();
+            let prefix = |s: &Store| s.import_claude_code(&cut, &TranscriptOptions::default());
+            let what = format!("{name} cut at {n} lines");
+            if grows_into_what_a_fresh_import_makes(&prefix, &whole, &what) {
+                valid += 1;
+            }
+        }
+        // Every cut but the empty log and the lone summary line holds a message.
+        assert_eq!(valid, lines.len() - 1, "{name}");
+    }
+}
+
+#[test]
+fn a_project_folder_with_any_file_cut_short_and_imported_again_whole_ends_as_a_fresh_import() {
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut dirs = vec![project()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let whole = |s: &Store| s.import_claude_code_path(&project(), &TranscriptOptions::default());
+    let (mut cuts, mut valid) = (0, 0);
+    for file in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "jsonl"))
+    {
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for n in 0..=lines.len() {
+            cuts += 1;
+            let dir = tempfile::tempdir().unwrap();
+            for other in &files {
+                let to = dir.path().join(other.strip_prefix(project()).unwrap());
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                if other == file {
+                    let cut: String = lines[..n].iter().map(|l| format!("{l}\n")).collect();
+                    std::fs::write(&to, cut).unwrap();
+                } else {
+                    std::fs::copy(other, &to).unwrap();
+                }
+            }
+            let prefix =
+                |s: &Store| s.import_claude_code_path(dir.path(), &TranscriptOptions::default());
+            let what = format!("{} cut at {n} lines", file.display());
+            if grows_into_what_a_fresh_import_makes(&prefix, &whole, &what) {
+                valid += 1;
+            }
+        }
+    }
+    // The other files hold messages whatever the cut.
+    assert_eq!(valid, cuts);
+}
+
+#[test]
+fn a_log_grown_by_a_regenerated_answer_to_an_imported_prompt_is_imported_again_as_a_fork() {
+    let log = "r1";
+    let first = cc_line(log, "u1", None, "user", "Name a prime.")
+        + &cc_line(log, "a1", Some("u1"), "assistant", "Seven.")
+        + &cc_line(log, "u2", Some("a1"), "user", "Another one.")
+        + &cc_line(log, "a2", Some("u2"), "assistant", "Eleven.");
+    // The user regenerated the answer to u2 (which already has a2), then went on from
+    // the new answer.
+    let grown = first.clone()
+        + &cc_line(log, "a2b", Some("u2"), "assistant", "Thirteen.")
+        + &cc_line(log, "u3b", Some("a2b"), "user", "And a larger one?")
+        + &cc_line(log, "a3b", Some("u3b"), "assistant", "Ninety-seven.");
+    for s in stores() {
+        s.import_claude_code(&first, &TranscriptOptions::default())
+            .unwrap();
+        let report = s
+            .import_claude_code(&grown, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!((report.sessions.len(), report.turns), (1, 3), "{report:?}");
+        let branches = s.branches(&sid(log)).unwrap();
+        assert_eq!(branches.len(), 1, "{}", s.kind);
+        assert_eq!(
+            (branches[0].branch.as_str(), branches[0].forked_at_index),
+            ("alt-1", 3),
+            "{}",
+            s.kind
+        );
+        let alt: Vec<String> = contents(&s, &branches[0].session)
+            .into_iter()
+            .map(|(_, _, c)| c)
+            .collect();
+        assert_eq!(
+            alt,
+            [
+                "Name a prime.",
+                "Seven.",
+                "Another one.",
+                "Thirteen.",
+                "And a larger one?",
+                "Ninety-seven."
+            ],
+            "{}",
+            s.kind
+        );
+        assert_eq!(contents(&s, log).len(), 4, "{}", s.kind);
+        assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
+    }
+    let prefix = |s: &Store| s.import_claude_code(&first, &TranscriptOptions::default());
+    let whole = |s: &Store| s.import_claude_code(&grown, &TranscriptOptions::default());
+    assert!(grows_into_what_a_fresh_import_makes(
+        &prefix,
+        &whole,
+        "a regenerated answer"
+    ));
+}
+
+#[test]
+fn a_log_grown_by_a_prompt_and_two_answers_to_it_forks_at_a_turn_the_same_import_appends() {
+    // The branch point a2 is itself new: the fork hangs on a turn the stored session
+    // gains in the same import.
+    let log = "r2";
+    let first = cc_line(log, "u1", None, "user", "Hello.");
+    let grown = first.clone()
+        + &cc_line(log, "a1", Some("u1"), "assistant", "Hi.")
+        + &cc_line(log, "u2", Some("a1"), "user", "Tell a joke.")
+        + &cc_line(log, "a2", Some("u2"), "assistant", "A pun.")
+        + &cc_line(log, "a2b", Some("u2"), "assistant", "A limerick.");
+    for s in stores() {
+        s.import_claude_code(&first, &TranscriptOptions::default())
+            .unwrap();
+        let report = s
+            .import_claude_code(&grown, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!((report.sessions.len(), report.turns), (1, 4), "{report:?}");
+        assert_eq!(report.extended, [log], "{report:?}");
+        let branches = s.branches(&sid(log)).unwrap();
+        assert_eq!(
+            (branches[0].branch.as_str(), branches[0].forked_at_index),
+            ("alt-1", 3),
+            "{}",
+            s.kind
+        );
+        assert_eq!(
+            contents(&s, &branches[0].session).last().unwrap().2,
+            "A limerick.",
+            "{}",
+            s.kind
+        );
+        assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
+    }
+}

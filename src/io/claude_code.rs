@@ -14,7 +14,9 @@
 //!
 //! Every imported turn keeps the `uuid` of its line as `ft:sourceId`. Importing a log
 //! again appends the lines that are new (by uuid) to the sessions that hold their
-//! parents, or forks where they branch; lines already imported are left as they are.
+//! parents, or forks where they branch (also at a turn the same import appends); lines
+//! already imported are left as they are. Branches are numbered in the order the log
+//! holds them, so a log imported again as it grows ends as an import of it whole.
 //!
 //! Everything is built in a scratch in-memory store with the ordinary write path, then
 //! committed in one transaction: all or nothing.
@@ -139,7 +141,9 @@ impl Store {
             .iter()
             .filter_map(|f| Some((f.agent.clone()?, f.spawned_by.clone()?)))
             .collect();
-        let scratch = Store::in_memory()?.with_base_iri(&self.iris.base)?;
+        let scratch = Store::in_memory()?
+            .with_base_iri(&self.iris.base)?
+            .with_limits(self.limits);
         let mut written = Written::default();
         for (key, family) in families {
             if family.nodes.is_empty() {
@@ -201,7 +205,7 @@ impl Store {
             // A sub-agent linked now hangs on a session that must still be there.
             let facts = scratch.require(id)?;
             if let Some(parent) = &facts.parent {
-                self.check_parent(&facts, parent, &written.created)?;
+                self.check_parent(&facts, parent, written)?;
             }
         }
         for id in &written.created {
@@ -214,7 +218,7 @@ impl Store {
             // A fork of a session already here must still have a label of its own.
             let facts = scratch.require(id)?;
             if let Some(parent) = &facts.parent {
-                self.check_parent(&facts, parent, &written.created)?;
+                self.check_parent(&facts, parent, written)?;
                 let label = Label::new(facts.branch.clone())?;
                 if let Some(existing) = self.rdf().child_with_label(parent, &label)? {
                     return Err(Error::DuplicateLabel {
@@ -237,15 +241,18 @@ impl Store {
     }
 
     /// The parent a fork of the import hangs on is still in the store (unless the
-    /// import creates it too), with the same turns below the fork point.
+    /// import creates it too), with the same turns below the fork point. A fork may
+    /// hang on turns the import appends to its parent (a log that grew and branched
+    /// among its new lines): those are not in the store yet, and the parent, which the
+    /// import extends, is checked unchanged since it was copied.
     fn check_parent(
         &self,
         fork: &SessionNode,
         parent: &NamedNode,
-        created: &[SessionId],
+        written: &Written,
     ) -> Result<()> {
         let parent_id = self.iris.name_of(parent.as_ref());
-        if created.iter().any(|c| c.as_str() == parent_id) {
+        if written.created.iter().any(|c| c.as_str() == parent_id) {
             return Ok(());
         }
         let changed = || {
@@ -257,11 +264,22 @@ impl Store {
             return Err(changed());
         };
         let k = fork.own_start();
-        if k > 0 {
-            let digest = self.digest_in_chain(&self.chain(&here.id)?, k - 1)?;
-            if fork.base_digest.as_deref() != Some(digest.as_str()) {
-                return Err(changed());
-            }
+        if k == 0 {
+            return Ok(());
+        }
+        let chain = self.chain(&here.id)?;
+        if k > chain.leaf().length {
+            // Past what the store holds of the parent: fine only if the import appends
+            // the turns it forks at.
+            return if written.extended.contains(&here.id) {
+                Ok(())
+            } else {
+                Err(changed())
+            };
+        }
+        let digest = self.digest_in_chain(&chain, k - 1)?;
+        if fork.base_digest.as_deref() != Some(digest.as_str()) {
+            return Err(changed());
         }
         Ok(())
     }
@@ -294,6 +312,32 @@ struct Written {
     /// Sessions already in the store that were copied into the scratch store, with
     /// their quads as copied.
     existing: BTreeMap<SessionId, Vec<Quad>>,
+}
+
+/// Chains of messages waiting to be followed: roots first (the first is the main
+/// session, which sidechains need), then the others by their first line, sub-agents
+/// last. So each family's branches are made, and numbered (`alt-N`, `sidechain-N`), in
+/// the order the log holds them, whichever chain they hang on: a log imported in parts
+/// as it grew gets the labels an import of it whole gives, since its new branches start
+/// on lines after all the old ones.
+#[derive(Default)]
+struct Queue(BTreeMap<(u8, usize), Origin>);
+
+impl Queue {
+    fn push(&mut self, start: usize, origin: Origin) {
+        let rank = match origin {
+            Origin::Root => 0,
+            Origin::Sidechain | Origin::Fork { .. } => 1,
+            Origin::SubAgent(_) => 2,
+        };
+        self.0.insert((rank, start), origin);
+    }
+
+    fn pop(&mut self) -> Option<(usize, Origin)> {
+        self.0
+            .pop_first()
+            .map(|((_, start), origin)| (start, origin))
+    }
 }
 
 /// The import of one family into the scratch store.
@@ -345,20 +389,13 @@ impl Build<'_, '_> {
                 roots.push((i, origin));
             }
         }
-        // The first root is the main session; sidechains and sub-agents need it (or the
-        // turn that launched them) first.
-        roots.sort_by_key(|(i, origin)| {
-            let rank = match origin {
-                Origin::Root => 0,
-                Origin::Sidechain => 1,
-                _ => 2,
-            };
-            (rank, *i)
-        });
-        let (mut agents, mut work): (Vec<_>, Vec<_>) = roots
+        let (mut agents, chains): (Vec<_>, Vec<_>) = roots
             .into_iter()
             .partition(|(_, o)| matches!(o, Origin::SubAgent(_)));
-        work.reverse();
+        let mut work = Queue::default();
+        for (start, origin) in chains {
+            work.push(start, origin);
+        }
         let mut visited = vec![false; self.family.nodes.len()];
         loop {
             while let Some((start, origin)) = work.pop() {
@@ -391,7 +428,8 @@ impl Build<'_, '_> {
                     })
                 })
                 .unwrap_or(0);
-            work.push(agents.remove(ready));
+            let (start, origin) = agents.remove(ready);
+            work.push(start, origin);
         }
         for (i, node) in self.family.nodes.iter().enumerate() {
             if !visited[i] {
@@ -506,7 +544,7 @@ impl Build<'_, '_> {
         origin: Origin,
         children: &[Vec<usize>],
         visited: &mut [bool],
-        work: &mut Vec<(usize, Origin)>,
+        work: &mut Queue,
     ) -> Result<()> {
         let held = self.imported.get(&self.family.nodes[start].uuid).cloned();
         let (mut session, mut length) = match held {
@@ -544,25 +582,25 @@ impl Build<'_, '_> {
             let (same, side): (Vec<usize>, Vec<usize>) = children[at]
                 .iter()
                 .partition(|&&c| self.family.nodes[c].sidechain == node.sidechain);
-            for &c in side.iter().rev() {
-                work.push((
+            for &c in &side {
+                work.push(
                     c,
                     Origin::Fork {
                         from: session.clone(),
                         at: length,
                         sidechain: true,
                     },
-                ));
+                );
             }
-            for &c in same.iter().skip(1).rev() {
-                work.push((
+            for &c in same.iter().skip(1) {
+                work.push(
                     c,
                     Origin::Fork {
                         from: session.clone(),
                         at: length,
                         sidechain: false,
                     },
-                ));
+                );
             }
             match same.first() {
                 Some(&next) => at = next,
@@ -686,10 +724,21 @@ impl Build<'_, '_> {
             Err(e) => return Err(e),
         }
         let turn = self.scratch.iris.turn(parent.as_str(), index);
+        // The call that launched it, unless the node names one already: imported alone,
+        // with no meta file, it had no way to know.
+        let recorded = self
+            .scratch
+            .rdf()
+            .sub_agent(self.scratch.session_iri(id).as_ref())?
+            .and_then(|a| a.tool_call_id);
+        let call = match recorded {
+            Some(_) => None,
+            None => self.spawn_call(agent),
+        };
         let facts = SubAgentFacts {
             agent_id: agent,
             spawned_in_session: None,
-            tool_call_id: None,
+            tool_call_id: call.as_deref(),
             spawned_by: Some(&turn),
         };
         self.add_to_node(id, &facts)?;
