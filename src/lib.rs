@@ -46,6 +46,7 @@ pub mod server;
 mod storage;
 mod store;
 mod summary;
+mod tls;
 mod verify;
 pub mod vocab;
 mod write;
@@ -59,7 +60,7 @@ pub use merge::SessionWriter;
 pub use model::{
     Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,
     DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus, Kind, Label, MergeOptions,
-    MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId,
+    Limits, MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId,
     SessionInfo, SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan, MAX_FORK_DEPTH,
 };
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};

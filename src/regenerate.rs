@@ -591,7 +591,7 @@ fn post(
     body: &str,
     timeout_secs: u64,
 ) -> std::result::Result<String, String> {
-    let agent = ureq::AgentBuilder::new()
+    let agent = crate::tls::agent(ureq::AgentBuilder::new())
         .timeout_connect(Duration::from_secs(10))
         .timeout(Duration::from_secs(timeout_secs))
         .build();
@@ -615,6 +615,9 @@ fn post(
         )),
         // ureq's own message starts with the URL: name it once.
         Err(ureq::Error::Transport(t)) => {
+            if let Some(why) = crate::tls::untrusted(&t) {
+                return Err(format!("cannot reach {url}: {why}"));
+            }
             let mut why = t.kind().to_string();
             for detail in [
                 t.message().map(str::to_string),

@@ -28,7 +28,7 @@ use std::process::ExitCode;
 #[command(name = "forktrail", version, about, long_about = None)]
 struct Cli {
     /// The store: a directory (RocksDB; created, with its parents, by demo, new, import
-    /// and serve), or the http:// URL of a SPARQL 1.1 query endpoint (Oxigraph server,
+    /// and serve), or the http:// or https:// URL of a SPARQL 1.1 query endpoint (Oxigraph server,
     /// Virtuoso, GraphDB, a running `forktrail serve`'s /sparql …), which many
     /// processes may share. Credentials come from FORKTRAIL_STORE_TOKEN (bearer), or
     /// FORKTRAIL_STORE_USER and FORKTRAIL_STORE_PASSWORD (Basic or Digest, as the store

@@ -139,23 +139,19 @@ impl Remote {
             })?;
             match parsed.scheme() {
                 "http" => {}
-                // ureq is built without TLS for now: say so before any request.
+                // The trusted roots are read now: a bad $SSL_CERT_FILE fails here.
                 "https" => {
-                    return Err(Error::InvalidInput(format!(
-                        "the {what} endpoint {url} is https, which this forktrail cannot \
-                         speak yet; use an http:// endpoint (a TLS-terminating proxy on \
-                         localhost, for instance)"
-                    )))
+                    crate::tls::client_config()?;
                 }
                 _ => {
                     return Err(Error::InvalidInput(format!(
-                        "the {what} endpoint {url} is not an http URL"
+                        "the {what} endpoint {url} is not an http:// or https:// URL"
                     )))
                 }
             }
         }
         let credentials = Credentials::new(&config.auth);
-        let agent = ureq::AgentBuilder::new()
+        let agent = crate::tls::agent(ureq::AgentBuilder::new())
             .timeout_connect(config.connect_timeout)
             .timeout(config.timeout)
             .build();
@@ -223,12 +219,12 @@ impl Remote {
             }
             Err(ureq::Error::Transport(e)) => Err(Error::Remote {
                 url: url.to_string(),
-                detail: match e.kind() {
+                detail: crate::tls::untrusted(&e).unwrap_or_else(|| match e.kind() {
                     ureq::ErrorKind::ConnectionFailed | ureq::ErrorKind::Dns => {
                         format!("cannot connect: {e}")
                     }
                     _ => e.to_string(),
-                },
+                }),
             }),
         }
     }
@@ -859,11 +855,13 @@ mod tests {
 
     #[test]
     fn an_endpoint_it_cannot_speak_is_refused_before_any_request() {
-        for url in ["https://h/sparql", "ftp://h/sparql", "not a url"] {
+        for url in ["ftp://h/sparql", "not a url"] {
             let err = Remote::new(RemoteConfig::new(url)).err().expect(url);
             assert!(err.to_string().contains("endpoint"), "{url}: {err}");
         }
-        assert!(Remote::new(RemoteConfig::new("http://h/sparql")).is_ok());
+        for url in ["http://h/sparql", "https://h/sparql"] {
+            assert!(Remote::new(RemoteConfig::new(url)).is_ok(), "{url}");
+        }
     }
 
     #[test]
