@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 /// How long a lease holds if its writer never removes it (a process that died).
 const LEASE_TTL: Duration = Duration::from_secs(30);
+/// How long the receipt a fenced commit leaves stays before others clear it away.
+const RECEIPT_TTL: Duration = Duration::from_secs(10);
 /// How long a writer waits for others' leases before giving up.
 const LEASE_WAIT: Duration = Duration::from_secs(45);
 
@@ -50,6 +52,10 @@ pub struct Store {
     writers: Mutex<HashSet<SessionId>>,
     /// How long a write waits for other processes' leases on a shared store.
     lease_wait: Duration,
+    /// How long a lease on a shared store holds.
+    lease_ttl: Duration,
+    /// The receipt this process's last fenced commit left: removed with its next lease.
+    receipt: Mutex<Vec<Quad>>,
     /// Cancellation flags of the regeneration jobs this process runs.
     pub(crate) jobs_running: Mutex<HashMap<String, Arc<AtomicBool>>>,
     durability: Durability,
@@ -98,6 +104,15 @@ impl Store {
         self
     }
 
+    /// How long a lease taken on a shared store holds (default 30 s): past it, other
+    /// writers take it for the lease of a writer that died, and this writer's commit,
+    /// fenced by the store, writes nothing. Shorter suits tests; longer, a writer
+    /// whose commits may take that long.
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
+
     /// HTTP requests sent so far to a remote store; `None` for an embedded one.
     pub fn remote_requests(&self) -> Option<u64> {
         self.backend.requests()
@@ -119,6 +134,8 @@ impl Store {
             cache: Mutex::new(Cache::new(DEFAULT_TURN_BUDGET)),
             writers: Mutex::new(HashSet::new()),
             lease_wait: LEASE_WAIT,
+            lease_ttl: LEASE_TTL,
+            receipt: Mutex::new(Vec::new()),
             jobs_running: Mutex::new(HashMap::new()),
             durability: Durability::Process,
             counted: Mutex::new(None),
@@ -184,12 +201,14 @@ impl Store {
         self.backend.path()
     }
 
-    /// The underlying Oxigraph store, for reads the API does not cover.
+    /// The underlying Oxigraph store (a handle to it), for reads the API does not cover.
+    /// Hold it only for as long as the read: after a full disk the store is opened
+    /// anew, which waits for every handle to be dropped.
     ///
     /// Writing through it bypasses forktrail's invariants, write lock and read cache:
     /// call [`Store::clear_caches`] after such a write. Every store `open` and
     /// `in_memory` make is an embedded Oxigraph store.
-    pub fn oxigraph(&self) -> &oxigraph::store::Store {
+    pub fn oxigraph(&self) -> oxigraph::store::Store {
         self.backend
             .oxigraph()
             .expect("open and in_memory make embedded stores")
@@ -336,6 +355,8 @@ impl Store {
             change: Change::default(),
             effects: Effects::default(),
             lease,
+            new_nodes: Vec::new(),
+            labels: Vec::new(),
             group,
         }
     }
@@ -380,7 +401,7 @@ impl Store {
             let id = uuid::Uuid::now_v7();
             let node = self.iris.lease(&id.to_string());
             let expires = chrono::Utc::now()
-                + chrono::Duration::from_std(LEASE_TTL).expect("a small duration");
+                + chrono::Duration::from_std(self.lease_ttl).expect("a lease of sane length");
             let quads = lease_quads(&self.iris, &node, &keys, expires);
             self.backend.commit(Change {
                 inserts: quads.clone(),
@@ -390,16 +411,27 @@ impl Store {
             let mut stale = Vec::new();
             let mut blocked = false;
             for other in self.rdf().leases()? {
-                if other.node == node || !claims(&other.keys) {
+                // A receipt (no keys) blocks nothing; it is cleared once lapsed.
+                if other.node == node || !(other.keys.is_empty() || claims(&other.keys)) {
                     continue;
                 }
                 match other.expires {
-                    Some(t) if t > now => blocked = true,
+                    Some(t) if t > now => blocked |= !other.keys.is_empty(),
                     _ => stale.extend(other.quads),
                 }
             }
             if !blocked {
-                return Ok(Lease { quads, stale });
+                let receipt_expires = chrono::Utc::now()
+                    + chrono::Duration::from_std(RECEIPT_TTL).expect("a small duration");
+                let receipt_node = self.iris.lease(&format!("{id}.done"));
+                let receipt = lease_quads(&self.iris, &receipt_node, &[], receipt_expires);
+                return Ok(Lease {
+                    node,
+                    expires: crate::rdf::lease_expiry(expires),
+                    quads,
+                    stale,
+                    receipt,
+                });
             }
             self.backend.commit(Change {
                 removes: quads,
@@ -433,6 +465,11 @@ impl Store {
         Ok(())
     }
 
+    /// The receipt this process's last fenced commit left.
+    fn receipt(&self) -> MutexGuard<'_, Vec<Quad>> {
+        self.receipt.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub(crate) fn writers(&self) -> MutexGuard<'_, HashSet<SessionId>> {
         self.writers.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -450,6 +487,9 @@ pub(crate) struct WriteTx<'s> {
     effects: Effects,
     /// On a shared store, the lease this write holds: removed by the commit.
     lease: Option<Lease>,
+    /// What the write creates and the labels it takes (see [`WriteTx::claim_node`]).
+    new_nodes: Vec<(NamedNode, NamedNode)>,
+    labels: Vec<(NamedNode, String)>,
     /// For a group commit, the sessions the write touches.
     group: Option<Vec<NamedNode>>,
 }
@@ -526,8 +566,13 @@ pub(crate) struct Appended {
 /// A lease held: its quads, and those of lapsed leases on the same sessions, which the
 /// commit clears away.
 struct Lease {
+    node: NamedNode,
+    /// Its `ft:leaseExpires`.
+    expires: oxigraph::model::Literal,
     quads: Vec<Quad>,
     stale: Vec<Quad>,
+    /// What a fenced commit leaves in its place (see [`crate::storage::Fence`]).
+    receipt: Vec<Quad>,
 }
 
 impl Drop for WriteTx<'_> {
@@ -544,6 +589,18 @@ impl Drop for WriteTx<'_> {
 }
 
 impl<'s> WriteTx<'s> {
+    /// Declares that the write creates node `subject` in `graph`: on a shared store,
+    /// the commit is applied only if no other writer has created it meanwhile.
+    pub(crate) fn claim_node(&mut self, graph: &NamedNode, subject: &NamedNode) {
+        self.new_nodes.push((graph.clone(), subject.clone()));
+    }
+
+    /// Declares that the write gives a child of `parent` branch label `label`: on a
+    /// shared store, the commit is applied only if no child of it has taken the label.
+    pub(crate) fn claim_label(&mut self, parent: &NamedNode, label: &str) {
+        self.labels.push((parent.clone(), label.to_string()));
+    }
+
     pub(crate) fn insert(&mut self, quads: impl IntoIterator<Item = Quad>) {
         self.change.inserts.extend(quads);
     }
@@ -629,14 +686,37 @@ impl<'s> WriteTx<'s> {
             }
         }
         // The lease goes in the same request as the write: it is held until the write
-        // is in, and never outlives it.
+        // is in, and never outlives it; and the store applies the write only if the
+        // lease still holds then (a fenced commit).
         if let Some(lease) = &self.lease {
+            let nothing = change.is_empty();
             change.removes.extend(lease.quads.iter().cloned());
             change.removes.extend(lease.stale.iter().cloned());
+            if nothing {
+                // Nothing to write: the lease is only withdrawn, and leaves no receipt.
+                self.store.write_through(change, vec![effects])?;
+                self.lease = None;
+                return Ok(());
+            }
+            // This process's previous receipt goes with it, and this one takes its place.
+            change.removes.extend(self.store.receipt().iter().cloned());
+            change.inserts.extend(lease.receipt.iter().cloned());
+            change.fence = Some(crate::storage::Fence {
+                condition: crate::rdf::fence_condition(
+                    &self.store.iris,
+                    &lease.node,
+                    &lease.expires,
+                    &self.new_nodes,
+                    &self.labels,
+                ),
+                receipt: lease.receipt.clone(),
+            });
         }
         // On failure the lease stays here and `drop` withdraws it.
         self.store.write_through(change, vec![effects])?;
-        self.lease = None;
+        if let Some(lease) = self.lease.take() {
+            *self.store.receipt() = lease.receipt;
+        }
         Ok(())
     }
 }

@@ -55,6 +55,7 @@ impl Store {
         if self.exists(&id)? {
             return Err(Error::Conflict(format!("session {id} already exists")));
         }
+        tx.claim_node(&iri, &iri);
         tx.insert(session_quads(
             &self.iris,
             &SessionRecord {
@@ -232,7 +233,9 @@ impl Store {
                 created: &rdf::now(),
             },
         );
-        extra(&mut w, &self.iris.turn(id, index), index);
+        let turn_iri = self.iris.turn(id, index);
+        extra(&mut w, &turn_iri, index);
+        tx.claim_node(&facts.iri, &turn_iri);
         tx.insert(w.quads);
         let (kind, record) = (
             turn.kind,
@@ -363,6 +366,8 @@ impl Store {
             plan.summary.as_deref(),
             request.as_ref().map(|(k, d)| (k.as_str(), d.as_str())),
         ));
+        tx.claim_node(&child_iri, &child_iri);
+        tx.claim_label(&parent_facts.iri, label.as_str());
         tx.forget(&child_iri);
         let facts = SessionNode {
             id: child,

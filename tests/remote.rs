@@ -107,10 +107,11 @@ fn lease_of(s: &Store, id: &str, expires: chrono::DateTime<chrono::Utc>) -> Vec<
     ]
 }
 
+/// Quads of leases (not of the receipts fenced commits leave, which claim nothing).
 fn lease_count(s: &Store) -> usize {
     quads(s)
         .iter()
-        .filter(|q| q.ends_with("<urn:forktrail:leases> ."))
+        .filter(|q| q.ends_with("<urn:forktrail:leases> .") && !q.contains(".done>"))
         .count()
 }
 
@@ -143,11 +144,21 @@ fn a_live_lease_holds_its_session_only_and_a_lapsed_one_is_cleared() {
     std::thread::sleep(wait.to_std().unwrap_or_default());
     s.append(&held, NewTurn::new(Role::User, "after")).unwrap();
     assert_eq!(
-        lease_count(&s),
+        count(
+            &s,
+            &format!("SELECT ?l WHERE {{ GRAPH ?g {{ ?l <{FT}leaseOf> ?k }} }}")
+        ),
         0,
         "the write removed its own and the lapsed lease"
     );
-    assert_eq!(s.replay(&held, None).unwrap().len(), 2);
+    // What it left is its receipt: a lease on nothing, which blocks no one, and which
+    // the same writer's next write removes.
+    let receipts = |s: &Store| quads(s).iter().filter(|q| q.contains(".done>")).count();
+    assert_eq!(receipts(&s), 2, "the receipt's type and expiry");
+    s.append(&held, NewTurn::new(Role::User, "not blocked"))
+        .unwrap();
+    assert_eq!(receipts(&s), 2, "one receipt, the newest");
+    assert_eq!(s.replay(&held, None).unwrap().len(), 3);
 }
 
 fn server_url(store: &TestStore) -> String {
@@ -500,4 +511,143 @@ fn virtuoso_takes_writes_through_sparql_auth_with_digest_credentials() {
         s.append(&id, NewTurn::new(Role::User, "more")).unwrap();
     });
     assert_eq!(n, 5, "no further challenges once the nonce is known");
+}
+
+/// A TCP relay on 127.0.0.1 to `port` that holds the first request carrying `marker`
+/// until `release` is sent, and says on `held` when it holds it: a commit delayed by a
+/// stalled writer or a slow network, past its lease.
+struct HoldingRelay {
+    port: u16,
+    held: std::sync::mpsc::Receiver<()>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl HoldingRelay {
+    fn start(target: u16, marker: &'static [u8]) -> Self {
+        use std::io::{Read, Write};
+        use std::sync::{Arc, Mutex};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (held_tx, held) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        // Taken by the connection that meets the marker first.
+        let gate = Arc::new(Mutex::new(Some((held_tx, release_rx))));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(mut client) = client else { return };
+                let Ok(mut server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                    return;
+                };
+                let (mut client_out, mut server_in) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || std::io::copy(&mut server_in, &mut client_out));
+                let gate = Arc::clone(&gate);
+                std::thread::spawn(move || {
+                    let mut seen: Vec<u8> = Vec::new();
+                    let mut buf = [0u8; 65536];
+                    loop {
+                        let n = match client.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        seen.extend_from_slice(&buf[..n]);
+                        if seen.windows(marker.len()).any(|w| w == marker) {
+                            if let Some((held_tx, release_rx)) = gate.lock().unwrap().take() {
+                                held_tx.send(()).unwrap();
+                                let _ = release_rx.recv();
+                            }
+                            seen.clear();
+                        }
+                        let keep = seen.len().saturating_sub(marker.len());
+                        seen.drain(..keep);
+                        if server.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            port,
+            held,
+            release,
+        }
+    }
+}
+
+#[test]
+fn a_writer_whose_lease_lapsed_before_its_commit_arrived_commits_nothing() {
+    let Some(server) = remote() else { return };
+    let url = server_url(&server);
+    let target: u16 = url
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ttl = Duration::from_secs(1);
+    let b = Store::remote(RemoteConfig::new(url.clone()))
+        .unwrap()
+        .with_lease_ttl(ttl);
+    let root = session_with(&b, "s", 1);
+    // Each write of the stalled writer A: an append, and a fork taking label "x".
+    type Write = fn(&Store, &forktrail::SessionId, &str) -> Result<String, Error>;
+    let append: Write = |s, id, text| {
+        s.append(id, NewTurn::new(Role::User, text))
+            .map(|i| i.to_string())
+    };
+    let fork: Write = |s, id, text| {
+        let options = ForkOptions {
+            label: Some("x".into()),
+            reason: Some(text.into()),
+            ..ForkOptions::default()
+        };
+        s.fork(id, options).map(|p| p.branch.to_string())
+    };
+    for (what, write) in [("append", append), ("fork", fork)] {
+        let relay = HoldingRelay::start(target, b"stalled-writer-marker");
+        let a = Store::remote(RemoteConfig::new(
+            url.replace(&format!(":{target}/"), &format!(":{}/", relay.port)),
+        ))
+        .unwrap()
+        .with_lease_ttl(ttl);
+        let id = root.clone();
+        let writer_a = std::thread::spawn(move || write(&a, &id, "stalled-writer-marker"));
+        // A's commit is on its way, held past A's lease.
+        relay.held.recv_timeout(Duration::from_secs(60)).unwrap();
+        // B waits for A's lease to lapse, then writes the same index or label.
+        let by_b = write(&b, &root, "the other writer").unwrap();
+        relay.release.send(()).unwrap();
+        let err = writer_a.join().unwrap().unwrap_err();
+        assert!(
+            matches!(&err, Error::Conflict(m) if m.contains("lease lapsed")),
+            "{what}: {err}"
+        );
+        let marker = count(
+            &b,
+            "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o FILTER(CONTAINS(STR(?o), \"stalled-writer\")) } }",
+        );
+        assert_eq!(marker, 0, "{what}: nothing of A's write is in the store");
+        match what {
+            "append" => {
+                assert_eq!(by_b, "1");
+                let turns = b.replay(&root, None).unwrap();
+                assert_eq!(turns.len(), 2);
+                assert_eq!(turns[1].content, "the other writer");
+            }
+            _ => {
+                assert_eq!(by_b, "x");
+                let labels: Vec<String> = b
+                    .branches(&root)
+                    .unwrap()
+                    .into_iter()
+                    .map(|c| c.branch.to_string())
+                    .collect();
+                assert_eq!(labels, ["x"], "one child labelled x");
+            }
+        }
+        let report = b.verify(None).unwrap();
+        assert!(report.is_clean(), "{what}: {:?}", report.problems);
+    }
 }

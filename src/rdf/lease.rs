@@ -30,15 +30,48 @@ pub(crate) fn lease_quads(
     for key in keys {
         w.add(node, ft::LEASE_OF, key.clone());
     }
-    w.add(
-        node,
-        ft::LEASE_EXPIRES,
-        Literal::new_typed_literal(
-            expires.to_rfc3339_opts(SecondsFormat::Millis, true),
-            xsd::DATE_TIME,
-        ),
-    );
+    w.add(node, ft::LEASE_EXPIRES, expiry(expires));
     w.quads
+}
+
+/// The condition of a fenced commit (see `storage::Fence`): lease `node` is still in
+/// the lease graph with expiry `expires`, later than the store's clock; each of
+/// `new_nodes` (`(graph, subject)`) has no statement yet; and no child of each
+/// `parent` carries `label` yet. Terms are written by oxrdf.
+pub(crate) fn fence_condition(
+    iris: &Iris,
+    node: &NamedNode,
+    expires: &Literal,
+    new_nodes: &[(NamedNode, NamedNode)],
+    labels: &[(NamedNode, String)],
+) -> String {
+    let mut out = format!(
+        "GRAPH {} {{ {node} {} {expires} }} FILTER({expires} > NOW())",
+        iris.lease_graph(),
+        ft::LEASE_EXPIRES,
+    );
+    for (graph, subject) in new_nodes {
+        out.push_str(&format!(
+            " FILTER NOT EXISTS {{ GRAPH {graph} {{ {subject} ?fence_p ?fence_o }} }}"
+        ));
+    }
+    for (parent, label) in labels {
+        out.push_str(&format!(
+            " FILTER NOT EXISTS {{ GRAPH ?fence_g {{ ?fence_c {} {parent} ; {} {} }} }}",
+            ft::PARENT_SESSION,
+            ft::BRANCH,
+            Literal::new_simple_literal(label),
+        ));
+    }
+    out
+}
+
+/// A lease's `ft:leaseExpires` value.
+pub(crate) fn expiry(expires: DateTime<Utc>) -> Literal {
+    Literal::new_typed_literal(
+        expires.to_rfc3339_opts(SecondsFormat::Millis, true),
+        xsd::DATE_TIME,
+    )
 }
 
 impl Rdf<'_> {

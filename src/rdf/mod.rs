@@ -37,7 +37,7 @@ pub(crate) use import::{source_id_quad, ImportedGraph};
 pub(crate) use iri::Iris;
 pub use iri::DEFAULT_BASE_IRI;
 pub(crate) use job::{JobNode, JobRecord};
-pub(crate) use lease::lease_quads;
+pub(crate) use lease::{expiry as lease_expiry, fence_condition, lease_quads};
 pub(crate) use session::{
     adopt_change, detach_change, fork_request_quads, session_quads, sub_agent_quads, ForkRecord,
     SessionNode, SessionRecord, SubAgentFacts,

@@ -37,6 +37,26 @@ pub(crate) struct Change {
     pub(crate) removes: Vec<Quad>,
     /// Then these inserted.
     pub(crate) inserts: Vec<Quad>,
+    /// On a shared store, what must still hold when the store applies the change; if
+    /// it does not, the change must write nothing and the commit fail.
+    pub(crate) fence: Option<Fence>,
+}
+
+/// The conditions of a fenced commit to a shared store (see ARCHITECTURE.md, Shared
+/// stores). A writer's lease protects it only while the writer is prompt: a commit
+/// that reaches the store after its lease lapsed (a stalled process, a slow network)
+/// could otherwise land on top of another writer's work. So the store checks, in the
+/// same update request that writes the change, that the lease is still there and
+/// unexpired by the store's clock, and that what the write adds (a turn index, a
+/// session id, a branch label) is still free; the change then leaves `receipt`, which
+/// the writer reads back to learn whether the store applied it.
+#[derive(Debug)]
+pub(crate) struct Fence {
+    /// A SPARQL group pattern (terms written by oxrdf) that has one solution when the
+    /// change may be applied and none otherwise.
+    pub(crate) condition: String,
+    /// Quads among the change's inserts, there afterwards only if it was applied.
+    pub(crate) receipt: Vec<Quad>,
 }
 
 impl Change {
@@ -112,7 +132,7 @@ pub(crate) trait Backend: Send + Sync {
     fn path(&self) -> Option<&Path>;
 
     /// The Oxigraph store behind an embedded backend; `None` for one that is not.
-    fn oxigraph(&self) -> Option<&oxigraph::store::Store>;
+    fn oxigraph(&self) -> Option<oxigraph::store::Store>;
 
     /// The requests sent so far to a store across a network; `None` in process, where
     /// a call is not a round trip and point lookups are cheap.

@@ -378,7 +378,29 @@ impl Backend for Remote {
     }
 
     fn commit(&self, change: Change) -> Result<()> {
-        self.run_update(&change_text(&change)?)
+        self.run_update(&change_text(&change)?)?;
+        let Some(fence) = &change.fence else {
+            return Ok(());
+        };
+        // A fenced update whose condition failed wrote nothing and said so to no one:
+        // the receipt it would have left tells.
+        let mut receipt = String::new();
+        for q in &fence.receipt {
+            let _ = write!(
+                receipt,
+                "GRAPH {} {{ {} {} {} }} ",
+                q.graph_name, q.subject, q.predicate, q.object
+            );
+        }
+        if fence.receipt.is_empty() || self.ask(&receipt)? {
+            return Ok(());
+        }
+        Err(Error::Conflict(format!(
+            "the write was not applied by {}: this writer's lease lapsed before its \
+             commit reached the store (or another writer took what it adds), so nothing \
+             was written; retry",
+            self.config.update_url
+        )))
     }
 
     fn query(&self, query: Sparql) -> Result<QueryResults<'static>> {
@@ -444,7 +466,7 @@ impl Backend for Remote {
         None
     }
 
-    fn oxigraph(&self) -> Option<&oxigraph::store::Store> {
+    fn oxigraph(&self) -> Option<oxigraph::store::Store> {
         None
     }
 
@@ -531,45 +553,70 @@ fn quad_of_row(
 /// quads inserted, each part grouped by graph.
 fn change_text(change: &Change) -> Result<String> {
     let mut out = String::new();
-    for graph in &change.drop_graphs {
-        let _ = writeln!(out, "DROP SILENT GRAPH {graph} ;");
-    }
-    for (verb, quads) in [
-        ("DELETE DATA", &change.removes),
-        ("INSERT DATA", &change.inserts),
-    ] {
-        if quads.is_empty() {
-            continue;
-        }
-        let mut by_graph: BTreeMap<&str, Vec<&Quad>> = BTreeMap::new();
-        for quad in quads {
-            let GraphName::NamedNode(g) = &quad.graph_name else {
-                return Err(Error::InvalidInput(
-                    "a remote store takes quads in named graphs only".into(),
-                ));
-            };
-            if verb == "DELETE DATA"
-                && (quad.subject.is_blank_node() || quad.object.is_blank_node())
-            {
-                return Err(Error::InvalidInput(
-                    "a remote store cannot remove a quad with a blank node".into(),
-                ));
+    match &change.fence {
+        None => {
+            for graph in &change.drop_graphs {
+                let _ = writeln!(out, "DROP SILENT GRAPH {graph} ;");
             }
-            by_graph.entry(g.as_str()).or_default().push(quad);
-        }
-        let _ = writeln!(out, "{verb} {{");
-        for (graph, quads) in by_graph {
-            let _ = writeln!(out, "  GRAPH <{graph}> {{");
-            for q in quads {
-                let _ = writeln!(out, "    {} {} {} .", q.subject, q.predicate, q.object);
+            for (verb, quads, removing) in [
+                ("DELETE DATA", &change.removes, true),
+                ("INSERT DATA", &change.inserts, false),
+            ] {
+                if !quads.is_empty() {
+                    let _ = writeln!(out, "{verb} {{\n{}}} ;", blocks(quads, removing)?);
+                }
             }
-            out.push_str("  }\n");
         }
-        out.push_str("} ;\n");
+        // Each operation applies only if the fence holds (on a store that runs a
+        // request as one transaction, they all see the same state); the lease's removal
+        // is in the last one, so the condition holds for each until then.
+        Some(fence) => {
+            let condition = &fence.condition;
+            for graph in &change.drop_graphs {
+                let _ = writeln!(
+                    out,
+                    "DELETE {{ GRAPH {graph} {{ ?s ?p ?o }} }} WHERE {{ {condition} GRAPH {graph} {{ ?s ?p ?o }} }} ;"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "DELETE {{\n{}}}\nINSERT {{\n{}}}\nWHERE {{ {condition} }}",
+                blocks(&change.removes, true)?,
+                blocks(&change.inserts, false)?,
+            );
+        }
     }
     // A trailing `;` is not allowed after the last operation.
     let trimmed = out.trim_end().trim_end_matches(';').trim_end().len();
     out.truncate(trimmed);
+    Ok(out)
+}
+
+/// `quads` as the `GRAPH <g> { … }` blocks of an update's data or template, one per
+/// graph; quads to remove may hold no blank node (no store can match one).
+fn blocks(quads: &[Quad], removing: bool) -> Result<String> {
+    let mut by_graph: BTreeMap<&str, Vec<&Quad>> = BTreeMap::new();
+    for quad in quads {
+        let GraphName::NamedNode(g) = &quad.graph_name else {
+            return Err(Error::InvalidInput(
+                "a remote store takes quads in named graphs only".into(),
+            ));
+        };
+        if removing && (quad.subject.is_blank_node() || quad.object.is_blank_node()) {
+            return Err(Error::InvalidInput(
+                "a remote store cannot remove a quad with a blank node".into(),
+            ));
+        }
+        by_graph.entry(g.as_str()).or_default().push(quad);
+    }
+    let mut out = String::new();
+    for (graph, quads) in by_graph {
+        let _ = writeln!(out, "  GRAPH <{graph}> {{");
+        for q in quads {
+            let _ = writeln!(out, "    {} {} {} .", q.subject, q.predicate, q.object);
+        }
+        out.push_str("  }\n");
+    }
     Ok(out)
 }
 
