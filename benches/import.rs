@@ -83,8 +83,8 @@ fn loader_alone(n: usize) -> f64 {
                 .collect();
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
             let started = Instant::now();
-            let mut loader = store
-                .oxigraph()
+            let oxigraph = store.oxigraph();
+            let mut loader = oxigraph
                 .bulk_loader()
                 .with_num_threads(threads)
                 .with_max_memory_size_in_megabytes(50 * threads);

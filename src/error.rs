@@ -107,6 +107,15 @@ pub enum Error {
     #[error("{0}")]
     InvalidInput(String),
 
+    /// The disk holding the store is full: nothing was written. Writes go on once
+    /// there is room again (the store is then opened anew), without a restart.
+    #[error(
+        "the disk holding store {} is full, so nothing was written; free space and \
+         retry ({detail})",
+        path.display()
+    )]
+    StorageFull { path: PathBuf, detail: String },
+
     /// A free-text field is larger than the store's [`crate::Limits`] allow.
     #[error(
         "the {field} for session {session} is {bytes} bytes, over the limit of {limit} \

@@ -231,7 +231,7 @@ fn an_import_killed_while_it_writes_bulk_files_leaves_none_after_the_next_open()
     // An OpenAI transcript large enough that the loader writes files for a while.
     let transcript = dir.path().join("big.jsonl");
     let line = |i: usize| {
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let role = ["user", "assistant"][i % 2];
         format!(
             "{{\"role\":\"{role}\",\"content\":\"message {i} {}\"}}\n",
             "x".repeat(100)
@@ -267,4 +267,106 @@ fn an_import_killed_while_it_writes_bulk_files_leaves_none_after_the_next_open()
         s.list().unwrap().is_empty(),
         "the killed import wrote nothing"
     );
+}
+
+/// A tmpfs of a few MiB mounted at a fresh directory (unmounted when dropped): a disk
+/// that fills up. `None` where this process may not mount one, except under CI.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(mib: u32) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs as root and must be able to mount a tmpfs"
+            );
+            eprintln!("note: cannot mount a tmpfs here (not root?): disk-full test skipped");
+            return None;
+        }
+        Some(Self { dir })
+    }
+
+    /// Fills what is left of the disk; returns the filler to remove.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.dir.path().join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 1 << 16];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn writes_refused_on_a_full_disk_with_507_go_on_once_space_is_freed_without_a_restart() {
+    let Some(disk) = SmallDisk::mount(48) else {
+        return;
+    };
+    let path = disk.dir.path().join("store");
+    let store = Arc::new(Store::open(&path).unwrap());
+    let id = session_with(&store, "s", 2);
+    let addr = serve_in_process(
+        Arc::clone(&store),
+        forktrail::server::ServerConfig {
+            token: Some("t".into()),
+            ..Default::default()
+        },
+    );
+    let http = reqwest::blocking::Client::new();
+    let append = |content: String| {
+        http.post(format!("http://{addr}/sessions/s/turns"))
+            .bearer_auth("t")
+            .json(&serde_json::json!({"role": "user", "content": content}))
+            .send()
+            .unwrap()
+    };
+    let filler = disk.fill();
+    // Large enough that the write-ahead log cannot take it.
+    let big = "x".repeat(1 << 20);
+    let refused = append(big.clone());
+    assert_eq!(refused.status().as_u16(), 507);
+    let body: serde_json::Value = refused.json().unwrap();
+    assert_eq!(body["error"], "storage_full", "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("free space"),
+        "{body}"
+    );
+    let err = store
+        .append(&id, NewTurn::new(Role::User, big.clone()))
+        .unwrap_err();
+    assert!(matches!(err, Error::StorageFull { .. }), "{err}");
+    assert_eq!(
+        store.replay(&id, None).unwrap().len(),
+        2,
+        "nothing was written"
+    );
+    // Room again: the next write goes in, through the same server.
+    std::fs::remove_file(filler).unwrap();
+    let taken = append(big.clone());
+    assert_eq!(taken.status().as_u16(), 201, "{:?}", taken.text());
+    store
+        .append(&id, NewTurn::new(Role::Assistant, "and on"))
+        .unwrap();
+    let turns = store.replay(&id, None).unwrap();
+    assert_eq!(turns.len(), 4);
+    assert_eq!(turns[2].content.len(), big.len());
+    assert!(store.verify(None).unwrap().is_clean());
 }

@@ -330,6 +330,7 @@ impl From<Error> for ApiError {
             Error::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Error::Busy { .. } => (StatusCode::CONFLICT, "busy"),
             Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            Error::StorageFull { .. } => (StatusCode::INSUFFICIENT_STORAGE, "storage_full"),
             Error::InvalidInput(_) | Error::Parse { .. } => {
                 (StatusCode::BAD_REQUEST, "invalid_input")
             }

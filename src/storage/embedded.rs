@@ -8,6 +8,8 @@ use oxigraph::model::{
 };
 use oxigraph::sparql::{CancellationToken, QueryResults, SparqlEvaluator};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 
 /// The file in a store directory where `forktrail serve` leaves the SPARQL URL it
 /// serves the store at, so that a command refused the store can name it.
@@ -15,45 +17,132 @@ pub const SERVER_FILE: &str = "forktrail-serve.url";
 
 /// Oxigraph in this process: in memory, or a RocksDB directory this process holds.
 pub(crate) struct Embedded {
-    store: oxigraph::store::Store,
+    /// The open store; `None` only while a directory is being opened anew after a
+    /// full disk (and until that succeeds). Shared with the flusher, which takes a
+    /// handle only while it flushes.
+    store: Arc<RwLock<Option<oxigraph::store::Store>>>,
     path: Option<PathBuf>,
+    /// A write failed for want of disk space. RocksDB then refuses every later write
+    /// until the directory is opened again, so the next write (or read, if no handle is
+    /// left) opens it anew: once there is room, writes go on without a restart.
+    full: AtomicBool,
 }
 
 impl Embedded {
     pub(crate) fn in_memory() -> Result<Self> {
-        Ok(Self {
-            store: oxigraph::store::Store::new()?,
-            path: None,
-        })
+        Ok(Self::holding(oxigraph::store::Store::new()?, None))
+    }
+
+    fn holding(store: oxigraph::store::Store, path: Option<PathBuf>) -> Self {
+        Self {
+            store: Arc::new(RwLock::new(Some(store))),
+            path,
+            full: AtomicBool::new(false),
+        }
     }
 
     /// Opens (or creates) the RocksDB store in `path`; one process holds it at a time.
     #[cfg(feature = "rocksdb")]
     pub(crate) fn open(path: &Path) -> Result<Self> {
-        let store = oxigraph::store::Store::open(path).map_err(|e| {
-            let text = e.to_string();
-            // RocksDB: "While lock file: …/LOCK: Resource temporarily unavailable", or
-            // "lock hold by current process" for a second open in the same process.
-            if text.contains("While lock file") || text.contains("lock hold by current process") {
-                Error::StoreLocked {
-                    path: path.to_path_buf(),
-                    server: std::fs::read_to_string(path.join(SERVER_FILE))
-                        .ok()
-                        .map(|url| url.trim().to_string())
-                        .filter(|url| url.starts_with("http")),
-                }
-            } else {
-                Error::Store(e)
-            }
-        })?;
+        let store = open_dir(path)?;
         // Only the holder of a store writes bulk files, and each load removes its own:
         // any found now was left by a load that was killed (or failed past cleanup).
         remove_bulk_files(path);
-        Ok(Self {
-            store,
-            path: Some(path.to_path_buf()),
-        })
+        Ok(Self::holding(store, Some(path.to_path_buf())))
     }
+
+    /// A handle to the store, for one operation.
+    fn current(&self) -> Result<oxigraph::store::Store> {
+        if let Some(store) = self.slot().as_ref() {
+            return Ok(store.clone());
+        }
+        self.reopen_if_full()?;
+        self.slot()
+            .clone()
+            .ok_or_else(|| self.full_error("it is being opened again"))
+    }
+
+    fn slot(&self) -> std::sync::RwLockReadGuard<'_, Option<oxigraph::store::Store>> {
+        self.store.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A handle to write with: after a full disk, the directory opened anew first.
+    fn writable(&self) -> Result<oxigraph::store::Store> {
+        self.reopen_if_full()?;
+        self.current()
+    }
+
+    /// After a write that failed for want of space, opens the directory anew (RocksDB
+    /// keeps refusing writes on the handle that failed). It can be opened again only
+    /// once every handle to it is closed: this one, and those of reads still running,
+    /// which end soon; the flusher holds none between flushes.
+    fn reopen_if_full(&self) -> Result<()> {
+        #[cfg(feature = "rocksdb")]
+        if self.full.load(Ordering::SeqCst) {
+            let Some(path) = &self.path else {
+                return Ok(());
+            };
+            let mut slot = self.store.write().unwrap_or_else(PoisonError::into_inner);
+            if !self.full.load(Ordering::SeqCst) {
+                return Ok(()); // another writer did it meanwhile
+            }
+            drop(slot.take());
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                match open_dir(path) {
+                    Ok(store) => {
+                        *slot = Some(store);
+                        self.full.store(false, Ordering::SeqCst);
+                        return Ok(());
+                    }
+                    Err(Error::StoreLocked { .. }) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Err(e) => return Err(self.full_error(&e.to_string())),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `e` as [`Error::StorageFull`] when it says the disk is full (and the store is then
+    /// opened anew before the next write), else as it is.
+    fn checked(&self, e: Error) -> Error {
+        let text = e.to_string();
+        if text.contains("No space left on device") || text.contains("NoSpace") {
+            self.full.store(true, Ordering::SeqCst);
+            return self.full_error(&text);
+        }
+        e
+    }
+
+    fn full_error(&self, detail: &str) -> Error {
+        Error::StorageFull {
+            path: self.path.clone().unwrap_or_default(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
+/// Opens the RocksDB store in `path`, naming the process that holds it if one does.
+#[cfg(feature = "rocksdb")]
+fn open_dir(path: &Path) -> Result<oxigraph::store::Store> {
+    oxigraph::store::Store::open(path).map_err(|e| {
+        let text = e.to_string();
+        // RocksDB: "While lock file: …/LOCK: Resource temporarily unavailable", or
+        // "lock hold by current process" for a second open in the same process.
+        if text.contains("While lock file") || text.contains("lock hold by current process") {
+            Error::StoreLocked {
+                path: path.to_path_buf(),
+                server: std::fs::read_to_string(path.join(SERVER_FILE))
+                    .ok()
+                    .map(|url| url.trim().to_string())
+                    .filter(|url| url.starts_with("http")),
+            }
+        } else {
+            Error::Store(e)
+        }
+    })
 }
 
 /// Removes the bulk loader's temporary files (`bulk-*.sst`) from store directory `dir`.
@@ -79,41 +168,27 @@ impl Backend for Embedded {
         object: Option<TermRef<'_>>,
         graph: Option<GraphNameRef<'_>>,
     ) -> Quads {
-        Box::new(
-            self.store
-                .quads_for_pattern(subject, predicate, object, graph)
-                .map(|q| q.map_err(Error::from)),
-        )
+        match self.current() {
+            Ok(store) => Box::new(
+                store
+                    .quads_for_pattern(subject, predicate, object, graph)
+                    .map(|q| q.map_err(Error::from)),
+            ),
+            Err(e) => Box::new(std::iter::once(Err(e))),
+        }
     }
 
     fn contains(&self, quad: QuadRef<'_>) -> Result<bool> {
-        Ok(self.store.contains(quad)?)
+        Ok(self.current()?.contains(quad)?)
     }
 
     fn has_graph(&self, graph: NamedNodeRef<'_>) -> Result<bool> {
-        Ok(self.store.contains_named_graph(graph)?)
+        Ok(self.current()?.contains_named_graph(graph)?)
     }
 
     fn commit(&self, change: Change) -> Result<()> {
-        if change.drop_graphs.is_empty() && change.removes.is_empty() {
-            // Appends and forks only insert: a plain write batch, as atomic as a
-            // transaction, without the snapshot and the indexed batch a transaction
-            // keeps so that it can read its own writes (which no insert needs).
-            self.store.extend(change.inserts)?;
-            return Ok(());
-        }
-        let mut tx = self.store.start_transaction()?;
-        for graph in &change.drop_graphs {
-            tx.remove_named_graph(graph.as_ref())?;
-        }
-        for quad in &change.removes {
-            tx.remove(quad);
-        }
-        for quad in &change.inserts {
-            tx.insert(quad);
-        }
-        tx.commit()?;
-        Ok(())
+        let store = self.writable()?;
+        write_change(&store, change).map_err(|e| self.checked(e))
     }
 
     /// Oxigraph's bulk loader: sorted files written beside the store and added in one
@@ -127,8 +202,8 @@ impl Backend for Embedded {
         // files to ingest. Measured on 2 cores: 20k 46k, 40k 49k, 100k 41k, 1M 19k
         // turns/s.
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut loader = self
-            .store
+        let store = self.writable()?;
+        let mut loader = store
             .bulk_loader()
             .with_num_threads(threads)
             .with_max_memory_size_in_megabytes(50 * threads);
@@ -140,7 +215,7 @@ impl Backend for Embedded {
                 remove_bulk_files(dir);
             }
         }
-        Ok(loaded?)
+        loaded.map_err(|e| self.checked(e.into()))
     }
 
     fn query(&self, query: Sparql) -> Result<QueryResults<'static>> {
@@ -175,7 +250,7 @@ impl Backend for Embedded {
             prepared = prepared.substitute_variable(variable, value);
         }
         prepared
-            .on_store(&self.store)
+            .on_store(&self.current()?)
             .execute()
             .map_err(evaluation_error)
     }
@@ -190,11 +265,12 @@ impl Backend for Embedded {
         if let Some(token) = cancel {
             evaluator = evaluator.with_cancellation_token(token);
         }
+        let store = self.writable()?;
         evaluator
             .for_update(update)
-            .on_store(&self.store)
+            .on_store(&store)
             .execute()
-            .map_err(|e| Error::Query(e.to_string()))
+            .map_err(|e| self.checked(Error::Query(e.to_string())))
     }
 
     fn exclusive(&self) -> bool {
@@ -203,12 +279,14 @@ impl Backend for Embedded {
     }
 
     fn len(&self) -> Result<usize> {
-        Ok(self.store.len()?)
+        Ok(self.current()?.len()?)
     }
 
     fn flush(&self) -> Result<()> {
         #[cfg(feature = "rocksdb")]
-        self.store.flush()?;
+        self.current()?
+            .flush()
+            .map_err(|e| self.checked(e.into()))?;
         Ok(())
     }
 
@@ -216,8 +294,8 @@ impl Backend for Embedded {
         self.path.as_deref()
     }
 
-    fn oxigraph(&self) -> Option<&oxigraph::store::Store> {
-        Some(&self.store)
+    fn oxigraph(&self) -> Option<oxigraph::store::Store> {
+        self.current().ok()
     }
 
     fn location(&self) -> String {
@@ -230,13 +308,45 @@ impl Backend for Embedded {
     #[cfg(feature = "rocksdb")]
     fn flusher(&self) -> Option<Box<dyn Fn() -> Result<()> + Send + 'static>> {
         self.path.as_ref()?;
-        let store = self.store.clone();
-        Some(Box::new(move || store.flush().map_err(Error::Store)))
+        let slot = Arc::clone(&self.store);
+        Some(Box::new(move || {
+            let store = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
+            match store {
+                Some(store) => store.flush().map_err(Error::Store),
+                None => Ok(()),
+            }
+        }))
     }
 
     #[cfg(feature = "rocksdb")]
     fn backup(&self, dir: &Path) -> Option<Result<()>> {
         self.path.as_ref()?;
-        Some(self.store.backup(dir).map_err(Error::Store))
+        Some(
+            self.current()
+                .and_then(|s| s.backup(dir).map_err(Error::Store)),
+        )
     }
+}
+
+/// Writes `change` to `store` in one commit.
+fn write_change(store: &oxigraph::store::Store, change: Change) -> Result<()> {
+    if change.drop_graphs.is_empty() && change.removes.is_empty() {
+        // Appends and forks only insert: a plain write batch, as atomic as a
+        // transaction, without the snapshot and the indexed batch a transaction keeps
+        // so that it can read its own writes (which no insert needs).
+        store.extend(change.inserts)?;
+        return Ok(());
+    }
+    let mut tx = store.start_transaction()?;
+    for graph in &change.drop_graphs {
+        tx.remove_named_graph(graph.as_ref())?;
+    }
+    for quad in &change.removes {
+        tx.remove(quad);
+    }
+    for quad in &change.inserts {
+        tx.insert(quad);
+    }
+    tx.commit()?;
+    Ok(())
 }
