@@ -421,6 +421,15 @@ impl Store {
                 }
             }
             if !blocked {
+                // A lapsed lease is cleared before anything is read: its writer, if it
+                // only stalled, then finds its lease gone when its commit arrives, and
+                // the fence refuses that commit.
+                if !stale.is_empty() {
+                    self.backend.commit(Change {
+                        removes: stale,
+                        ..Change::default()
+                    })?;
+                }
                 let receipt_expires = chrono::Utc::now()
                     + chrono::Duration::from_std(RECEIPT_TTL).expect("a small duration");
                 let receipt_node = self.iris.lease(&format!("{id}.done"));
@@ -429,7 +438,6 @@ impl Store {
                     node,
                     expires: crate::rdf::lease_expiry(expires),
                     quads,
-                    stale,
                     receipt,
                 });
             }
@@ -563,14 +571,12 @@ pub(crate) struct Appended {
     branch: String,
 }
 
-/// A lease held: its quads, and those of lapsed leases on the same sessions, which the
-/// commit clears away.
+/// A lease held, and the receipt its fenced commit leaves.
 struct Lease {
     node: NamedNode,
     /// Its `ft:leaseExpires`.
     expires: oxigraph::model::Literal,
     quads: Vec<Quad>,
-    stale: Vec<Quad>,
     /// What a fenced commit leaves in its place (see [`crate::storage::Fence`]).
     receipt: Vec<Quad>,
 }
@@ -691,7 +697,6 @@ impl<'s> WriteTx<'s> {
         if let Some(lease) = &self.lease {
             let nothing = change.is_empty();
             change.removes.extend(lease.quads.iter().cloned());
-            change.removes.extend(lease.stale.iter().cloned());
             if nothing {
                 // Nothing to write: the lease is only withdrawn, and leaves no receipt.
                 self.store.write_through(change, vec![effects])?;

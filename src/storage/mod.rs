@@ -45,11 +45,12 @@ pub(crate) struct Change {
 /// The conditions of a fenced commit to a shared store (see ARCHITECTURE.md, Shared
 /// stores). A writer's lease protects it only while the writer is prompt: a commit
 /// that reaches the store after its lease lapsed (a stalled process, a slow network)
-/// could otherwise land on top of another writer's work. So the store checks, in the
-/// same update request that writes the change, that the lease is still there and
-/// unexpired by the store's clock, and that what the write adds (a turn index, a
-/// session id, a branch label) is still free; the change then leaves `receipt`, which
-/// the writer reads back to learn whether the store applied it.
+/// could otherwise land on top of another writer's work. A writer that finds a lease
+/// lapsed removes it before it reads anything; so the store checks, in the same update
+/// request that writes the change, that the lease is still there (nobody took over),
+/// and that what the write adds (a turn index, a session id, a branch label) is still
+/// free; the change then leaves `receipt`, which the writer reads back to learn whether
+/// the store applied it.
 #[derive(Debug)]
 pub(crate) struct Fence {
     /// A SPARQL group pattern (terms written by oxrdf) that has one solution when the
