@@ -10,6 +10,17 @@
 //! and `job_status` follows it.
 //!
 //! Each session's replay is also a resource, `forktrail://sessions/{id}/replay`.
+//!
+//! What a client's input cannot do: stop or exhaust the server. A line that is not UTF-8
+//! or not JSON is answered with a parse error (-32700) and the next line read. A line
+//! longer than [`MAX_LINE_BYTES`] (64 MiB) is answered with an error and read past in
+//! chunks, never held whole; a message of more than [`MAX_JSON_VALUES`] values or
+//! [`MAX_JSON_CONTAINERS`] objects and arrays is refused before it is parsed. Batches
+//! (JSON-RPC 2.0 § 6, MCP 2025-03-26 and earlier) are answered member by member,
+//! notifications left out; an empty batch, or one of more than [`MAX_BATCH`] messages,
+//! is one error with nothing run; once a batch's replies pass [`BATCH_REPLY_BUDGET`]
+//! (32 MiB), its remaining calls are not run but answered with an error each. Turn
+//! contents are checked by the store, the same for every surface.
 
 use crate::error::{Error, Result};
 use crate::model::{ForkOptions, JobStatus, NewTurn, SessionId};
@@ -30,6 +41,46 @@ const RESOURCE_SUFFIX: &str = "/replay";
 /// The most rows (or triples) `query` returns by default, and at all.
 const QUERY_ROWS: usize = 200;
 const QUERY_ROWS_MAX: usize = 10_000;
+
+/// The longest line (one message) read, in bytes: 64 MiB. That is twice the largest turn
+/// content `forktrail serve` accepts (32 MiB), so such a content fits in a call with room
+/// for its JSON escapes, and it is the request body limit of `forktrail serve`
+/// (`ServerConfig::max_body_bytes`), so what REST takes in one request MCP takes in one
+/// line. A longer line is answered with an error (-32600, id null) and read past chunk
+/// by chunk: at most this much of it is ever held.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The most JSON values one message may hold (counted, before parsing, as the `[`, `{`,
+/// `,` and `:` outside strings: every value but a container's first follows one), and
+/// [`MAX_JSON_CONTAINERS`] the most objects and arrays. A message is parsed whole into
+/// `serde_json::Value`s, where a value takes 32 bytes and an object or array a node of
+/// up to ~640 bytes more, so the 64 MiB of a line filled with `{"":0},` would take some
+/// 5 GiB parsed. These two keep a message's parse under ~100 MB besides its strings; the
+/// largest legitimate messages stay far below (a turn's content is one value; a batch
+/// of [`MAX_BATCH`] calls holds some 150,000 values and 30,000 objects).
+pub const MAX_JSON_VALUES: usize = 1_000_000;
+/// The most objects and arrays one message may hold: see [`MAX_JSON_VALUES`].
+pub const MAX_JSON_CONTAINERS: usize = 100_000;
+
+/// The most messages one batch may hold; a longer batch is refused whole (one error, id
+/// null, nothing run). Every member of a batch is owed a reply, and past
+/// [`BATCH_REPLY_BUDGET`] each still gets an error of about 200 bytes (and its id), so
+/// this keeps those to some 2 MB. MCP clients batch a handful of calls (and protocol
+/// 2025-06-18 dropped batches).
+pub const MAX_BATCH: usize = 10_000;
+
+/// The reply bytes a batch's calls may run up: a batch's reply is built in memory before
+/// it is written, so once its replies pass 32 MiB (the largest turn content the REST API
+/// takes) its remaining calls are not run, and each with an id is answered with an error
+/// (-32000) saying so instead (JSON-RPC owes every request with an id a response). The
+/// first call always runs, so a call that works alone works first in a batch; a batch's
+/// reply is at most this, plus its last run call's reply, plus those errors.
+pub const BATCH_REPLY_BUDGET: usize = 32 * 1024 * 1024;
+
+/// The code of the error answering a batch's call that was not run.
+const NOT_RUN: i64 = -32000;
+/// The line buffer kept between messages; a longer line's is given back.
+const LINE_BUFFER_KEPT: usize = 64 * 1024;
 
 /// How the server runs.
 #[derive(Clone, Debug, Default)]
@@ -263,48 +314,130 @@ impl McpServer {
     }
 
     /// Serves requests read from `input` (one JSON-RPC message per line) until it ends,
-    /// writing one response per line to `output`.
-    pub fn run(&self, input: impl BufRead, mut output: impl Write) -> Result<()> {
+    /// writing one response per line to `output`. Bad input (not UTF-8, not JSON, too
+    /// long) is answered with an error and the next line read; only a failure to read or
+    /// write ends it early.
+    pub fn run(&self, mut input: impl BufRead, mut output: impl Write) -> Result<()> {
         let write_err = |e: std::io::Error| Error::io("cannot write to the MCP client", e);
-        for line in input.lines() {
-            let line = line.map_err(|e| Error::io("cannot read from the MCP client", e))?;
-            if line.trim().is_empty() {
-                continue;
+        let mut line = Vec::new();
+        loop {
+            let fits = match read_line(&mut input, &mut line, MAX_LINE_BYTES) {
+                Ok(Some(fits)) => fits,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(Error::io("cannot read from the MCP client", e)),
+            };
+            let reply = if !fits {
+                Some(error_text(
+                    Value::Null,
+                    -32600,
+                    format!(
+                        "Invalid Request: a line is longer than {} MiB ({MAX_LINE_BYTES} \
+                         bytes), the most this server reads; it was skipped",
+                        MAX_LINE_BYTES >> 20
+                    ),
+                ))
+            } else if line.trim_ascii().is_empty() {
+                None
+            } else {
+                self.handle_line(&line)
+            };
+            if let Some(reply) = reply {
+                output
+                    .write_all(reply.as_bytes())
+                    .and_then(|()| output.write_all(b"\n"))
+                    .and_then(|()| output.flush())
+                    .map_err(write_err)?;
             }
-            if let Some(reply) = self.handle_line(&line) {
-                writeln!(output, "{reply}").map_err(write_err)?;
-                output.flush().map_err(write_err)?;
-            }
+            line.clear();
+            line.shrink_to(LINE_BUFFER_KEPT);
         }
-        Ok(())
     }
 
-    /// The response to one message, or `None` for a notification.
-    pub fn handle_line(&self, line: &str) -> Option<Value> {
-        let message: Value = match serde_json::from_str(line) {
-            Ok(m) => m,
+    /// The reply to one line (one message, or a batch of them) as the text [`run`]
+    /// writes for it, without the newline; `None` when nothing is owed (a notification,
+    /// or a batch of only notifications).
+    ///
+    /// [`run`]: Self::run
+    pub fn handle_line(&self, line: impl AsRef<[u8]>) -> Option<String> {
+        let text = match std::str::from_utf8(line.as_ref()) {
+            Ok(text) => text,
             Err(e) => {
-                return Some(error_reply(
+                let at = e.valid_up_to();
+                return Some(error_text(
                     Value::Null,
                     -32700,
-                    format!("parse error: {e}"),
-                ))
+                    format!("parse error: the line is not UTF-8 (invalid byte at offset {at})"),
+                ));
             }
         };
-        if let Value::Array(batch) = message {
-            // Batches (2025-03-26 and earlier): each member answered, notifications not.
-            let replies: Vec<Value> = batch.into_iter().filter_map(|m| self.handle(m)).collect();
-            return (!replies.is_empty()).then_some(Value::Array(replies));
+        if let Some(why) = too_many_values(text.as_bytes()) {
+            return Some(error_text(Value::Null, -32600, why));
         }
-        self.handle(message)
+        match serde_json::from_str(text) {
+            Err(e) => Some(error_text(Value::Null, -32700, format!("parse error: {e}"))),
+            Ok(Value::Array(batch)) => self.batch(batch),
+            Ok(message) => self.handle(message, true).map(|reply| reply.to_string()),
+        }
     }
 
-    fn handle(&self, message: Value) -> Option<Value> {
+    /// A batch's reply (JSON-RPC 2.0 § 6): one response per member that is not a
+    /// notification, in order; calls are run while the replies so far are within
+    /// [`BATCH_REPLY_BUDGET`], and the rest answered with an error.
+    fn batch(&self, batch: Vec<Value>) -> Option<String> {
+        if batch.is_empty() {
+            return Some(error_text(Value::Null, -32600, "Invalid Request".into()));
+        }
+        if batch.len() > MAX_BATCH {
+            return Some(error_text(
+                Value::Null,
+                -32600,
+                format!(
+                    "Invalid Request: a batch holds at most {MAX_BATCH} messages, and this \
+                     one holds {}; none was run",
+                    batch.len()
+                ),
+            ));
+        }
+        let mut out = vec![b'['];
+        for message in batch {
+            let run = out.len() <= BATCH_REPLY_BUDGET;
+            if let Some(reply) = self.handle(message, run) {
+                if out.len() > 1 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut out, &reply).expect("JSON goes into memory");
+            }
+        }
+        if out.len() == 1 {
+            return None; // only notifications
+        }
+        out.push(b']');
+        Some(String::from_utf8(out).expect("serde_json writes UTF-8"))
+    }
+
+    /// The response to one message, or `None` for a notification. With `run` false (a
+    /// batch past its budget) the call is not run, and answered with an error.
+    fn handle(&self, message: Value, run: bool) -> Option<Value> {
+        let Value::Object(message) = message else {
+            // A number, a string, a nested batch...: not a request, and no id to answer.
+            return Some(error_reply(Value::Null, -32600, "Invalid Request".into()));
+        };
         let id = message.get("id").cloned();
         let Some(method) = message.get("method").and_then(Value::as_str) else {
-            // A response (we send no requests) or nonsense: answer only what has an id.
-            return id.map(|id| error_reply(id, -32600, "invalid request: no method".into()));
+            // A response (we send no requests) or nonsense.
+            let id = id.unwrap_or(Value::Null);
+            return Some(error_reply(id, -32600, "Invalid Request: no method".into()));
         };
+        if !run {
+            return id.map(|id| {
+                let message = format!(
+                    "not run: the replies to this batch passed {} MiB, the most one batch \
+                     may run up; send this call again on its own or in a smaller batch",
+                    BATCH_REPLY_BUDGET >> 20
+                );
+                error_reply(id, NOT_RUN, message)
+            });
+        }
         let params = message.get("params").cloned().unwrap_or(json!({}));
         let result = self.dispatch(method, params);
         let id = id?; // a notification: no response, whatever happened
@@ -611,6 +744,86 @@ fn error_reply(id: Value, code: i64, message: String) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } })
 }
 
+fn error_text(id: Value, code: i64, message: String) -> String {
+    error_reply(id, code, message).to_string()
+}
+
+/// Reads one line into `line`, its newline dropped, holding at most `max` bytes of it:
+/// `Some(true)` for a line that fits, `Some(false)` for a longer one (read to its end
+/// chunk by chunk and dropped, `line` left empty), `None` at the end of the input.
+fn read_line(
+    input: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    line.clear();
+    let (mut read, mut fits) = (false, true);
+    loop {
+        let chunk = match input.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(read.then_some(fits));
+        }
+        read = true;
+        let newline = chunk.iter().position(|&b| b == b'\n');
+        let part = &chunk[..newline.unwrap_or(chunk.len())];
+        if fits && line.len() + part.len() <= max {
+            // Grown by doubling, but never past `max`.
+            let wanted = (line.len() + part.len())
+                .max(line.capacity().saturating_mul(2))
+                .min(max);
+            line.reserve_exact(wanted - line.len());
+            line.extend_from_slice(part);
+        } else if fits {
+            fits = false;
+            line.clear();
+        }
+        let used = newline.map_or(chunk.len(), |n| n + 1);
+        input.consume(used);
+        if newline.is_some() {
+            return Ok(Some(fits));
+        }
+    }
+}
+
+/// Why a JSON text would parse into more than [`MAX_JSON_VALUES`] values or
+/// [`MAX_JSON_CONTAINERS`] objects and arrays, if it would: counted without parsing, as
+/// the `[`, `{`, `,` and `:` outside strings.
+fn too_many_values(text: &[u8]) -> Option<String> {
+    let (mut values, mut containers) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                values += 1;
+                containers += 1;
+            }
+            b',' | b':' => values += 1,
+            _ => {}
+        }
+    }
+    (values > MAX_JSON_VALUES || containers > MAX_JSON_CONTAINERS).then(|| {
+        format!(
+            "Invalid Request: a message may hold at most {MAX_JSON_VALUES} JSON values and \
+             {MAX_JSON_CONTAINERS} objects and arrays, and this one holds about {values} \
+             and {containers}; it was not read"
+        )
+    })
+}
+
 fn json_of(value: impl serde::Serialize) -> Result<Value> {
     serde_json::to_value(value).map_err(|e| Error::InvalidInput(e.to_string()))
 }
@@ -688,5 +901,54 @@ fn query(store: &Store, text: &str, limit: usize) -> Result<Value> {
             }
             json_of(json!({ "ntriples": lines.join("\n"), "truncated": truncated }))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufReader, Read};
+
+    #[test]
+    fn a_line_past_the_limit_is_read_past_without_being_held() {
+        // 10 MiB of one line, made as it is read: the test holds none of it either.
+        let long = std::io::repeat(b'x').take(10 << 20);
+        let mut input = BufReader::new(long.chain(&b"\nnext\n"[..]));
+        let mut line = Vec::new();
+        assert_eq!(read_line(&mut input, &mut line, 1024).unwrap(), Some(false));
+        assert!(line.is_empty());
+        assert!(line.capacity() <= 1024, "held {} bytes", line.capacity());
+        assert_eq!(read_line(&mut input, &mut line, 1024).unwrap(), Some(true));
+        assert_eq!(line, b"next");
+        assert_eq!(read_line(&mut input, &mut line, 1024).unwrap(), None);
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_fits_and_the_last_line_needs_no_newline() {
+        let mut input = &b"abcd\nabcde\n\nab"[..];
+        let mut line = Vec::new();
+        let mut next = || {
+            let fits = read_line(&mut input, &mut line, 4).unwrap();
+            (fits, String::from_utf8(line.clone()).unwrap())
+        };
+        assert_eq!(next(), (Some(true), "abcd".into()));
+        assert_eq!(next(), (Some(false), "".into()));
+        assert_eq!(next(), (Some(true), "".into()));
+        assert_eq!(next(), (Some(true), "ab".into()));
+        assert_eq!(next(), (None, "".into()));
+    }
+
+    #[test]
+    fn values_are_counted_outside_strings_only() {
+        let zeros = |n: usize| format!("[{}]", vec!["0"; n].join(","));
+        assert!(too_many_values(zeros(MAX_JSON_VALUES).as_bytes()).is_none());
+        let refused = too_many_values(zeros(MAX_JSON_VALUES + 1).as_bytes()).unwrap();
+        assert!(refused.contains("1000000 JSON values"), "{refused}");
+        // Commas, colons and brackets inside a string (an escaped quote included) are
+        // content, not values.
+        let content = format!(r#"{{"content": "\"{}"}}"#, "[{,:".repeat(MAX_JSON_VALUES));
+        assert!(too_many_values(content.as_bytes()).is_none());
+        let objects = format!("[{}]", vec!["{}"; MAX_JSON_CONTAINERS].join(","));
+        assert!(too_many_values(objects.as_bytes()).is_some());
     }
 }
