@@ -15,7 +15,6 @@ use crate::rdf::{
 };
 use crate::store::{Store, WriteTx};
 use oxigraph::model::NamedNode;
-use std::collections::HashSet;
 
 pub(crate) const ANONYMOUS: &str = "anonymous";
 
@@ -212,9 +211,7 @@ impl Store {
         let digest = rdf::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
         let mut w = GraphWriter::new(facts.iri.clone());
         let agent = match &software {
-            Some(software) if self.rdf().declares(&facts.iri, software)? => {
-                self.iris.agent(software)
-            }
+            Some(software) if self.rdf().declares(software)? => self.iris.agent(software),
             Some(software) => w.agent(&self.iris, software),
             None => facts
                 .principal
@@ -536,16 +533,12 @@ impl Store {
             return Ok(plan);
         }
         let rdf = self.rdf();
-        let mut agents = HashSet::new();
+        // The copies are attributed as their originals are; agents are declared
+        // store-wide, so there is nothing to declare.
         for (index, owner) in owners.into_iter().enumerate() {
             let original = self.iris.turn(owner.id.as_str(), index as u64);
             let copy = self.iris.turn(id.as_str(), index as u64);
             let quads = rdf.about(original.as_ref(), owner.iri.as_ref())?;
-            for (agent, declaration) in rdf.attributions(&quads, &owner.iri)? {
-                if agents.insert(agent) {
-                    tx.insert(rdf::regraph(declaration, &leaf.iri));
-                }
-            }
             tx.insert(detach_copy(
                 quads,
                 &original,

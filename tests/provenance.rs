@@ -228,7 +228,7 @@ fn every_turn_is_attributed_and_timed_and_every_fork_is_a_prov_activity_that_use
     );
     assert!(turns > 10);
     let attributed = count(&s, &format!(
-        "{prefixes} SELECT DISTINCT ?t WHERE {{ GRAPH ?g {{ ?t a ft:Turn ; prov:wasAttributedTo ?a ; prov:generatedAtTime ?when . ?a a ?agentClass }} }}"
+        "{prefixes} SELECT DISTINCT ?t WHERE {{ GRAPH ?g {{ ?t a ft:Turn ; prov:wasAttributedTo ?a ; prov:generatedAtTime ?when }} ?a a ?agentClass }}"
     ));
     assert_eq!(
         turns, attributed,
@@ -352,4 +352,40 @@ fn a_prov_tool_reads_turns_as_entities_models_as_agents_and_every_relation() {
         &format!("{p} SELECT DISTINCT ?a WHERE {{ ?a a prov:Activity }}"),
     );
     assert_eq!(found["activities"], activities, "{found}");
+}
+
+#[test]
+fn a_hand_written_audit_over_the_default_graph_meets_each_turns_agent_once_on_every_store() {
+    // Agents are declared once, with one class: a join through the declaration over
+    // the union of graphs (a bag on Oxigraph and Virtuoso) counts each turn once.
+    let audit = "PREFIX ft: <https://w3id.org/forktrail/ns#> \
+                 PREFIX prov: <http://www.w3.org/ns/prov#> \
+                 SELECT (COUNT(?t) AS ?n) WHERE { ?t a ft:Turn ; prov:wasAttributedTo ?a . ?a a ?c }";
+    let turns = "PREFIX ft: <https://w3id.org/forktrail/ns#> \
+                 SELECT (COUNT(?t) AS ?n) WHERE { ?t a ft:Turn }";
+    let number = |s: &Store, q: &str| -> u64 {
+        let QueryResults::Solutions(mut rows) = s.query(q, &[]).unwrap() else {
+            panic!("not a SELECT")
+        };
+        let row = rows.next().unwrap().unwrap();
+        match row.get("n") {
+            Some(oxigraph::model::Term::Literal(l)) => l.value().parse().unwrap(),
+            other => panic!("{other:?}"),
+        }
+    };
+    for s in stores() {
+        let tree = forktrail::demo::build(&s).unwrap();
+        // Turns by principals, models and tools, in several sessions and a detached
+        // fork's copies.
+        let alone = fork_at(&s, &tree.budget, 3, "alone", "alone");
+        s.append(
+            &alone,
+            NewTurn::new(Role::Assistant, "mine").model("model-a"),
+        )
+        .unwrap();
+        s.detach(&alone).unwrap();
+        let n = number(&s, turns);
+        assert!(n > 14, "{}: {n}", s.kind);
+        assert_eq!(number(&s, audit), n, "{}", s.kind);
+    }
 }

@@ -237,6 +237,8 @@ impl Store {
             tx.insert(scratch.rdf().graph(iri.as_ref())?);
             tx.forget(&iri);
         }
+        // The agents the new turns are attributed to, declared in the scratch store.
+        tx.insert(scratch.rdf().graph(self.iris.agents_graph().as_ref())?);
         tx.commit()
     }
 

@@ -7,7 +7,7 @@ use crate::rdf::prov::{entailed, session_of_graph};
 use crate::store::Store;
 use crate::vocab::{ft, prov};
 use oxigraph::io::{RdfFormat, RdfParser, RdfSerializer};
-use oxigraph::model::{GraphName, NamedNode, Quad};
+use oxigraph::model::{GraphName, NamedNode, NamedOrBlankNode, Quad};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 
@@ -42,13 +42,27 @@ impl Store {
         out: &mut dyn Write,
     ) -> Result<()> {
         let mut w = serializer(format).for_writer(out);
+        // The declarations of the agents the graphs name follow them, as the store
+        // keeps them: once, in the agents graph.
+        let mut named = Vec::new();
         for graph in graphs {
-            for quad in self.rdf().graph(graph.as_ref())? {
+            let quads = self.rdf().graph(graph.as_ref())?;
+            named.extend(self.rdf().agent_declarations(&quads)?);
+            for quad in quads {
                 if format.supports_datasets() {
                     w.serialize_quad(&quad).map_err(write_err)?;
                 } else {
                     w.serialize_triple(quad.as_ref()).map_err(write_err)?;
                 }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        named.retain(|q| seen.insert(q.clone()));
+        for quad in named {
+            if format.supports_datasets() {
+                w.serialize_quad(&quad).map_err(write_err)?;
+            } else {
+                w.serialize_triple(quad.as_ref()).map_err(write_err)?;
             }
         }
         w.finish().map_err(write_err)?;
@@ -62,6 +76,8 @@ impl Store {
         for graph in graphs {
             quads.extend(self.rdf().graph(graph.as_ref())?);
         }
+        let agents = self.rdf().agent_declarations(&quads)?;
+        quads.extend(agents);
         let mut w = serializer(RdfFormat::Turtle).for_writer(out);
         for triple in entailed(quads) {
             w.serialize_triple(&triple).map_err(write_err)?;
@@ -78,6 +94,10 @@ impl Store {
         format: RdfFormat,
     ) -> Result<Vec<SessionId>> {
         let mut graphs: BTreeMap<NamedNode, Vec<Quad>> = BTreeMap::new();
+        // Agent declarations: the agents graph's, and those an older export kept in
+        // each session graph, all moved into the store's agents graph.
+        let agents_graph = self.iris.agents_graph();
+        let mut agents = Vec::new();
         for quad in RdfParser::from_format(format).for_reader(input) {
             let quad = quad.map_err(|e| Error::Parse {
                 what: "the import".into(),
@@ -88,7 +108,16 @@ impl Store {
                     "import: the triple {quad} is outside any session graph"
                 )));
             };
-            graphs.entry(g.clone()).or_default().push(quad);
+            let about_agent = matches!(&quad.subject, NamedOrBlankNode::NamedNode(s) if self.iris.is_agent(s.as_str()));
+            if about_agent {
+                agents.push(quad);
+            } else if *g == agents_graph {
+                return Err(Error::InvalidInput(format!(
+                    "import: the agents graph {g} holds {quad}, which is not about an agent"
+                )));
+            } else {
+                graphs.entry(g.clone()).or_default().push(quad);
+            }
         }
         let mut tx = self.write()?;
         let mut ids = BTreeSet::new();
@@ -113,6 +142,7 @@ impl Store {
         let all: Vec<Quad> = graphs.into_values().flatten().collect();
         self.validate_import(&all, &ids, &parents)?;
         tx.insert(all);
+        tx.insert(crate::rdf::regraph(agents, &agents_graph));
         // Imported ids may be ones deleted earlier: drop whatever was known of them.
         for id in &ids {
             tx.forget(&self.session_iri(id));

@@ -43,6 +43,18 @@ impl Iris {
         NamedNode::new_unchecked(format!("{}leases", self.base))
     }
 
+    /// `{base}agents`: the graph that declares each agent once (its one class and its
+    /// name), so that a query over the union of graphs meets each declaration once.
+    pub(crate) fn agents_graph(&self) -> NamedNode {
+        NamedNode::new_unchecked(format!("{}agents", self.base))
+    }
+
+    /// Whether `iri` names an agent under this base.
+    pub(crate) fn is_agent(&self, iri: &str) -> bool {
+        iri.strip_prefix(&self.base)
+            .is_some_and(|rest| rest.starts_with("agent:"))
+    }
+
     /// `{base}lease/{id}`.
     pub(crate) fn lease(&self, id: &str) -> NamedNode {
         NamedNode::new_unchecked(format!("{}lease/{id}", self.base))

@@ -10,25 +10,36 @@ use oxigraph::model::{
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// `prov:Agent` for principals, `prov:SoftwareAgent` for models and tools.
+/// An agent's one class: `prov:Agent` for principals, `ft:Model` and `ft:Tool` (each a
+/// `prov:SoftwareAgent` by the ontology, which the PROV export writes out) for the rest.
+/// One class, so that a join through `?agent a ?class` meets each agent once.
 fn agent_class(agent: &Agent) -> NamedNodeRef<'static> {
     match agent {
         Agent::Principal(_) => prov::AGENT,
-        Agent::Model(_) | Agent::Tool(_) => prov::SOFTWARE_AGENT,
+        Agent::Model(_) => ft::MODEL,
+        Agent::Tool(_) => ft::TOOL,
     }
 }
 
 impl GraphWriter {
-    /// Declares an agent in this graph, so audits can name it without leaving the graph.
+    /// Declares an agent (its class and name) in the store's agents graph, once for
+    /// the whole store: a triple repeated in many graphs would be met once per graph
+    /// by a query over their union (Oxigraph's and Virtuoso's unions are bags).
     pub(crate) fn agent(&mut self, iris: &Iris, agent: &Agent) -> NamedNode {
         let iri = iris.agent(agent);
-        self.add(&iri, rdf::TYPE, agent_class(agent));
-        match agent {
-            Agent::Model(_) => self.add(&iri, rdf::TYPE, ft::MODEL),
-            Agent::Tool(_) => self.add(&iri, rdf::TYPE, ft::TOOL),
-            Agent::Principal(_) => {}
-        }
-        self.add(&iri, rdfs::LABEL, literal(agent.name()));
+        let graph = GraphName::NamedNode(iris.agents_graph());
+        self.quads.push(Quad::new(
+            iri.clone(),
+            rdf::TYPE,
+            agent_class(agent),
+            graph.clone(),
+        ));
+        self.quads.push(Quad::new(
+            iri.clone(),
+            rdfs::LABEL,
+            literal(agent.name()),
+            graph,
+        ));
         iri
     }
 }
@@ -257,31 +268,31 @@ impl Rdf<'_> {
         })
     }
 
-    /// Whether `agent` is declared in graph `graph`.
-    pub(crate) fn declares(&self, graph: &NamedNode, agent: &Agent) -> Result<bool> {
+    /// Whether `agent` is declared in the agents graph.
+    pub(crate) fn declares(&self, agent: &Agent) -> Result<bool> {
         let iri = self.iris.agent(agent);
         self.backend.contains(QuadRef::new(
             iri.as_ref(),
             rdf::TYPE,
             agent_class(agent),
-            GraphNameRef::NamedNode(graph.as_ref()),
+            GraphNameRef::NamedNode(self.iris.agents_graph().as_ref()),
         ))
     }
 
-    /// The quads declaring the agents turn `turn` of graph `graph` is attributed to.
-    pub(crate) fn attributions(
-        &self,
-        turn: &[Quad],
-        graph: &NamedNode,
-    ) -> Result<Vec<(NamedNode, Vec<Quad>)>> {
-        let mut out = Vec::new();
-        for quad in turn
-            .iter()
-            .filter(|q| q.predicate == prov::WAS_ATTRIBUTED_TO)
-        {
-            if let Term::NamedNode(agent) = &quad.object {
-                out.push((agent.clone(), self.about(agent.as_ref(), graph.as_ref())?));
+    /// The declarations (in the agents graph) of the agents that `quads` name.
+    pub(crate) fn agent_declarations(&self, quads: &[Quad]) -> Result<Vec<Quad>> {
+        let graph = self.iris.agents_graph();
+        let mut agents = BTreeSet::new();
+        for quad in quads {
+            if let Term::NamedNode(o) = &quad.object {
+                if self.iris.is_agent(o.as_str()) {
+                    agents.insert(o.clone());
+                }
             }
+        }
+        let mut out = Vec::new();
+        for agent in agents {
+            out.extend(self.about(agent.as_ref(), graph.as_ref())?);
         }
         Ok(out)
     }
