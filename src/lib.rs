@@ -59,8 +59,8 @@ pub use io::{
 pub use merge::SessionWriter;
 pub use model::{
     Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,
-    DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus, Kind, Label, MergeOptions,
-    Limits, MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId,
+    DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus, Kind, Label, Limits, MergeOptions,
+    MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId,
     SessionInfo, SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan, MAX_FORK_DEPTH,
 };
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};

@@ -1367,3 +1367,44 @@ fn serve_stops_on_sigterm_within_its_grace_whatever_queries_are_running() {
     // A clean stop: the store opens again at once.
     assert!(cli.ok(&["list"]).contains("main"));
 }
+
+#[test]
+fn serve_takes_a_port_on_its_own_and_names_the_web_ui_in_its_help() {
+    use std::io::BufRead;
+    let cli = Cli::new();
+    cli.ok(&["demo"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_forktrail"))
+        .arg("--store")
+        .arg(&cli.store)
+        .args(["serve", "--port", &port.to_string()])
+        .env_remove("FORKTRAIL_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(
+        first.contains(&format!("serving on http://127.0.0.1:{port}")),
+        "{first}"
+    );
+    let health = reqwest::blocking::get(format!("http://127.0.0.1:{port}/health")).unwrap();
+    assert_eq!(health.text().unwrap(), "ok\n");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let help = cli.ok(&["serve", "--help"]);
+    assert!(help.contains("web UI"), "{help}");
+    // The options every command shares come after the command's own.
+    let (own, shared) = (
+        help.find("--allow-host").unwrap(),
+        help.find("--store").unwrap(),
+    );
+    assert!(own < shared, "{help}");
+}

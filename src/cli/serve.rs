@@ -36,8 +36,8 @@ pub(super) struct ServeArgs {
     /// How many requests each lane's line holds; more are answered 503 at once.
     #[arg(long, default_value_t = 1024)]
     max_queued: usize,
-    /// The largest request body, in bytes (the sizes of the fields in it: see the
-    /// limits below).
+    /// The largest request body, in bytes (the fields in it have limits of their own:
+    /// --max-content-bytes, --max-field-bytes, --max-state-bytes).
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     max_body_bytes: usize,
     /// Load the demo tree first if the store has no session.

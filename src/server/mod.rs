@@ -15,6 +15,7 @@ mod ui;
 
 use crate::error::Error;
 use crate::store::Store;
+use admission::{Admission, Lane};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -22,7 +23,6 @@ use axum::routing::get;
 use axum::Router;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use admission::{Admission, Lane};
 use std::time::Duration;
 
 pub use metrics::Metrics;
