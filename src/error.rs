@@ -91,8 +91,10 @@ pub enum Error {
         existing: String,
     },
 
-    /// No regeneration job has this id.
-    #[error("no regeneration job {job} in this store (see `forktrail jobs`)")]
+    /// No job (a regeneration, a comparison or one of its runs) has this id.
+    #[error(
+        "no job {job} in this store: not a regeneration, comparison or run (see `forktrail jobs`)"
+    )]
     JobNotFound { job: String },
 
     /// A writer handle holds the session (see `Store::writer`).

@@ -40,7 +40,6 @@ mod query_check;
 mod rdf;
 mod read;
 mod records;
-mod regenerate;
 #[cfg(feature = "server")]
 pub mod server;
 mod storage;
@@ -49,6 +48,7 @@ mod summary;
 mod tls;
 mod verify;
 pub mod vocab;
+mod whatif;
 mod write;
 
 pub use durability::Durability;
@@ -60,18 +60,21 @@ pub use merge::SessionWriter;
 pub use model::{
     Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,
     DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus, Kind, Label, Limits, MergeOptions,
-    MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, SessionDiff, SessionId,
-    SessionInfo, SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan, MAX_FORK_DEPTH,
+    MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, RunStatus, SessionDiff,
+    SessionId, SessionInfo, SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan,
+    MAX_FORK_DEPTH,
 };
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};
 pub use rdf::{turn_digest, DEFAULT_BASE_IRI};
-pub use regenerate::{
-    RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
-    ESTIMATE_METHOD,
-};
 pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};
 pub use store::Store;
 pub use verify::{Check, Problem, VerifyReport};
+pub use whatif::{
+    Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell, CompareOptions, ComparePlan,
+    Comparison, CostStatus, DiffRow, Figures, Price, Provider, RegenerateOptions, RegeneratePlan,
+    ANTHROPIC_ENDPOINT, BASELINE, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
+    DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_STEPS, ESTIMATE_METHOD,
+};
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -24,8 +24,8 @@
 
 use crate::error::{Error, Result};
 use crate::model::{ForkOptions, JobStatus, NewTurn, SessionId};
-use crate::regenerate::RegenerateOptions;
 use crate::store::Store;
+use crate::whatif::RegenerateOptions;
 use oxigraph::sparql::results::{QueryResultsFormat, QueryResultsSerializer};
 use oxigraph::sparql::QueryResults;
 use serde::de::DeserializeOwned;

@@ -911,6 +911,32 @@ named! {
     }
 }
 
+named! {
+    /// Where a what-if run is: `running` until it ends, then why it ended. A run that
+    /// ended keeps every step it committed; only `complete` reached the end of the
+    /// recorded user turns.
+    pub enum RunStatus {
+        /// Steps are being taken (or the process taking them died: resume it).
+        Running = "running",
+        /// Every recorded user turn after the fork point was answered.
+        Complete = "complete",
+        /// The model called a tool the recording holds no answer to.
+        UnansweredToolCall = "unanswered_tool_call",
+        /// The run took its most steps.
+        MaxSteps = "max_steps",
+        /// The next call could have passed the comparison's money cap.
+        BudgetExhausted = "budget_exhausted",
+        /// A call or its answer failed.
+        Failed = "failed",
+        /// Stopped by a caller.
+        Cancelled = "cancelled",
+    }
+    unknown(text) => Error::Corrupt {
+        session: "(a what-if run)".into(),
+        detail: format!("unknown run status {text:?}"),
+    }
+}
+
 /// A regeneration job.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Job {

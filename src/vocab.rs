@@ -33,6 +33,10 @@ pub mod ft {
         REQUEST_KEY = "requestKey", TIMEOUT_SECS = "timeoutSeconds", ERROR_MESSAGE = "errorMessage",
         INPUT_TOKENS = "inputTokens", OUTPUT_TOKENS = "outputTokens", LATENCY_MS = "latencyMs",
         RESULT_SESSION = "resultSession",
+        COMPARISON = "Comparison", RUN = "Run", MODEL_CALL = "ModelCall",
+        ARM_NAME = "armName", ARM_INDEX = "armIndex", ARM_SPEC = "armSpec", PROVIDER = "provider",
+        MAX_STEPS = "maxSteps", BUDGET_USD = "budgetUsd", CACHED_TOKENS = "cachedTokens",
+        FINISH_REASON = "finishReason", CHARGED_USD = "chargedUsd", COST_USD = "costUsd",
         SOURCE_ID = "sourceId", AGENT_ID = "agentId", SPAWNED_BY = "spawnedBy",
         SPAWNED_IN_SESSION = "spawnedInSession", SPAWN_TOOL_CALL_ID = "spawnToolCallId",
         LEASE = "Lease", LEASE_OF = "leaseOf", LEASE_EXPIRES = "leaseExpires",
@@ -56,7 +60,7 @@ pub mod prov {
 /// Dublin Core terms, `http://purl.org/dc/terms/`.
 pub mod dcterms {
     use super::*;
-    terms! { "http://purl.org/dc/terms/"; CREATED = "created", TITLE = "title" }
+    terms! { "http://purl.org/dc/terms/"; CREATED = "created", TITLE = "title", IS_PART_OF = "isPartOf" }
 }
 
 pub use oxigraph::model::vocab::{rdf, rdfs, xsd};

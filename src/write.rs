@@ -185,7 +185,7 @@ impl Store {
 
     /// [`Store::append_in`] after the turn whose digest is `prev` (read from the cache
     /// or the store when `None`); returns the new turn's index and digest.
-    fn append_after(
+    pub(crate) fn append_after(
         &self,
         tx: &mut WriteTx<'_>,
         facts: &SessionNode,

@@ -10,6 +10,7 @@
 //! | `activity.rs` | anchors, merges, abandons |
 //! | `audit.rs` | a session graph as stored, for `verify` |
 //! | `job.rs` | regeneration jobs |
+//! | `whatif.rs` | comparisons, their runs and model calls |
 //! | `import.rs` | what imports record: source ids |
 //! | `lease.rs` | the leases writers of a shared store hold |
 //! | `prov.rs` | what PROV-O and the ontology entail, for the PROV export |
@@ -28,6 +29,7 @@ mod lease;
 pub(crate) mod prov;
 mod session;
 mod turn;
+mod whatif;
 
 pub(crate) use activity::{abandon_quads, anchor_quads, merge_quads, AnchorNode, MergeRecord};
 pub(crate) use audit::{StoredSession, StoredTurn};
@@ -43,6 +45,7 @@ pub(crate) use session::{
     SessionNode, SessionRecord, SubAgentFacts,
 };
 pub(crate) use turn::{detach_copy, missing_turn, turn_quads, TurnRecord};
+pub(crate) use whatif::{CallRecord, ComparisonRecord, Node as WhatIfNode, RunRecord, StoredRun};
 
 use crate::error::Result;
 use crate::storage::Backend;

@@ -22,10 +22,15 @@ pub enum Mode {
     Slow(Duration),
 }
 
+/// A request's path and its headers (names lowercased).
+pub type Head = (String, Vec<(String, String)>);
+
 pub struct Stub {
     /// The base URL to pass as endpoint (`http://127.0.0.1:PORT/v1`).
     pub url: String,
     pub requests: Arc<Mutex<Vec<Value>>>,
+    /// Every request's path and headers (names lowercased), in arrival order.
+    pub heads: Arc<Mutex<Vec<Head>>>,
     /// How many answers have been sent in full.
     pub answered: Arc<Mutex<usize>>,
 }
@@ -42,18 +47,116 @@ pub fn echo(model: &str, last_user: &str) -> String {
 }
 
 pub fn start(mode: Mode) -> Stub {
+    serve(Arc::new(move |request: &Value, body_len: usize| {
+        let (status, text) = answer(mode, request, body_len);
+        Reply {
+            status,
+            body: text,
+            delay: None,
+        }
+    }))
+}
+
+/// What a scripted stub sends back.
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+    /// Waits this long before answering.
+    pub delay: Option<Duration>,
+}
+
+impl Reply {
+    pub fn ok(body: Value) -> Self {
+        Self {
+            status: 200,
+            body: body.to_string(),
+            delay: None,
+        }
+    }
+}
+
+/// A stub that answers each request (its JSON body and byte length) with `script`.
+pub type Script = Arc<dyn Fn(&Value, usize) -> Reply + Send + Sync>;
+
+/// An OpenAI chat completion from `model` saying `content`, calling `calls` (`(id, name,
+/// arguments JSON)`), with this usage.
+pub fn completion(
+    model: &str,
+    content: Option<&str>,
+    calls: &[(&str, &str, Value)],
+    usage: (u64, u64, u64),
+    finish: &str,
+) -> Value {
+    let mut message = json!({"role": "assistant", "content": content});
+    if !calls.is_empty() {
+        message["tool_calls"] = calls
+            .iter()
+            .map(|(id, name, args)| {
+                json!({"id": id, "type": "function",
+                       "function": {"name": name, "arguments": args.to_string()}})
+            })
+            .collect();
+    }
+    json!({
+        "id": "chatcmpl-stub", "object": "chat.completion", "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1,
+                  "total_tokens": usage.0 + usage.1,
+                  "prompt_tokens_details": {"cached_tokens": usage.2}},
+    })
+}
+
+/// An Anthropic message from `model` saying `content`, with `tool_use` blocks for
+/// `calls`, and this usage (input, output, cache reads).
+pub fn anthropic_message(
+    model: &str,
+    content: Option<&str>,
+    calls: &[(&str, &str, Value)],
+    usage: (u64, u64, u64),
+    stop: &str,
+) -> Value {
+    let mut blocks: Vec<Value> = content
+        .map(|t| json!({"type": "text", "text": t}))
+        .into_iter()
+        .collect();
+    blocks.extend(calls.iter().map(
+        |(id, name, args)| json!({"type": "tool_use", "id": id, "name": name, "input": args}),
+    ));
+    json!({
+        "id": "msg_stub", "type": "message", "role": "assistant", "model": model,
+        "content": blocks, "stop_reason": stop,
+        "usage": {"input_tokens": usage.0, "output_tokens": usage.1,
+                  "cache_read_input_tokens": usage.2, "cache_creation_input_tokens": 0},
+    })
+}
+
+/// A stub that answers with `script`.
+pub fn scripted(script: impl Fn(&Value, usize) -> Reply + Send + Sync + 'static) -> Stub {
+    serve(Arc::new(script))
+}
+
+fn serve(script: Script) -> Stub {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
+    let heads = Arc::new(Mutex::new(Vec::new()));
     let answered = Arc::new(Mutex::new(0));
-    let (seen, done) = (Arc::clone(&requests), Arc::clone(&answered));
+    let (seen, done, headers) = (
+        Arc::clone(&requests),
+        Arc::clone(&answered),
+        Arc::clone(&heads),
+    );
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let (seen, done) = (Arc::clone(&seen), Arc::clone(&done));
+            let (seen, done, headers) =
+                (Arc::clone(&seen), Arc::clone(&done), Arc::clone(&headers));
+            let script = Arc::clone(&script);
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut length = 0;
+                let mut path = String::new();
+                let mut head = Vec::new();
                 loop {
                     let mut line = String::new();
                     if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -63,7 +166,12 @@ pub fn start(mode: Mode) -> Stub {
                     if line.is_empty() {
                         break;
                     }
+                    if path.is_empty() {
+                        path = line.split(' ').nth(1).unwrap_or("").to_string();
+                        continue;
+                    }
                     if let Some((k, v)) = line.split_once(':') {
+                        head.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
                         if k.eq_ignore_ascii_case("content-length") {
                             length = v.trim().parse().unwrap_or(0);
                         }
@@ -72,8 +180,16 @@ pub fn start(mode: Mode) -> Stub {
                 let mut body = vec![0; length];
                 reader.read_exact(&mut body).unwrap();
                 let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                headers.lock().unwrap().push((path, head));
                 seen.lock().unwrap().push(request.clone());
-                let (status, text) = answer(mode, &request, body.len());
+                let Reply {
+                    status,
+                    body: text,
+                    delay,
+                } = script(&request, body.len());
+                if let Some(delay) = delay {
+                    std::thread::sleep(delay);
+                }
                 let reply = format!(
                     "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
                     text.len()
@@ -86,6 +202,7 @@ pub fn start(mode: Mode) -> Stub {
     Stub {
         url,
         requests,
+        heads,
         answered,
     }
 }

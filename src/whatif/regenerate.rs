@@ -8,9 +8,10 @@
 //! the same transaction as the status), `failed` or `cancelled` (nothing but the
 //! status is written).
 
+use super::provider::{is_loopback, post, Answer, Provider};
 use crate::error::{Error, Result};
 use crate::io::openai_messages;
-use crate::model::{Agent, ForkOptions, Job, JobStatus, Kind, NewTurn, Role, SessionId};
+use crate::model::{Agent, ForkOptions, Job, JobStatus, SessionId};
 use crate::rdf::{self, instant, JobNode, JobRecord};
 use crate::store::{Store, WriteTx};
 use serde::{Deserialize, Serialize};
@@ -98,27 +99,6 @@ pub struct RegeneratePlan {
     pub swapped: Vec<&'static str>,
     /// The exact request body.
     pub request: Value,
-}
-
-/// Whether `endpoint` connects to this machine. Parsed as ureq parses it, and refused
-/// with credentials in it (`http://localhost@elsewhere/` connects elsewhere).
-fn is_loopback(endpoint: &str) -> Result<bool> {
-    let bad = |why: &str| Error::InvalidInput(format!("endpoint {endpoint:?} {why}"));
-    let parsed = url::Url::parse(endpoint).map_err(|e| bad(&format!("is not a URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(bad("must be an http:// or https:// URL"));
-    }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(bad(
-            "must not carry credentials; the API key comes from $OPENAI_API_KEY",
-        ));
-    }
-    Ok(match parsed.host() {
-        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    })
 }
 
 /// When a job started, for ordering (the stored text does not sort by time), then its
@@ -353,7 +333,14 @@ impl Store {
             }
             running.insert(id.to_string(), Arc::clone(&flag));
         }
-        let outcome = self.call_model(&job.endpoint, body, timeout.unwrap_or(300), id, &flag);
+        let outcome = self.call_model(
+            Provider::Openai,
+            &job.endpoint,
+            body,
+            timeout.unwrap_or(300),
+            id,
+            &flag,
+        );
         let result = match outcome {
             Call::Cancelled => self.finish(&node, JobStatus::Cancelled, None),
             Call::Failed(message) => self.finish(&node, JobStatus::Failed, Some(&message)),
@@ -372,7 +359,7 @@ impl Store {
     }
 
     /// Whether job `id` was asked to stop, in this process or through its cancel file.
-    fn cancel_requested(&self, id: &str, flag: &AtomicBool) -> bool {
+    pub(super) fn cancel_requested(&self, id: &str, flag: &AtomicBool) -> bool {
         flag.load(Ordering::SeqCst)
             || self
                 .path()
@@ -453,29 +440,27 @@ impl Store {
         Ok(())
     }
 
-    fn running_jobs(
+    pub(super) fn running_jobs(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Arc<AtomicBool>>> {
         self.jobs_running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Calls the endpoint on a helper thread and waits, watching for cancellation.
-    fn call_model(
+    pub(super) fn call_model(
         &self,
+        provider: Provider,
         endpoint: &str,
         body: String,
         timeout_secs: u64,
         id: &str,
         flag: &AtomicBool,
     ) -> Call {
-        let url = format!("{endpoint}/chat/completions");
-        let key = std::env::var("OPENAI_API_KEY")
-            .ok()
-            .filter(|k| !k.is_empty());
+        let endpoint = endpoint.to_string();
         let (tx, rx) = std::sync::mpsc::channel();
         let started = Instant::now();
         std::thread::spawn(move || {
-            let _ = tx.send(post(&url, key.as_deref(), &body, timeout_secs));
+            let _ = tx.send(post(provider, &endpoint, &body, timeout_secs));
         });
         loop {
             if self.cancel_requested(id, flag) {
@@ -502,7 +487,7 @@ impl Store {
         latency_ms: u64,
         flag: &AtomicBool,
     ) -> Result<Job> {
-        let answer = Answer::read(answer, &job.model)?;
+        let answer = Answer::read(Provider::Openai, answer, &job.model)?;
         let mut tx = self.write()?;
         if self.cancel_requested(&job.job, flag) {
             self.finish_in(&mut tx, node, JobStatus::Cancelled, None)?;
@@ -531,109 +516,7 @@ impl Store {
     }
 }
 
-/// A chat completion: the turn it becomes and the usage the endpoint reported.
-struct Answer {
-    turn: NewTurn,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-}
-
-impl Answer {
-    /// Reads an endpoint's answer; the model the endpoint names wins over `asked`. Tool
-    /// calls are recorded, never executed: the regeneration stops at them.
-    fn read(answer: &str, asked: &str) -> Result<Self> {
-        let malformed = |why: &str| {
-            Error::InvalidInput(format!(
-                "the endpoint's answer is not a chat completion ({why}): {}",
-                answer.chars().take(200).collect::<String>()
-            ))
-        };
-        let value: Value = serde_json::from_str(answer).map_err(|e| malformed(&e.to_string()))?;
-        let message = value
-            .pointer("/choices/0/message")
-            .ok_or_else(|| malformed("no choices[0].message"))?;
-        let content = match message.get("content") {
-            Some(Value::String(s)) => s.clone(),
-            None | Some(Value::Null) => String::new(),
-            Some(_) => return Err(malformed("content is not text")),
-        };
-        let calls = match message.get("tool_calls") {
-            Some(calls @ Value::Array(list)) if !list.is_empty() => Some(calls.to_string()),
-            None | Some(Value::Null) | Some(Value::Array(_)) => None,
-            Some(_) => return Err(malformed("tool_calls is not an array")),
-        };
-        let model = value
-            .get("model")
-            .and_then(Value::as_str)
-            .filter(|m| !m.is_empty())
-            .unwrap_or(asked);
-        let mut turn = NewTurn::new(Role::Assistant, content).model(model);
-        if let Some(calls) = calls {
-            turn = turn.tool_calls(calls).kind(Kind::ToolCall);
-        }
-        let usage = |key: &str| {
-            value
-                .pointer(&format!("/usage/{key}"))
-                .and_then(Value::as_u64)
-        };
-        Ok(Self {
-            turn,
-            input_tokens: usage("prompt_tokens"),
-            output_tokens: usage("completion_tokens"),
-        })
-    }
-}
-
-/// POSTs `body` to `url` and returns the answer's text, or why there is none.
-fn post(
-    url: &str,
-    key: Option<&str>,
-    body: &str,
-    timeout_secs: u64,
-) -> std::result::Result<String, String> {
-    let agent = crate::tls::agent(ureq::AgentBuilder::new())
-        .timeout_connect(Duration::from_secs(10))
-        .timeout(Duration::from_secs(timeout_secs))
-        .build();
-    let mut request = agent.post(url).set("Content-Type", "application/json");
-    if let Some(key) = key {
-        request = request.set("Authorization", &format!("Bearer {key}"));
-    }
-    match request.send_string(body) {
-        Ok(response) => response
-            .into_string()
-            .map_err(|e| format!("cannot read the answer of {url}: {e}")),
-        Err(ureq::Error::Status(code, response)) => {
-            let detail = response.into_string().unwrap_or_default();
-            Err(format!(
-                "{url} answered HTTP {code}: {}",
-                detail.chars().take(300).collect::<String>()
-            ))
-        }
-        Err(e) if e.to_string().contains("timed out") => Err(format!(
-            "no answer from {url} within {timeout_secs} s (--timeout)"
-        )),
-        // ureq's own message starts with the URL: name it once.
-        Err(ureq::Error::Transport(t)) => {
-            if let Some(why) = crate::tls::untrusted(&t) {
-                return Err(format!("cannot reach {url}: {why}"));
-            }
-            let mut why = t.kind().to_string();
-            for detail in [
-                t.message().map(str::to_string),
-                std::error::Error::source(&t).map(|s| s.to_string()),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                why += &format!(": {detail}");
-            }
-            Err(format!("cannot reach {url}: {why}"))
-        }
-    }
-}
-
-enum Call {
+pub(super) enum Call {
     Answered(String, u64),
     Failed(String),
     Cancelled,

@@ -1,0 +1,411 @@
+//! What-if comparisons: an `ft:Comparison` in the compared session's graph, one `ft:Run`
+//! per arm in its fork's graph (`dcterms:isPartOf` the comparison), and one
+//! `ft:ModelCall` per step (`dcterms:isPartOf` the run) that generated the step's
+//! assistant turn and holds what the endpoint reported about the call.
+
+use super::{literal, text, GraphWriter, Iris, Rdf, SessionNode};
+use crate::error::Result;
+use crate::model::{Agent, RunStatus};
+use crate::vocab::{dcterms, ft, prov, rdf, xsd};
+use oxigraph::model::{
+    GraphName, Literal, NamedNode, NamedNodeRef, NamedOrBlankNode, Quad, QuadRef, Term,
+};
+
+/// A stored activity: its IRI and the graph that holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Node {
+    pub(crate) iri: NamedNode,
+    pub(crate) graph: NamedNode,
+}
+
+fn decimal(value: f64) -> Literal {
+    Literal::new_typed_literal(format!("{value:.9}"), xsd::DECIMAL)
+}
+
+/// A new comparison.
+pub(crate) struct ComparisonRecord<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) session: &'a SessionNode,
+    pub(crate) at: u64,
+    pub(crate) key: &'a str,
+    /// The normalised request (arms, steps, prices, budget): what resumes read back.
+    pub(crate) request: &'a str,
+    pub(crate) max_steps: u64,
+    pub(crate) budget_usd: Option<f64>,
+}
+
+impl ComparisonRecord<'_> {
+    pub(crate) fn quads(&self, iris: &Iris) -> (Node, Vec<Quad>) {
+        let iri = iris.activity(self.session.id.as_str(), &format!("comparison/{}", self.id));
+        let mut w = GraphWriter::new(self.session.iri.clone());
+        w.add(&iri, rdf::TYPE, ft::COMPARISON);
+        w.add(&iri, rdf::TYPE, prov::ACTIVITY);
+        w.add(&iri, ft::JOB_ID, literal(self.id));
+        w.add(&iri, prov::USED, self.session.iri.clone());
+        w.add(&iri, ft::AT_INDEX, Literal::from(self.at));
+        w.add(&iri, ft::REQUEST_KEY, literal(self.key));
+        w.add(&iri, ft::REQUEST_BODY, literal(self.request));
+        w.add(&iri, ft::MAX_STEPS, Literal::from(self.max_steps));
+        if let Some(budget) = self.budget_usd {
+            w.add(&iri, ft::BUDGET_USD, decimal(budget));
+        }
+        w.add(&iri, prov::STARTED_AT_TIME, super::now());
+        let node = Node {
+            iri,
+            graph: self.session.iri.clone(),
+        };
+        (node, w.quads)
+    }
+}
+
+/// A new run: one arm of a comparison, in its fork's graph.
+pub(crate) struct RunRecord<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) comparison: &'a NamedNode,
+    /// The compared session.
+    pub(crate) session: &'a NamedNode,
+    pub(crate) fork: &'a SessionNode,
+    pub(crate) arm_index: u64,
+    pub(crate) name: &'a str,
+    pub(crate) spec: &'a str,
+    pub(crate) model: &'a Agent,
+    pub(crate) provider: &'a str,
+    pub(crate) endpoint: &'a str,
+}
+
+impl RunRecord<'_> {
+    pub(crate) fn quads(&self, iris: &Iris) -> (Node, Vec<Quad>) {
+        let iri = iris.activity(self.fork.id.as_str(), &format!("run/{}", self.id));
+        let mut w = GraphWriter::new(self.fork.iri.clone());
+        let model = w.agent(iris, self.model);
+        w.add(&iri, rdf::TYPE, ft::RUN);
+        w.add(&iri, rdf::TYPE, prov::ACTIVITY);
+        w.add(&iri, ft::JOB_ID, literal(self.id));
+        w.add(&iri, dcterms::IS_PART_OF, self.comparison.clone());
+        w.add(&iri, prov::USED, self.session.clone());
+        w.add(&iri, ft::ARM_INDEX, Literal::from(self.arm_index));
+        w.add(&iri, ft::ARM_NAME, literal(self.name));
+        w.add(&iri, ft::ARM_SPEC, literal(self.spec));
+        w.add(&iri, prov::WAS_ASSOCIATED_WITH, model);
+        w.add(&iri, ft::PROVIDER, literal(self.provider));
+        w.add(&iri, ft::ENDPOINT, literal(self.endpoint));
+        w.add(&iri, ft::STATUS, literal(RunStatus::Running.as_str()));
+        w.add(&iri, ft::RESULT_SESSION, self.fork.iri.clone());
+        w.add(&iri, prov::STARTED_AT_TIME, super::now());
+        let node = Node {
+            iri,
+            graph: self.fork.iri.clone(),
+        };
+        (node, w.quads)
+    }
+}
+
+/// One model call of a run: what the endpoint reported, and the turn it generated.
+pub(crate) struct CallRecord<'a> {
+    pub(crate) run: &'a Node,
+    pub(crate) fork_id: &'a str,
+    pub(crate) turn: &'a NamedNode,
+    pub(crate) index: u64,
+    pub(crate) model: &'a NamedNode,
+    pub(crate) figures: &'a crate::whatif::CallFigures,
+    pub(crate) request_digest: &'a str,
+}
+
+impl CallRecord<'_> {
+    pub(crate) fn write(&self, iris: &Iris, w: &mut GraphWriter) {
+        let iri = iris.activity(self.fork_id, &format!("call/{}", self.index));
+        let f = self.figures;
+        w.add(&iri, rdf::TYPE, ft::MODEL_CALL);
+        w.add(&iri, rdf::TYPE, prov::ACTIVITY);
+        w.add(&iri, dcterms::IS_PART_OF, self.run.iri.clone());
+        w.add(&iri, prov::WAS_ASSOCIATED_WITH, self.model.clone());
+        w.add(&iri, ft::AT_INDEX, Literal::from(self.index));
+        w.add(&iri, ft::REQUEST_DIGEST, literal(self.request_digest));
+        w.add(&iri, ft::LATENCY_MS, Literal::from(f.latency_ms));
+        for (p, v) in [
+            (ft::INPUT_TOKENS, f.input_tokens),
+            (ft::OUTPUT_TOKENS, f.output_tokens),
+            (ft::CACHED_TOKENS, f.cached_tokens),
+        ] {
+            if let Some(v) = v {
+                w.add(&iri, p, Literal::from(v));
+            }
+        }
+        if let Some(reason) = &f.finish_reason {
+            w.add(&iri, ft::FINISH_REASON, literal(reason));
+        }
+        if let Some(cost) = f.cost_usd {
+            w.add(&iri, ft::COST_USD, decimal(cost));
+        }
+        w.add(&iri, ft::CHARGED_USD, decimal(f.charged_usd));
+        w.add(self.turn, prov::WAS_GENERATED_BY, iri);
+    }
+}
+
+impl Node {
+    fn quad(&self, predicate: NamedNodeRef<'_>, object: impl Into<Term>) -> Quad {
+        Quad::new(
+            self.iri.clone(),
+            predicate,
+            object.into(),
+            GraphName::NamedNode(self.graph.clone()),
+        )
+    }
+
+    /// A run's end: `(inserts, removes)` replacing `running` by `status`, with the end
+    /// time and what stopped it.
+    pub(crate) fn end(&self, status: RunStatus, detail: Option<&str>) -> (Vec<Quad>, Vec<Quad>) {
+        let mut inserts = vec![
+            self.quad(ft::STATUS, literal(status.as_str())),
+            self.quad(prov::ENDED_AT_TIME, super::now()),
+        ];
+        if let Some(detail) = detail {
+            inserts.push(self.quad(ft::ERROR_MESSAGE, literal(detail)));
+        }
+        let running = self.quad(ft::STATUS, literal(RunStatus::Running.as_str()));
+        (inserts, vec![running])
+    }
+
+    /// That turn `turn` was derived from the recorded turn `original`.
+    pub(crate) fn derived(w: &mut GraphWriter, turn: &NamedNode, original: &NamedNode) {
+        w.add(turn, prov::WAS_DERIVED_FROM, original.clone());
+    }
+}
+
+/// A stored comparison, as read back.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StoredComparison {
+    pub(crate) id: String,
+    pub(crate) at: u64,
+    pub(crate) request: String,
+    pub(crate) key: String,
+    pub(crate) created_at: Option<String>,
+}
+
+/// A stored run, as read back.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredRun {
+    pub(crate) node: Node,
+    pub(crate) id: String,
+    pub(crate) arm_index: u64,
+    pub(crate) name: String,
+    pub(crate) spec: String,
+    pub(crate) status: RunStatus,
+    pub(crate) detail: Option<String>,
+    pub(crate) started_at: Option<String>,
+    pub(crate) ended_at: Option<String>,
+}
+
+/// A stored model call.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredCall {
+    pub(crate) index: u64,
+    pub(crate) figures: crate::whatif::CallFigures,
+}
+
+impl Rdf<'_> {
+    /// The node of the job `id` if it is a comparison or a run: `(node, is_run)`.
+    pub(crate) fn whatif_node(&self, id: &str) -> Result<Option<(Node, bool)>> {
+        for (iri, graph) in self.subjects_with(ft::JOB_ID, id)? {
+            let node = Node { iri, graph };
+            for class in [ft::COMPARISON, ft::RUN] {
+                let typed = QuadRef::new(
+                    node.iri.as_ref(),
+                    rdf::TYPE,
+                    class,
+                    oxigraph::model::GraphNameRef::NamedNode(node.graph.as_ref()),
+                );
+                if self.backend.contains(typed)? {
+                    return Ok(Some((node, class == ft::RUN)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The comparisons whose request key is `key`.
+    pub(crate) fn comparisons_with_key(&self, key: &str) -> Result<Vec<Node>> {
+        Ok(self
+            .subjects_with(ft::REQUEST_KEY, key)?
+            .into_iter()
+            .map(|(iri, graph)| Node { iri, graph })
+            .filter(|n| n.iri.as_str().contains("/comparison/"))
+            .collect())
+    }
+
+    /// Every comparison of the store.
+    pub(crate) fn comparisons(&self) -> Result<Vec<Node>> {
+        self.typed(ft::COMPARISON)
+    }
+
+    fn typed(&self, class: NamedNodeRef<'_>) -> Result<Vec<Node>> {
+        let mut out = Vec::new();
+        for quad in self
+            .backend
+            .quads(None, Some(rdf::TYPE), Some(class.into()), None)
+        {
+            let quad = quad?;
+            if let (NamedOrBlankNode::NamedNode(iri), GraphName::NamedNode(graph)) =
+                (quad.subject, quad.graph_name)
+            {
+                out.push(Node { iri, graph });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The activities that are `dcterms:isPartOf` `whole`.
+    fn parts(&self, whole: &NamedNode) -> Result<Vec<Node>> {
+        let mut out = Vec::new();
+        for quad in self.backend.quads(
+            None,
+            Some(dcterms::IS_PART_OF),
+            Some(whole.as_ref().into()),
+            None,
+        ) {
+            let quad = quad?;
+            if let (NamedOrBlankNode::NamedNode(iri), GraphName::NamedNode(graph)) =
+                (quad.subject, quad.graph_name)
+            {
+                out.push(Node { iri, graph });
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn comparison(&self, node: &Node) -> Result<StoredComparison> {
+        let mut out = StoredComparison::default();
+        for quad in self.about(node.iri.as_ref(), node.graph.as_ref())? {
+            let v = text(&quad.object).unwrap_or_default().to_string();
+            let p = quad.predicate.as_ref();
+            if p == ft::JOB_ID {
+                out.id = v;
+            } else if p == ft::AT_INDEX {
+                out.at = v.parse().unwrap_or(0);
+            } else if p == ft::REQUEST_BODY {
+                out.request = v;
+            } else if p == ft::REQUEST_KEY {
+                out.key = v;
+            } else if p == prov::STARTED_AT_TIME {
+                out.created_at = Some(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The runs of comparison `node`, in arm order.
+    pub(crate) fn runs(&self, node: &Node) -> Result<Vec<StoredRun>> {
+        let mut out = Vec::new();
+        for part in self.parts(&node.iri)? {
+            out.push(self.run(&part)?);
+        }
+        out.sort_by_key(|r| r.arm_index);
+        Ok(out)
+    }
+
+    /// The comparison a run is part of.
+    pub(crate) fn comparison_of(&self, run: &Node) -> Result<Option<Node>> {
+        for quad in self.about(run.iri.as_ref(), run.graph.as_ref())? {
+            if quad.predicate == dcterms::IS_PART_OF {
+                if let Term::NamedNode(iri) = quad.object {
+                    // The comparison lives in the compared session's graph.
+                    let graph = self.graph_of(&iri)?;
+                    return Ok(graph.map(|graph| Node { iri, graph }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The graph that types `iri` (a forktrail activity is typed in one graph).
+    fn graph_of(&self, iri: &NamedNode) -> Result<Option<NamedNode>> {
+        for quad in self
+            .backend
+            .quads(Some(iri.as_ref().into()), Some(rdf::TYPE), None, None)
+        {
+            if let GraphName::NamedNode(graph) = quad?.graph_name {
+                return Ok(Some(graph));
+            }
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn run(&self, node: &Node) -> Result<StoredRun> {
+        let mut out = StoredRun {
+            node: node.clone(),
+            id: String::new(),
+            arm_index: 0,
+            name: String::new(),
+            spec: String::new(),
+            status: RunStatus::Running,
+            detail: None,
+            started_at: None,
+            ended_at: None,
+        };
+        for quad in self.about(node.iri.as_ref(), node.graph.as_ref())? {
+            let v = text(&quad.object).unwrap_or_default().to_string();
+            let p = quad.predicate.as_ref();
+            if p == ft::JOB_ID {
+                out.id = v;
+            } else if p == ft::ARM_INDEX {
+                out.arm_index = v.parse().unwrap_or(0);
+            } else if p == ft::ARM_NAME {
+                out.name = v;
+            } else if p == ft::ARM_SPEC {
+                out.spec = v;
+            } else if p == ft::STATUS {
+                out.status = v.parse()?;
+            } else if p == ft::ERROR_MESSAGE {
+                out.detail = Some(v);
+            } else if p == prov::STARTED_AT_TIME {
+                out.started_at = Some(v);
+            } else if p == prov::ENDED_AT_TIME {
+                out.ended_at = Some(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether run `node` is still `running`.
+    pub(crate) fn run_is_running(&self, node: &Node) -> Result<bool> {
+        let running = node.quad(ft::STATUS, literal(RunStatus::Running.as_str()));
+        self.backend.contains(QuadRef::from(&running))
+    }
+
+    /// The model calls of run `node`, by the index of the turn each generated.
+    pub(crate) fn calls(&self, node: &Node) -> Result<Vec<StoredCall>> {
+        let mut out = Vec::new();
+        for part in self.parts(&node.iri)? {
+            let mut call = StoredCall {
+                index: 0,
+                figures: Default::default(),
+            };
+            for quad in self.about(part.iri.as_ref(), part.graph.as_ref())? {
+                let v = text(&quad.object).unwrap_or_default();
+                let n = || v.parse::<u64>().ok();
+                let f = &mut call.figures;
+                let p = quad.predicate.as_ref();
+                if p == ft::AT_INDEX {
+                    call.index = n().unwrap_or(0);
+                } else if p == ft::INPUT_TOKENS {
+                    f.input_tokens = n();
+                } else if p == ft::OUTPUT_TOKENS {
+                    f.output_tokens = n();
+                } else if p == ft::CACHED_TOKENS {
+                    f.cached_tokens = n();
+                } else if p == ft::LATENCY_MS {
+                    f.latency_ms = n().unwrap_or(0);
+                } else if p == ft::FINISH_REASON {
+                    f.finish_reason = Some(v.to_string());
+                } else if p == ft::COST_USD {
+                    f.cost_usd = v.parse().ok();
+                } else if p == ft::CHARGED_USD {
+                    f.charged_usd = v.parse().unwrap_or(0.0);
+                }
+            }
+            out.push(call);
+        }
+        out.sort_by_key(|c| c.index);
+        Ok(out)
+    }
+}

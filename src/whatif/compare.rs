@@ -1,0 +1,688 @@
+//! Comparisons: arms from one fork point, their runs, a shared money cap, and figures
+//! measured from what the runs committed.
+
+use super::provider::{self, is_loopback, tool_calls, Sampling};
+use super::run::Recording;
+use super::{
+    Arm, ArmPlan, ArmReport, CallReport, Cell, CompareOptions, ComparePlan, Comparison, CostStatus,
+    DiffRow, Figures, Price, BASELINE, DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS,
+    DEFAULT_MAX_STEPS, PLAN_METHOD,
+};
+use crate::error::{Error, Result};
+use crate::model::{Agent, ForkOptions, Role, RunStatus, SessionId, SizeClass, Turn};
+use crate::rdf::{self, instant, ComparisonRecord, RunRecord, StoredRun, WhatIfNode};
+use crate::store::Store;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+/// The longest a step limit may be.
+const MAX_STEPS_LIMIT: u64 = 10_000;
+/// The default wait for one answer, in seconds.
+const DEFAULT_TIMEOUT_SECS: u64 = 300;
+
+/// A comparison's settings as stored (`ft:requestBody`): what its runs, a resume and its
+/// figures read back.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Settings {
+    pub(crate) at: u64,
+    /// Named, with their endpoints resolved.
+    pub(crate) arms: Vec<Arm>,
+    pub(crate) max_steps: u64,
+    pub(crate) prices: BTreeMap<String, Price>,
+    pub(crate) budget_usd: Option<f64>,
+    pub(crate) timeout_secs: u64,
+    pub(crate) max_context_tokens: u64,
+}
+
+/// The money cap of one comparison, shared by its arms: a call reserves its upper
+/// estimate first and is made only if that fits.
+pub(crate) struct Budget {
+    cap: Option<f64>,
+    /// (charged, reserved)
+    state: Mutex<(f64, f64)>,
+}
+
+impl Budget {
+    fn new(cap: Option<f64>, charged: f64) -> Self {
+        Self {
+            cap,
+            state: Mutex::new((charged, 0.0)),
+        }
+    }
+
+    /// Reserves `upper` dollars, or says why it does not fit.
+    pub(crate) fn reserve(&self, upper: f64) -> std::result::Result<(), String> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(cap) = self.cap else {
+            return Ok(());
+        };
+        let (charged, reserved) = *state;
+        if charged + reserved + upper > cap {
+            return Err(format!(
+                "${charged:.6} charged and ${reserved:.6} reserved of the ${cap} budget \
+                 (--budget-usd)"
+            ));
+        }
+        state.1 += upper;
+        Ok(())
+    }
+
+    /// Replaces a reservation by what the call was charged.
+    pub(crate) fn settle(&self, reserved: Option<f64>, charged: f64) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1 -= reserved.unwrap_or(0.0);
+        state.0 += charged;
+    }
+}
+
+impl Store {
+    /// Checks a comparison's options against `session` and resolves them.
+    fn settings(&self, session: &SessionId, options: &CompareOptions) -> Result<Settings> {
+        let length = self.require(session)?.length;
+        let at = options.at;
+        if at == 0 || at > length {
+            return Err(Error::IndexOutOfRange {
+                session: session.to_string(),
+                index: at.into(),
+                valid: format!("1..={length} (the model needs at least one turn of context)"),
+            });
+        }
+        if options.arms.is_empty() {
+            return Err(Error::InvalidInput(format!(
+                "a comparison of session {session} needs at least one arm (--arm model=NAME)"
+            )));
+        }
+        let max_steps = options.max_steps.unwrap_or(DEFAULT_MAX_STEPS);
+        if !(1..=MAX_STEPS_LIMIT).contains(&max_steps) {
+            return Err(Error::InvalidInput(format!(
+                "max_steps {max_steps} is outside 1..={MAX_STEPS_LIMIT}"
+            )));
+        }
+        if let Some(budget) = options.budget_usd {
+            if !budget.is_finite() || budget < 0.0 {
+                return Err(Error::InvalidInput(format!(
+                    "budget_usd {budget} is not a positive amount of dollars"
+                )));
+            }
+        }
+        if options.parallel == Some(0) {
+            return Err(Error::InvalidInput("parallel must be at least 1".into()));
+        }
+        let context = self.load(session, Some(at - 1))?;
+        let max_context_tokens = options
+            .max_context_tokens
+            .unwrap_or(DEFAULT_MAX_CONTEXT_TOKENS);
+        let mut names = HashSet::new();
+        let mut arms = Vec::new();
+        for (n, arm) in options.arms.iter().enumerate() {
+            let which = format!(
+                "arm {} ({})",
+                n + 1,
+                arm.name.as_deref().unwrap_or(&arm.model)
+            );
+            let bad = |why: String| Error::InvalidInput(format!("{which}: {why}"));
+            Agent::model(arm.model.clone()).map_err(|e| bad(e.to_string()))?;
+            let mut arm = arm.clone();
+            let endpoint = arm.resolved_endpoint();
+            let name = match arm.name.take() {
+                Some(name) => name,
+                None => {
+                    let mut name = arm.model.clone();
+                    let mut k = 2;
+                    while names.contains(&name) || name == BASELINE {
+                        name = format!("{}#{k}", arm.model);
+                        k += 1;
+                    }
+                    name
+                }
+            };
+            self.limits
+                .check(session.as_str(), "arm name", SizeClass::Field, Some(&name))?;
+            if name.trim().is_empty() || name == BASELINE || !names.insert(name.clone()) {
+                return Err(bad(format!(
+                    "the name {name:?} is taken (arm names are unique, and {BASELINE:?} is the \
+                     recording's)"
+                )));
+            }
+            if !is_loopback(&endpoint)? {
+                if !options.allow_remote {
+                    return Err(bad(format!(
+                        "endpoint {endpoint} is not on this machine: pass --allow-remote (and \
+                         --budget-usd) to send session {session} there"
+                    )));
+                }
+                if options.budget_usd.is_none() {
+                    return Err(bad(format!(
+                        "endpoint {endpoint} is off this machine: a money cap is required \
+                         (--budget-usd)"
+                    )));
+                }
+                if !options.prices.contains_key(&arm.model) {
+                    return Err(bad(format!(
+                        "endpoint {endpoint} is off this machine and model {} has no price: the \
+                         budget cannot be kept without one (--price {}=IN/OUT)",
+                        arm.model, arm.model
+                    )));
+                }
+            }
+            let sampling = Sampling {
+                model: &arm.model,
+                system_prompt: arm.system_prompt.as_deref(),
+                tools: arm.tools.as_ref(),
+                max_tokens: arm.max_tokens,
+                temperature: arm.temperature,
+            };
+            let body = provider::request(arm.provider, &context, &sampling)
+                .map_err(|e| bad(e.to_string()))?;
+            let estimated = provider::estimate_tokens(&body);
+            if estimated > max_context_tokens {
+                return Err(bad(format!(
+                    "the context of session {session} up to index {at} is about {estimated} \
+                     tokens, above the limit of {max_context_tokens}: raise \
+                     --max-context-tokens or fork earlier"
+                )));
+            }
+            arm.name = Some(name);
+            arm.endpoint = Some(endpoint);
+            arms.push(arm);
+        }
+        let prices = options
+            .prices
+            .iter()
+            .filter(|(model, _)| arms.iter().any(|a| &a.model == *model))
+            .map(|(m, p)| (m.clone(), *p))
+            .collect();
+        Ok(Settings {
+            at,
+            arms,
+            max_steps,
+            prices,
+            budget_usd: options.budget_usd,
+            timeout_secs: options.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
+            max_context_tokens,
+        })
+    }
+
+    /// What a comparison would cost, arm by arm, before anything is called or written.
+    pub fn plan_comparison(
+        &self,
+        session: &SessionId,
+        options: &CompareOptions,
+    ) -> Result<ComparePlan> {
+        let settings = self.settings(session, options)?;
+        let at = settings.at;
+        let turns = self.load(session, None)?;
+        let after: Vec<&Turn> = turns.iter().filter(|t| t.index >= at).collect();
+        let answers: Vec<&&Turn> = after.iter().filter(|t| t.role == Role::Assistant).collect();
+        let steps = (answers.len() as u64).clamp(1, settings.max_steps);
+        let mean_output = if answers.is_empty() {
+            u64::from(DEFAULT_MAX_OUTPUT_TOKENS)
+        } else {
+            let chars: u64 = answers
+                .iter()
+                .map(|t| {
+                    (t.content.chars().count() + t.tool_calls.as_deref().map_or(0, str::len)) as u64
+                })
+                .sum();
+            (chars / answers.len() as u64).div_ceil(4).max(1)
+        };
+        let context = &turns[..at as usize];
+        let mut arms = Vec::new();
+        let mut total = 0.0;
+        for arm in &settings.arms {
+            let sampling = Sampling {
+                model: &arm.model,
+                system_prompt: arm.system_prompt.as_deref(),
+                tools: arm.tools.as_ref(),
+                max_tokens: arm.max_tokens,
+                temperature: arm.temperature,
+            };
+            let input =
+                provider::estimate_tokens(&provider::request(arm.provider, context, &sampling)?);
+            let output = arm
+                .max_tokens
+                .map_or(mean_output, |m| mean_output.min(u64::from(m)));
+            let cost = settings
+                .prices
+                .get(&arm.model)
+                .map(|p| p.cost(input * steps, output * steps, 0));
+            total += cost.unwrap_or(0.0);
+            let endpoint = arm.resolved_endpoint();
+            arms.push(ArmPlan {
+                name: arm.name.clone().unwrap_or_default(),
+                provider: arm.provider,
+                model: arm.model.clone(),
+                remote: !is_loopback(&endpoint)?,
+                endpoint,
+                estimated_steps: steps,
+                estimated_input_tokens_per_call: input,
+                estimated_output_tokens_per_call: output,
+                estimated_usd: cost,
+            });
+        }
+        Ok(ComparePlan {
+            session: session.clone(),
+            at,
+            max_steps: settings.max_steps,
+            arms,
+            estimated_usd: total,
+            budget_usd: settings.budget_usd,
+            estimate_method: PLAN_METHOD,
+        })
+    }
+
+    /// Records a comparison (its forks and `running` runs) and returns it, or returns
+    /// an identical earlier one (`reused: true`: same session, fork point, arms with
+    /// their sampling and endpoints, and step limit) unless `options.again`. Run it with
+    /// [`Store::run_comparison`].
+    pub fn begin_comparison(
+        &self,
+        session: &SessionId,
+        options: &CompareOptions,
+    ) -> Result<Comparison> {
+        if options.dry_run {
+            return Err(Error::InvalidInput(
+                "a dry run writes nothing: plan it with plan_comparison".into(),
+            ));
+        }
+        let settings = self.settings(session, options)?;
+        let key = rdf::sha256_hex(&[json!([
+            session.as_str(),
+            settings.at,
+            settings.arms,
+            settings.max_steps
+        ])
+        .to_string()
+        .as_bytes()]);
+        let mut tx = self.write()?;
+        if !options.again {
+            if let Some(id) = self.comparison_of_key(&key)? {
+                drop(tx);
+                return Ok(Comparison {
+                    reused: true,
+                    ..self.comparison(&id)?
+                });
+            }
+        }
+        let facts = self.require(session)?;
+        let id = uuid::Uuid::now_v7().to_string();
+        let request =
+            serde_json::to_string(&settings).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        let (node, quads) = ComparisonRecord {
+            id: &id,
+            session: &facts,
+            at: settings.at,
+            key: &key,
+            request: &request,
+            max_steps: settings.max_steps,
+            budget_usd: settings.budget_usd,
+        }
+        .quads(&self.iris);
+        tx.insert(quads);
+        for (n, arm) in settings.arms.iter().enumerate() {
+            let fork_options = ForkOptions {
+                at: Some(settings.at),
+                reason: Some("what-if".into()),
+                ..Default::default()
+            };
+            let (_, fork) = self.fork_in(&mut tx, session, fork_options)?;
+            let fork = fork.expect("a fork that is not a dry run has facts");
+            let spec =
+                serde_json::to_string(arm).map_err(|e| Error::InvalidInput(e.to_string()))?;
+            let (_, quads) = RunRecord {
+                id: &uuid::Uuid::now_v7().to_string(),
+                comparison: &node.iri,
+                session: &facts.iri,
+                fork: &fork,
+                arm_index: n as u64 + 1,
+                name: arm.name.as_deref().unwrap_or(&arm.model),
+                spec: &spec,
+                model: &Agent::model(arm.model.clone())?,
+                provider: arm.provider.as_str(),
+                endpoint: &arm.resolved_endpoint(),
+            }
+            .quads(&self.iris);
+            tx.insert(quads);
+        }
+        tx.commit()?;
+        self.comparison(&id)
+    }
+
+    /// The latest comparison with request key `key` whose arms are all still there.
+    fn comparison_of_key(&self, key: &str) -> Result<Option<String>> {
+        let rdf = self.rdf();
+        let mut found: Option<(Option<chrono::DateTime<chrono::FixedOffset>>, String)> = None;
+        for node in rdf.comparisons_with_key(key)? {
+            let stored = rdf.comparison(&node)?;
+            let settings: Settings = match serde_json::from_str(&stored.request) {
+                Ok(s) => s,
+                Err(_) => continue,
+            };
+            if rdf.runs(&node)?.len() != settings.arms.len() {
+                continue; // An arm's fork was deleted since.
+            }
+            let when = instant(stored.created_at.as_deref());
+            if found.as_ref().is_none_or(|(w, _)| when > *w) {
+                found = Some((when, stored.id));
+            }
+        }
+        Ok(found.map(|(_, id)| id))
+    }
+
+    /// Begins a comparison and runs it in this thread (`options.parallel` arms at once);
+    /// returns it with its figures.
+    pub fn compare(&self, session: &SessionId, options: &CompareOptions) -> Result<Comparison> {
+        let begun = self.begin_comparison(session, options)?;
+        if begun.reused {
+            return Ok(begun);
+        }
+        self.run_comparison(&begun.comparison, options.parallel.unwrap_or(1))
+    }
+
+    /// Runs every `running` run of comparison `id` (or of the comparison run `id` is part
+    /// of) to its end, `parallel` at a time, from what each committed: this is how a
+    /// comparison whose process died resumes.
+    pub fn run_comparison(&self, id: &str, parallel: usize) -> Result<Comparison> {
+        let node = self.comparison_node(id)?;
+        let rdf = self.rdf();
+        let stored = rdf.comparison(&node)?;
+        let settings = self.stored_settings(&node, &stored.request)?;
+        let session = self.compared_session(&node)?;
+        let runs = rdf.runs(&node)?;
+        let mut charged = 0.0;
+        for run in &runs {
+            charged += rdf
+                .calls(&run.node)?
+                .iter()
+                .map(|c| c.figures.charged_usd)
+                .sum::<f64>();
+        }
+        let budget = Budget::new(settings.budget_usd, charged);
+        let recording = Recording::new(self, &session, settings.at)?;
+        let todo: Mutex<Vec<&StoredRun>> = Mutex::new(
+            runs.iter()
+                .rev()
+                .filter(|r| r.status == RunStatus::Running)
+                .collect(),
+        );
+        let failure: Mutex<Option<Error>> = Mutex::new(None);
+        std::thread::scope(|scope| {
+            for _ in 0..parallel.max(1) {
+                scope.spawn(|| loop {
+                    let Some(run) = todo.lock().unwrap_or_else(|e| e.into_inner()).pop() else {
+                        break;
+                    };
+                    let Some(fork) = self.iris.session_id(run.node.graph.as_ref()) else {
+                        continue;
+                    };
+                    if let Err(e) = self.run_arm(run, &fork, &settings, &budget, &recording) {
+                        failure
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e);
+                    }
+                });
+            }
+        });
+        if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
+        }
+        self.comparison(&stored.id)
+    }
+
+    /// Stops a comparison's running runs (or one run): each ends `cancelled`, keeping
+    /// the steps it committed. A run this process takes stops within 50 ms.
+    pub fn cancel_comparison(&self, id: &str) -> Result<Comparison> {
+        let (node, is_run) = self
+            .rdf()
+            .whatif_node(id)?
+            .ok_or_else(|| Error::JobNotFound {
+                job: id.to_string(),
+            })?;
+        let runs = if is_run {
+            vec![self.rdf().run(&node)?]
+        } else {
+            self.rdf().runs(&node)?
+        };
+        for run in runs.iter().filter(|r| r.status == RunStatus::Running) {
+            if let Some(flag) = self.running_jobs().get(&run.id).cloned() {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            self.end_run(&run.node, RunStatus::Cancelled, None)?;
+        }
+        self.comparison(id)
+    }
+
+    /// Whether `id` names a comparison or one of its runs.
+    pub fn is_comparison(&self, id: &str) -> Result<bool> {
+        Ok(self.rdf().whatif_node(id)?.is_some())
+    }
+
+    /// The comparison node `id` names, directly or through one of its runs.
+    fn comparison_node(&self, id: &str) -> Result<WhatIfNode> {
+        let missing = || Error::JobNotFound {
+            job: id.to_string(),
+        };
+        match self.rdf().whatif_node(id)? {
+            Some((node, false)) => Ok(node),
+            Some((run, true)) => self.rdf().comparison_of(&run)?.ok_or_else(missing),
+            None => Err(missing()),
+        }
+    }
+
+    fn stored_settings(&self, node: &WhatIfNode, request: &str) -> Result<Settings> {
+        serde_json::from_str(request).map_err(|e| Error::Corrupt {
+            session: node.graph.to_string(),
+            detail: format!("comparison {} has settings that do not read: {e}", node.iri),
+        })
+    }
+
+    fn compared_session(&self, node: &WhatIfNode) -> Result<SessionId> {
+        self.iris
+            .session_id(node.graph.as_ref())
+            .ok_or_else(|| Error::Corrupt {
+                session: node.graph.to_string(),
+                detail: format!("comparison {} is not in a session graph", node.iri),
+            })
+    }
+
+    /// Every comparison in the store, oldest first, with its figures.
+    pub fn comparisons(&self) -> Result<Vec<Comparison>> {
+        let mut out = Vec::new();
+        for node in self.rdf().comparisons()? {
+            let id = self.rdf().comparison(&node)?.id;
+            out.push(self.comparison(&id)?);
+        }
+        out.sort_by_cached_key(|c| (instant(c.created_at.as_deref()), c.comparison.clone()));
+        Ok(out)
+    }
+
+    /// Comparison `id` (or the one run `id` is part of): the baseline and every arm with
+    /// its figures, measured from what is stored.
+    pub fn comparison(&self, id: &str) -> Result<Comparison> {
+        let node = self.comparison_node(id)?;
+        let rdf = self.rdf();
+        let stored = rdf.comparison(&node)?;
+        let settings = self.stored_settings(&node, &stored.request)?;
+        let session = self.compared_session(&node)?;
+        let at = settings.at;
+        let original = self.load(&session, None)?;
+        let baseline = &original[(at as usize).min(original.len())..];
+        let mut arms = vec![ArmReport {
+            name: BASELINE.into(),
+            baseline: true,
+            run: None,
+            session: Some(session.clone()),
+            provider: None,
+            model: None,
+            endpoint: None,
+            status: "recorded".into(),
+            detail: None,
+            figures: self.recorded_figures(baseline, &settings)?,
+            calls: Vec::new(),
+            diff: Vec::new(),
+        }];
+        let mut charged = 0.0;
+        let mut running = false;
+        for run in rdf.runs(&node)? {
+            let arm: Arm = serde_json::from_str(&run.spec).unwrap_or_default();
+            let fork = self.iris.session_id(run.node.graph.as_ref());
+            let turns = match &fork {
+                Some(fork) => self.load(fork, None)?,
+                None => Vec::new(),
+            };
+            let own = &turns[(at as usize).min(turns.len())..];
+            let calls: Vec<CallReport> = rdf
+                .calls(&run.node)?
+                .into_iter()
+                .map(|c| CallReport {
+                    index: c.index,
+                    figures: c.figures,
+                })
+                .collect();
+            charged += calls.iter().map(|c| c.figures.charged_usd).sum::<f64>();
+            running |= run.status == RunStatus::Running;
+            let mut figures = self.recorded_figures(own, &settings)?;
+            let sum = |f: fn(&CallReport) -> Option<u64>| calls.iter().map(f).sum::<Option<u64>>();
+            figures.steps = calls.len() as u64;
+            figures.answered_from_recording =
+                Some(own.iter().filter(|t| t.role == Role::Tool).count() as u64);
+            figures.unanswered_tool_calls =
+                Some(u64::from(run.status == RunStatus::UnansweredToolCall));
+            figures.input_tokens = sum(|c| c.figures.input_tokens);
+            figures.output_tokens = sum(|c| c.figures.output_tokens);
+            figures.cached_tokens = sum(|c| c.figures.cached_tokens);
+            figures.latency_ms = Some(calls.iter().map(|c| c.figures.latency_ms).sum());
+            figures.finish_reasons = calls
+                .iter()
+                .map(|c| {
+                    c.figures
+                        .finish_reason
+                        .clone()
+                        .unwrap_or_else(|| "not reported".into())
+                })
+                .collect();
+            (figures.cost, figures.cost_usd) = if !settings.prices.contains_key(&arm.model) {
+                (CostStatus::Unpriced, None)
+            } else {
+                match calls
+                    .iter()
+                    .map(|c| c.figures.cost_usd)
+                    .sum::<Option<f64>>()
+                {
+                    Some(cost) => (CostStatus::Priced, Some(cost)),
+                    None => (CostStatus::NotMeasured, None),
+                }
+            };
+            figures.reached_end = run.status == RunStatus::Complete;
+            let diff = diff(baseline, own, at)?;
+            figures.first_divergence = diff.iter().find(|r| !r.same).map(|r| r.index);
+            arms.push(ArmReport {
+                name: run.name.clone(),
+                baseline: false,
+                run: Some(run.id.clone()),
+                session: fork,
+                provider: Some(arm.provider),
+                endpoint: arm.endpoint.clone(),
+                model: Some(arm.model),
+                status: run.status.as_str().into(),
+                detail: run.detail.clone(),
+                figures,
+                calls,
+                diff,
+            });
+        }
+        Ok(Comparison {
+            comparison: stored.id,
+            session,
+            at,
+            status: if running { "running" } else { "ended" }.into(),
+            created_at: stored.created_at,
+            max_steps: settings.max_steps,
+            budget_usd: settings.budget_usd,
+            charged_usd: charged,
+            arms,
+            reused: false,
+        })
+    }
+
+    /// The figures that read off turns alone (the baseline's whole figures).
+    fn recorded_figures(&self, turns: &[Turn], settings: &Settings) -> Result<Figures> {
+        let mut tool_names = Vec::new();
+        let mut assistant_turns = 0;
+        for turn in turns {
+            if turn.role == Role::Assistant {
+                assistant_turns += 1;
+            }
+            tool_names.extend(tool_calls(turn)?.into_iter().map(|c| c.name));
+        }
+        let priced = turns
+            .iter()
+            .filter_map(|t| t.model.as_ref())
+            .any(|m| settings.prices.contains_key(m));
+        Ok(Figures {
+            turns: turns.len() as u64,
+            steps: assistant_turns,
+            assistant_turns,
+            tool_calls: tool_names.len() as u64,
+            tool_names,
+            answered_from_recording: None,
+            unanswered_tool_calls: None,
+            input_tokens: None,
+            output_tokens: None,
+            cached_tokens: None,
+            latency_ms: None,
+            cost_usd: None,
+            cost: if priced {
+                CostStatus::NotMeasured
+            } else {
+                CostStatus::Unpriced
+            },
+            finish_reasons: Vec::new(),
+            first_divergence: None,
+            reached_end: true,
+        })
+    }
+}
+
+/// A turn as a diff shows it.
+fn cell(turn: &Turn) -> Result<Cell> {
+    Ok(Cell {
+        role: turn.role.as_str().into(),
+        kind: turn.kind.as_str().into(),
+        content: turn.content.clone(),
+        tool_calls: tool_calls(turn)?.iter().map(|c| c.signature()).collect(),
+    })
+}
+
+/// The arm's turns against the baseline's, index by index from `at`: the same when the
+/// chained digests and the tool calls (names, canonical arguments) are equal.
+fn diff(baseline: &[Turn], arm: &[Turn], at: u64) -> Result<Vec<DiffRow>> {
+    let mut rows = Vec::new();
+    for i in 0..baseline.len().max(arm.len()) {
+        let (b, a) = (baseline.get(i), arm.get(i));
+        let same = match (b, a) {
+            (Some(b), Some(a)) => b.digest == a.digest && calls_of(b)? == calls_of(a)?,
+            _ => false,
+        };
+        rows.push(DiffRow {
+            index: at + i as u64,
+            same,
+            baseline: b.map(cell).transpose()?,
+            arm: a.map(cell).transpose()?,
+        });
+    }
+    Ok(rows)
+}
+
+fn calls_of(turn: &Turn) -> Result<Vec<(String, String)>> {
+    Ok(tool_calls(turn)?
+        .into_iter()
+        .map(|c| {
+            let args = c.canonical_arguments();
+            (c.name, args)
+        })
+        .collect())
+}

@@ -1,0 +1,401 @@
+//! What-if runs: ask "what would have happened otherwise?" of a recorded session.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `provider.rs` | the wire formats (OpenAI chat completions, Anthropic Messages), the HTTP call |
+//! | `regenerate.rs` | one answer at a fork point: a regeneration job |
+//! | `run.rs` | a run: a regeneration that keeps going, tool calls answered from the recording |
+//! | `compare.rs` | arms, a comparison, its figures, budgets, resume |
+//!
+//! A **comparison** forks the session at K once per arm and runs each arm: the model
+//! answers the exact context; its tool calls are answered from the recording (never
+//! executed); when it answers without tools, the next recorded user turn is fed; the run
+//! ends when those are exhausted (`complete`), at the step limit, at the money cap, on
+//! an error or on cancel. The original's own continuation is the **baseline** arm. Every
+//! quad is built in `crate::rdf`.
+
+mod compare;
+mod provider;
+mod regenerate;
+mod run;
+
+pub use provider::{Provider, ANTHROPIC_ENDPOINT, DEFAULT_MAX_OUTPUT_TOKENS};
+pub use regenerate::{
+    RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
+    ESTIMATE_METHOD,
+};
+
+use crate::error::{Error, Result};
+use crate::model::SessionId;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The most model calls one arm makes unless `max_steps` says otherwise.
+pub const DEFAULT_MAX_STEPS: u64 = 50;
+/// The name of the arm that is the original's own continuation.
+pub const BASELINE: &str = "baseline";
+
+/// One arm of a comparison: a model, where it is served, and what is swapped.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Arm {
+    /// The arm's name in figures and columns (default: the model, made unique).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub model: String,
+    pub provider: Provider,
+    /// The base URL (default: the provider's, see [`Provider::default_endpoint`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Replaces the system message (or adds one first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// The tools offered: OpenAI tool definitions (default: none offered, so the model
+    /// answers in text; give the recording's tools to let it call them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+impl Arm {
+    /// Parses the CLI's `--arm` text: `key=value` pairs separated by commas, keys
+    /// `model` (required), `name`, `provider` (openai, anthropic), `endpoint`,
+    /// `temperature`, `max-tokens`, and `system-prompt` and `tools`, whose values are
+    /// files, read with `read`.
+    ///
+    /// ```
+    /// use forktrail::{Arm, Provider};
+    /// let arm = Arm::parse("model=claude-x,provider=anthropic,temperature=0", |_| unreachable!())?;
+    /// assert_eq!((arm.model.as_str(), arm.provider, arm.temperature), ("claude-x", Provider::Anthropic, Some(0.0)));
+    /// assert!(Arm::parse("temperature=0", |_| unreachable!()).is_err());
+    /// # Ok::<(), forktrail::Error>(())
+    /// ```
+    pub fn parse(
+        text: &str,
+        read: impl Fn(&str) -> std::result::Result<String, String>,
+    ) -> Result<Self> {
+        let bad = |why: String| Error::InvalidInput(format!("--arm {text:?}: {why}"));
+        let mut arm = Arm::default();
+        for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| bad(format!("{pair:?} is not key=value")))?;
+            let (key, value) = (key.trim(), value.trim());
+            match key {
+                "model" => arm.model = value.to_string(),
+                "name" => arm.name = Some(value.to_string()),
+                "provider" => arm.provider = value.parse().map_err(|e| bad(format!("{e}")))?,
+                "endpoint" => arm.endpoint = Some(value.to_string()),
+                "temperature" => {
+                    arm.temperature = Some(
+                        value
+                            .parse()
+                            .map_err(|_| bad(format!("temperature {value:?} is not a number")))?,
+                    )
+                }
+                "max-tokens" | "max_tokens" => {
+                    arm.max_tokens =
+                        Some(value.parse().map_err(|_| {
+                            bad(format!("max-tokens {value:?} is not a whole number"))
+                        })?)
+                }
+                "system-prompt" | "system_prompt" => {
+                    arm.system_prompt = Some(read(value).map_err(bad)?)
+                }
+                "tools" => {
+                    let text = read(value).map_err(bad)?;
+                    arm.tools = Some(
+                        serde_json::from_str(&text)
+                            .map_err(|e| bad(format!("{value} is not JSON: {e}")))?,
+                    );
+                }
+                other => {
+                    return Err(bad(format!(
+                        "unknown key {other:?} (expected model, name, provider, endpoint, \
+                         system-prompt, tools, temperature, max-tokens)"
+                    )))
+                }
+            }
+        }
+        if arm.model.is_empty() {
+            return Err(bad("an arm needs a model (model=NAME)".into()));
+        }
+        Ok(arm)
+    }
+
+    /// The endpoint this arm calls, without a trailing slash.
+    pub fn resolved_endpoint(&self) -> String {
+        self.endpoint
+            .clone()
+            .unwrap_or_else(|| self.provider.default_endpoint())
+            .trim_end_matches('/')
+            .to_string()
+    }
+}
+
+/// What a model costs, in US dollars per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    /// Prompt tokens read from a cache (default: the input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<f64>,
+}
+
+impl Price {
+    /// Parses `MODEL=IN/OUT` or `MODEL=IN/OUT/CACHED` (dollars per million tokens).
+    ///
+    /// ```
+    /// use forktrail::Price;
+    /// let (model, price) = Price::parse("gpt-x=2.5/10")?;
+    /// assert_eq!((model.as_str(), price.input, price.output, price.cached), ("gpt-x", 2.5, 10.0, None));
+    /// assert!(Price::parse("gpt-x=free").is_err());
+    /// # Ok::<(), forktrail::Error>(())
+    /// ```
+    pub fn parse(text: &str) -> Result<(String, Self)> {
+        let bad = || {
+            Error::InvalidInput(format!(
+                "--price {text:?}: expected MODEL=IN/OUT or MODEL=IN/OUT/CACHED, in US dollars \
+                 per million tokens"
+            ))
+        };
+        let (model, rest) = text.rsplit_once('=').ok_or_else(bad)?;
+        let numbers = rest
+            .split('/')
+            .map(|n| {
+                n.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|n| n.is_finite() && *n >= 0.0)
+            })
+            .collect::<Option<Vec<f64>>>()
+            .ok_or_else(bad)?;
+        let price = match numbers[..] {
+            [input, output] => Price {
+                input,
+                output,
+                cached: None,
+            },
+            [input, output, cached] => Price {
+                input,
+                output,
+                cached: Some(cached),
+            },
+            _ => return Err(bad()),
+        };
+        if model.trim().is_empty() {
+            return Err(bad());
+        }
+        Ok((model.trim().to_string(), price))
+    }
+
+    /// The cost of a call, in dollars.
+    pub fn cost(&self, input: u64, output: u64, cached: u64) -> f64 {
+        let cached = cached.min(input);
+        ((input - cached) as f64 * self.input
+            + cached as f64 * self.cached.unwrap_or(self.input)
+            + output as f64 * self.output)
+            / 1e6
+    }
+}
+
+/// Options of a comparison: the CLI's `compare` flags and the JSON body of
+/// `POST /sessions/{id}/compare`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompareOptions {
+    /// The fork point K: every arm sees turns 0..K-1 and answers turn K.
+    pub at: u64,
+    pub arms: Vec<Arm>,
+    /// The most model calls per arm (default [`DEFAULT_MAX_STEPS`]).
+    pub max_steps: Option<u64>,
+    /// Prices by model (the model an arm asks for).
+    pub prices: BTreeMap<String, Price>,
+    /// The money cap for the whole comparison, in US dollars: required when an arm's
+    /// endpoint is off this machine.
+    pub budget_usd: Option<f64>,
+    /// Allow endpoints off this machine.
+    pub allow_remote: bool,
+    /// Run anew even if an identical comparison exists.
+    pub again: bool,
+    /// How many arms run at once (default 1).
+    pub parallel: Option<usize>,
+    /// The longest wait for one answer, in seconds (default 300).
+    pub timeout_secs: Option<u64>,
+    /// Refuse contexts estimated above this many tokens (default 32768).
+    pub max_context_tokens: Option<u64>,
+    /// Return the plan (estimated cost per arm) and write nothing.
+    pub dry_run: bool,
+}
+
+/// What one model call cost and took, as the endpoint reported it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CallFigures {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub latency_ms: u64,
+    pub finish_reason: Option<String>,
+    /// From the given prices and the reported usage; `None` when unpriced or unmeasured.
+    pub cost_usd: Option<f64>,
+    /// What the budget counted: the cost, or the call's upper estimate when the endpoint
+    /// reported no usage.
+    pub charged_usd: f64,
+}
+
+/// One call of an arm, by the index of the turn it generated.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallReport {
+    pub index: u64,
+    #[serde(flatten)]
+    pub figures: CallFigures,
+}
+
+/// Whether an arm's cost could be computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostStatus {
+    /// Computed from the given prices and the measured tokens.
+    Priced,
+    /// No price was given for the arm's model.
+    Unpriced,
+    /// Priced, but some call's tokens were not reported.
+    NotMeasured,
+}
+
+/// The figures of one arm, measured (never invented: `None` where nothing was
+/// reported).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Figures {
+    /// Turns after the fork point.
+    pub turns: u64,
+    /// Model calls (for the baseline: its assistant turns).
+    pub steps: u64,
+    pub assistant_turns: u64,
+    pub tool_calls: u64,
+    /// The tools called, in order.
+    pub tool_names: Vec<String>,
+    /// Tool calls answered from the recording (`None` for the baseline).
+    pub answered_from_recording: Option<u64>,
+    /// Tool calls the recording could not answer (`None` for the baseline).
+    pub unanswered_tool_calls: Option<u64>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    /// The latency of every call, summed.
+    pub latency_ms: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub cost: CostStatus,
+    pub finish_reasons: Vec<String>,
+    /// The first index (at or after the fork point) where this arm's turn and the
+    /// baseline's differ: a different chained digest, different tool calls (names and
+    /// canonical arguments), or one side ending. `None`: the arm is the baseline.
+    pub first_divergence: Option<u64>,
+    /// Whether the arm got through every recorded user turn after the fork point.
+    pub reached_end: bool,
+}
+
+/// One turn in a turn-aligned diff.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cell {
+    pub role: String,
+    pub kind: String,
+    pub content: String,
+    /// The calls this turn makes, as `name(canonical arguments)`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<String>,
+}
+
+/// One index of an arm against the baseline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DiffRow {
+    pub index: u64,
+    pub same: bool,
+    pub baseline: Option<Cell>,
+    pub arm: Option<Cell>,
+}
+
+/// One arm of a comparison and its figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArmReport {
+    pub name: String,
+    pub baseline: bool,
+    /// The run's job id (`None` for the baseline).
+    pub run: Option<String>,
+    /// The session holding the arm's turns: the compared session for the baseline.
+    pub session: Option<SessionId>,
+    pub provider: Option<Provider>,
+    pub model: Option<String>,
+    pub endpoint: Option<String>,
+    /// `recorded` for the baseline, else the run's status.
+    pub status: String,
+    /// Why a run stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    pub figures: Figures,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<CallReport>,
+    /// The arm's turns against the baseline's, index by index from the fork point.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<DiffRow>,
+}
+
+/// A comparison: its arms (the baseline first) and their figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    pub comparison: String,
+    pub session: SessionId,
+    pub at: u64,
+    /// `running` while any run is, else `ended`.
+    pub status: String,
+    pub created_at: Option<String>,
+    pub max_steps: u64,
+    pub budget_usd: Option<f64>,
+    /// What the budget counted so far, over every arm.
+    pub charged_usd: f64,
+    pub arms: Vec<ArmReport>,
+    /// True when an identical earlier comparison is returned instead of a new one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
+}
+
+/// What one arm of a comparison would cost, before anything is called.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArmPlan {
+    pub name: String,
+    pub provider: Provider,
+    pub model: String,
+    pub endpoint: String,
+    /// Whether the endpoint is off this machine.
+    pub remote: bool,
+    /// The recorded assistant turns after K (at least one), capped by the step limit.
+    pub estimated_steps: u64,
+    pub estimated_input_tokens_per_call: u64,
+    pub estimated_output_tokens_per_call: u64,
+    /// `None`: unpriced.
+    pub estimated_usd: Option<f64>,
+}
+
+/// A comparison's plan (`dry_run`): every arm's estimated cost and the total.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ComparePlan {
+    pub session: SessionId,
+    pub at: u64,
+    pub max_steps: u64,
+    pub arms: Vec<ArmPlan>,
+    /// The sum over priced arms.
+    pub estimated_usd: f64,
+    pub budget_usd: Option<f64>,
+    pub estimate_method: &'static str,
+}
+
+/// How a plan estimates.
+pub const PLAN_METHOD: &str = "input: the request at K in characters / 4, for every step; \
+output: the recorded assistant turns' mean length in characters / 4; steps: the recorded \
+assistant turns after K";

@@ -1,0 +1,481 @@
+//! What-if comparisons against scripted model stubs on 127.0.0.1: runs that replay the
+//! recording, runs that diverge, tool calls answered from the recording, measured
+//! figures, prices and money caps, idempotence, resume, and the Anthropic Messages API.
+
+mod common;
+
+use common::stub::{self, anthropic_message, completion, Reply};
+use common::*;
+use forktrail::{
+    Arm, CompareOptions, CostStatus, Error, NewTurn, Price, Provider, Role, RunStatus, SessionId,
+    Store,
+};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A recorded agent session with tool calls:
+/// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
+/// 4 assistant answers, 5 user, 6 assistant calls get_price(train), 7 tool result,
+/// 8 assistant answers.
+fn agent_session(s: &Store) -> SessionId {
+    let root = session_with(s, "trip", 0);
+    let call = |id: &str, name: &str, args: Value| {
+        json!([{"id": id, "type": "function",
+                "function": {"name": name, "arguments": args.to_string()}}])
+        .to_string()
+    };
+    let turns = vec![
+        NewTurn::new(Role::System, "You are a travel agent."),
+        NewTurn::new(Role::User, "Weather in Paris?"),
+        NewTurn::new(Role::Assistant, "")
+            .kind(forktrail::Kind::ToolCall)
+            .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
+            .model("model-a"),
+        NewTurn::new(Role::Tool, "18C, sunny")
+            .tool_call_id("c1")
+            .name("get_weather"),
+        NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
+        NewTurn::new(Role::User, "And the train price?"),
+        NewTurn::new(Role::Assistant, "")
+            .kind(forktrail::Kind::ToolCall)
+            .tool_calls(call(
+                "c2",
+                "get_price",
+                json!({"mode": "train", "to": "Paris"}),
+            ))
+            .model("model-a"),
+        NewTurn::new(Role::Tool, "49 EUR")
+            .tool_call_id("c2")
+            .name("get_price"),
+        NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
+    ];
+    s.append_many(&root, turns).unwrap();
+    root
+}
+
+/// The recorded assistant turns after index 1, as the stub replays them: in order of
+/// the conversation, picked by how many assistant and tool messages the request holds.
+fn replay_script(model: &'static str) -> impl Fn(&Value, usize) -> Reply + Send + Sync {
+    move |request, _| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let answered = messages.iter().filter(|m| m["role"] == "assistant").count();
+        let body = match answered {
+            0 => completion(
+                model,
+                None,
+                &[("x1", "get_weather", json!({"city": "Paris"}))],
+                (100, 10, 0),
+                "tool_calls",
+            ),
+            1 => completion(
+                model,
+                Some("It is 18C and sunny."),
+                &[],
+                (120, 8, 100),
+                "stop",
+            ),
+            // Arguments in another order and spacing: canonically the same call.
+            2 => completion(
+                model,
+                None,
+                &[("x2", "get_price", json!({"to": "Paris", "mode": "train"}))],
+                (140, 12, 0),
+                "tool_calls",
+            ),
+            _ => completion(model, Some("49 EUR by train."), &[], (160, 6, 0), "stop"),
+        };
+        Reply::ok(body)
+    }
+}
+
+fn arm(name: &str, model: &str, endpoint: &str) -> Arm {
+    Arm {
+        name: Some(name.into()),
+        model: model.into(),
+        endpoint: Some(endpoint.into()),
+        ..Default::default()
+    }
+}
+
+fn options(at: u64, arms: Vec<Arm>) -> CompareOptions {
+    CompareOptions {
+        at,
+        arms,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_replaying_arm_completes_with_no_divergence_and_every_call_answered_from_the_recording() {
+    for s in stores() {
+        let root = agent_session(&s);
+        let stub = stub::scripted(replay_script("model-a"));
+        let mut o = options(2, vec![arm("same", "model-a", &stub.url)]);
+        o.prices.insert(
+            "model-a".into(),
+            Price {
+                input: 3.0,
+                output: 15.0,
+                cached: Some(0.3),
+            },
+        );
+        let c = s.compare(&root, &o).unwrap();
+        assert_eq!(c.status, "ended", "{}", s.kind);
+        assert_eq!(c.arms.len(), 2);
+        let (base, a) = (&c.arms[0], &c.arms[1]);
+        assert!(base.baseline && base.name == "baseline" && base.status == "recorded");
+        assert_eq!(base.figures.steps, 4);
+        assert_eq!(base.figures.tool_names, ["get_weather", "get_price"]);
+        assert_eq!(
+            base.figures.input_tokens, None,
+            "the recording reports no usage"
+        );
+        assert_eq!(a.status, "complete", "{}: {:?}", s.kind, a.detail);
+        assert_eq!(a.figures.first_divergence, None, "{:?}", a.diff);
+        assert!(a.figures.reached_end);
+        assert_eq!(a.figures.steps, 4);
+        assert_eq!(a.figures.tool_names, ["get_weather", "get_price"]);
+        assert_eq!(a.figures.answered_from_recording, Some(2));
+        assert_eq!(a.figures.unanswered_tool_calls, Some(0));
+        // Exactly the stub's usage.
+        assert_eq!(a.figures.input_tokens, Some(100 + 120 + 140 + 160));
+        assert_eq!(a.figures.output_tokens, Some(10 + 8 + 12 + 6));
+        assert_eq!(a.figures.cached_tokens, Some(100));
+        assert_eq!(
+            a.figures.finish_reasons,
+            ["tool_calls", "stop", "tool_calls", "stop"]
+        );
+        let expected = ((520.0 - 100.0) * 3.0 + 100.0 * 0.3 + 36.0 * 15.0) / 1e6;
+        assert_eq!(a.figures.cost, CostStatus::Priced);
+        assert!((a.figures.cost_usd.unwrap() - expected).abs() < 1e-12);
+        assert_eq!(stub.requests().len(), 4);
+        // The fork stores only its own turns, and the tool answers derive from the
+        // recorded results; the first request saw exactly turns 0 and 1.
+        let fork = a.session.clone().unwrap();
+        let turns = s.load(&fork, None).unwrap();
+        assert_eq!(turns.len(), 9);
+        assert_eq!(turns[3].content, "18C, sunny");
+        assert_eq!(
+            turns[3].tool_call_id.as_deref(),
+            Some("x1"),
+            "answers the new call's id"
+        );
+        assert_eq!(turns[7].tool_call_id.as_deref(), Some("x2"));
+        assert_eq!(stub.requests()[0]["messages"].as_array().unwrap().len(), 2);
+        let derived = ask(
+            &s,
+            &format!(
+                "PREFIX prov: <http://www.w3.org/ns/prov#> ASK {{ GRAPH ?g {{ <{}> prov:wasDerivedFrom <{}> }} }}",
+                turn_iri(&s, &fork, 3),
+                turn_iri(&s, &root, 3)
+            ),
+        );
+        assert!(
+            derived,
+            "{}: the tool answer derives from the recorded result",
+            s.kind
+        );
+    }
+}
+
+fn turn_iri(s: &Store, session: &SessionId, index: u64) -> String {
+    format!("{}/turn/{index}", s.session_iri(session).as_str())
+}
+
+fn ask(s: &Store, sparql: &str) -> bool {
+    match s.query(sparql, &[]).unwrap() {
+        oxigraph::sparql::QueryResults::Boolean(b) => b,
+        _ => panic!("an ASK"),
+    }
+}
+
+#[test]
+fn an_arm_that_calls_an_unrecorded_tool_stops_naming_it_and_diverges_there() {
+    let s = Store::in_memory().unwrap();
+    let root = agent_session(&s);
+    let stub = stub::scripted(|request, _| {
+        let answered = request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .count();
+        Reply::ok(match answered {
+            0 => completion(
+                "model-b",
+                None,
+                &[("y1", "get_weather", json!({"city": "Paris"}))],
+                (50, 5, 0),
+                "tool_calls",
+            ),
+            1 => completion("model-b", Some("Sunny, 18C."), &[], (60, 5, 0), "stop"),
+            _ => completion(
+                "model-b",
+                None,
+                &[("y2", "book_flight", json!({"to": "Paris"}))],
+                (70, 5, 0),
+                "tool_calls",
+            ),
+        })
+    });
+    let c = s
+        .compare(&root, &options(2, vec![arm("b", "model-b", &stub.url)]))
+        .unwrap();
+    let a = &c.arms[1];
+    assert_eq!(a.status, RunStatus::UnansweredToolCall.as_str());
+    let detail = a.detail.as_deref().unwrap();
+    assert!(
+        detail.contains(r#"book_flight({"to":"Paris"})"#),
+        "{detail}"
+    );
+    assert!(detail.contains("never executed"), "{detail}");
+    // Index 2 and 3 are as recorded; 4 says "Sunny, 18C." where the recording said
+    // otherwise.
+    assert_eq!(a.figures.first_divergence, Some(4), "{:?}", a.diff);
+    assert!(!a.figures.reached_end);
+    assert_eq!(a.figures.answered_from_recording, Some(1));
+    assert_eq!(a.figures.unanswered_tool_calls, Some(1));
+    assert_eq!(a.figures.tool_names, ["get_weather", "book_flight"]);
+    assert_eq!(a.figures.cost, CostStatus::Unpriced);
+    assert_eq!(a.figures.cost_usd, None);
+    // The turn that made the call is kept; nothing answers it.
+    let turns = s.load(a.session.as_ref().unwrap(), None).unwrap();
+    assert_eq!(turns.len(), 7);
+    assert_eq!(turns[6].role, Role::Assistant);
+    assert_eq!(stub.requests().len(), 3);
+}
+
+#[test]
+fn a_different_first_tool_call_diverges_at_the_fork_point_even_with_equal_text() {
+    let s = Store::in_memory().unwrap();
+    let root = agent_session(&s);
+    let stub = stub::scripted(|_, _| {
+        Reply::ok(completion(
+            "m",
+            None,
+            &[("z", "get_weather", json!({"city": "Rome"}))],
+            (1, 1, 0),
+            "tool_calls",
+        ))
+    });
+    let c = s
+        .compare(&root, &options(2, vec![arm("m", "m", &stub.url)]))
+        .unwrap();
+    assert_eq!(c.arms[1].figures.first_divergence, Some(2));
+    assert_eq!(c.arms[1].status, "unanswered_tool_call");
+}
+
+#[test]
+fn an_off_machine_arm_needs_allow_remote_a_budget_and_a_price_and_writes_nothing_without() {
+    let s = Store::in_memory().unwrap();
+    let root = agent_session(&s);
+    let before = quads(&s);
+    let remote = arm("hosted", "claude-x", "https://models.example.com");
+    let mut o = options(2, vec![remote]);
+    let refused = |o: &CompareOptions, needle: &str| {
+        let e = s.compare(&root, o).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
+        assert!(e.to_string().contains(needle), "{e}");
+        assert_eq!(quads(&s), before);
+    };
+    refused(&o, "--allow-remote");
+    o.allow_remote = true;
+    refused(&o, "--budget-usd");
+    o.budget_usd = Some(1.0);
+    refused(&o, "no price");
+    // A plan (dry run) with everything given writes nothing and names the total.
+    o.prices.insert(
+        "claude-x".into(),
+        Price {
+            input: 3.0,
+            output: 15.0,
+            cached: None,
+        },
+    );
+    let plan = s.plan_comparison(&root, &o).unwrap();
+    assert!(plan.arms[0].remote);
+    assert_eq!(plan.arms[0].estimated_steps, 4);
+    assert!(plan.estimated_usd > 0.0);
+    assert_eq!(quads(&s), before);
+}
+
+#[test]
+fn a_run_stops_at_the_budget_before_a_call_that_could_pass_it() {
+    let s = Store::in_memory().unwrap();
+    let root = agent_session(&s);
+    let stub = stub::scripted(replay_script("model-a"));
+    let mut o = options(2, vec![arm("a", "model-a", &stub.url)]);
+    // $1 per million input and output tokens: each call may output 1000 tokens
+    // ($0.001) plus its input (about 70 tokens for the first). The first call fits
+    // under $0.0011 and is charged its usage ($0.00011); the second's upper estimate
+    // would pass the cap.
+    o.prices.insert(
+        "model-a".into(),
+        Price {
+            input: 1.0,
+            output: 1.0,
+            cached: None,
+        },
+    );
+    o.arms[0].max_tokens = Some(1000);
+    o.budget_usd = Some(0.0011);
+    let c = s.compare(&root, &o).unwrap();
+    let a = &c.arms[1];
+    assert_eq!(a.status, "budget_exhausted", "{:?}", a.detail);
+    assert_eq!(stub.requests().len(), 1, "no call past the cap");
+    assert_eq!(stub.requests()[0]["max_tokens"], 1000);
+    assert!(a.detail.as_deref().unwrap().contains("--budget-usd"));
+    assert!((c.charged_usd - 110.0 / 1e6).abs() < 1e-12, "{}", c.charged_usd);
+    assert_eq!(a.figures.steps, 1);
+}
+
+#[test]
+fn the_same_comparison_twice_is_one_comparison_and_again_asks_anew() {
+    let s = Store::in_memory().unwrap();
+    let root = agent_session(&s);
+    let stub = stub::scripted(replay_script("model-a"));
+    let o = options(2, vec![arm("a", "model-a", &stub.url)]);
+    let first = s.compare(&root, &o).unwrap();
+    assert!(!first.reused);
+    let second = s.compare(&root, &o).unwrap();
+    assert!(second.reused);
+    assert_eq!(second.comparison, first.comparison);
+    assert_eq!(stub.requests().len(), 4, "no second call");
+    let third = s
+        .compare(
+            &root,
+            &CompareOptions {
+                again: true,
+                ..o.clone()
+            },
+        )
+        .unwrap();
+    assert_ne!(third.comparison, first.comparison);
+    assert_eq!(stub.requests().len(), 8);
+}
+
+#[test]
+fn a_run_interrupted_after_its_first_steps_resumes_from_its_last_committed_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&calls);
+    let stub = stub::scripted(move |request, n| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        replay_script("model-a")(request, n)
+    });
+    let (root, id) = {
+        let s = Store::open(&path).unwrap();
+        let root = agent_session(&s);
+        let o = CompareOptions {
+            max_steps: Some(2),
+            ..options(2, vec![arm("a", "model-a", &stub.url)])
+        };
+        // Two steps, then the run stops; rewriting its status to running is what a
+        // process that died after two committed steps leaves.
+        let c = s.compare(&root, &o).unwrap();
+        assert_eq!(c.arms[1].status, "max_steps");
+        (root, c.comparison)
+    };
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let s = Store::open(&path).unwrap();
+    mark_running(&s, &id);
+    raise_max_steps(&s, &id, 50);
+    let c = s.run_comparison(&id, 1).unwrap();
+    assert_eq!(c.arms[1].status, "complete", "{:?}", c.arms[1].detail);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        4,
+        "only the two steps left were asked"
+    );
+    assert_eq!(c.arms[1].figures.first_divergence, None);
+    assert_eq!(c.arms[1].figures.steps, 4);
+    let _ = root;
+}
+
+/// Sets every run of comparison `id` back to running, as a process that died leaves it.
+fn mark_running(s: &Store, id: &str) {
+    let update = format!(
+        "PREFIX ft: <https://w3id.org/forktrail/ns#>
+         PREFIX dcterms: <http://purl.org/dc/terms/>
+         DELETE {{ GRAPH ?g {{ ?run ft:status ?s }} }}
+         INSERT {{ GRAPH ?g {{ ?run ft:status \"running\" }} }}
+         WHERE {{ GRAPH ?c {{ ?cmp ft:jobId \"{id}\" }} GRAPH ?g {{ ?run dcterms:isPartOf ?cmp ; ft:status ?s }} }}"
+    );
+    s.oxigraph().update(update.as_str()).unwrap();
+}
+
+fn raise_max_steps(s: &Store, id: &str, steps: u64) {
+    let update = format!(
+        "PREFIX ft: <https://w3id.org/forktrail/ns#>
+         DELETE {{ GRAPH ?g {{ ?c ft:requestBody ?b }} }}
+         INSERT {{ GRAPH ?g {{ ?c ft:requestBody ?nb }} }}
+         WHERE {{ GRAPH ?g {{ ?c ft:jobId \"{id}\" ; ft:requestBody ?b }}
+                 BIND(REPLACE(?b, '\"max_steps\":[0-9]+', '\"max_steps\":{steps}') AS ?nb) }}"
+    );
+    s.oxigraph().update(update.as_str()).unwrap();
+}
+
+#[test]
+fn anthropic_arms_send_messages_with_tool_use_and_read_usage_with_cache_reads() {
+    std::env::set_var("ANTHROPIC_API_KEY", "test-key-not-stored");
+    let s = Store::in_memory().unwrap();
+    let root = agent_session(&s);
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&requests);
+    let stub = stub::scripted(move |request: &Value, _| {
+        seen.lock().unwrap().push(request.clone());
+        let messages = request["messages"].as_array().unwrap();
+        let answered = messages.iter().filter(|m| m["role"] == "assistant").count();
+        Reply::ok(match answered {
+            0 => anthropic_message(
+                "claude-x",
+                Some("Checking."),
+                &[("tu1", "get_weather", json!({"city": "Paris"}))],
+                (30, 7, 20),
+                "tool_use",
+            ),
+            _ => anthropic_message("claude-x", Some("Sunny."), &[], (40, 3, 0), "end_turn"),
+        })
+    });
+    let endpoint = stub.url.trim_end_matches("/v1").to_string();
+    let mut a = arm("claude", "claude-x", &endpoint);
+    a.provider = Provider::Anthropic;
+    let o = CompareOptions {
+        max_steps: Some(2),
+        ..options(2, vec![a])
+    };
+    let c = s.compare(&root, &o).unwrap();
+    let arm = &c.arms[1];
+    assert_eq!(arm.status, "max_steps", "{:?}", arm.detail);
+    // input = input_tokens + cache reads; cached = cache reads.
+    assert_eq!(arm.figures.input_tokens, Some(30 + 20 + 40));
+    assert_eq!(arm.figures.cached_tokens, Some(20));
+    assert_eq!(arm.figures.output_tokens, Some(10));
+    assert_eq!(arm.figures.finish_reasons, ["tool_use", "end_turn"]);
+    let heads = stub.heads.lock().unwrap().clone();
+    assert_eq!(heads[0].0, "/v1/messages");
+    let header = |name: &str| {
+        heads[0]
+            .1
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(header("x-api-key").as_deref(), Some("test-key-not-stored"));
+    assert!(header("anthropic-version").is_some());
+    let sent = requests.lock().unwrap().clone();
+    assert_eq!(sent[0]["system"], "You are a travel agent.");
+    assert_eq!(sent[0]["max_tokens"], 4096, "Anthropic requires max_tokens");
+    // The second request carries the tool_use and its recorded tool_result.
+    let second = sent[1]["messages"].as_array().unwrap();
+    let assistant = &second[1]["content"];
+    assert_eq!(assistant[1]["type"], "tool_use");
+    assert_eq!(assistant[1]["input"], json!({"city": "Paris"}));
+    assert_eq!(second[2]["content"][0]["type"], "tool_result");
+    assert_eq!(second[2]["content"][0]["tool_use_id"], "tu1");
+    assert_eq!(second[2]["content"][0]["content"], "18C, sunny");
+    // The key is never stored.
+    assert!(!quads(&s).iter().any(|q| q.contains("test-key-not-stored")));
+}
