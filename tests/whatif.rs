@@ -326,7 +326,11 @@ fn a_run_stops_at_the_budget_before_a_call_that_could_pass_it() {
     assert_eq!(stub.requests().len(), 1, "no call past the cap");
     assert_eq!(stub.requests()[0]["max_tokens"], 1000);
     assert!(a.detail.as_deref().unwrap().contains("--budget-usd"));
-    assert!((c.charged_usd - 110.0 / 1e6).abs() < 1e-12, "{}", c.charged_usd);
+    assert!(
+        (c.charged_usd - 110.0 / 1e6).abs() < 1e-12,
+        "{}",
+        c.charged_usd
+    );
     assert_eq!(a.figures.steps, 1);
 }
 

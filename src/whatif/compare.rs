@@ -417,7 +417,9 @@ impl Store {
                     let Some(fork) = self.iris.session_id(run.node.graph.as_ref()) else {
                         continue;
                     };
-                    if let Err(e) = self.run_arm(run, &fork, &settings, &budget, &recording) {
+                    if let Err(e) =
+                        self.run_arm(&stored.id, run, &fork, &settings, &budget, &recording)
+                    {
                         failure
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
@@ -426,6 +428,9 @@ impl Store {
                 });
             }
         });
+        if let Some(path) = self.path() {
+            let _ = std::fs::remove_file(Store::cancel_file(path, &stored.id));
+        }
         if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
             return Err(e);
         }

@@ -338,7 +338,7 @@ impl Store {
             &job.endpoint,
             body,
             timeout.unwrap_or(300),
-            id,
+            &[id],
             &flag,
         );
         let result = match outcome {
@@ -358,12 +358,13 @@ impl Store {
         result
     }
 
-    /// Whether job `id` was asked to stop, in this process or through its cancel file.
-    pub(super) fn cancel_requested(&self, id: &str, flag: &AtomicBool) -> bool {
+    /// Whether a job was asked to stop, in this process or through the cancel file of
+    /// one of `ids` (a run's own, or its comparison's).
+    pub(super) fn cancel_requested(&self, ids: &[&str], flag: &AtomicBool) -> bool {
         flag.load(Ordering::SeqCst)
             || self
                 .path()
-                .is_some_and(|path| Store::cancel_file(path, id).exists())
+                .is_some_and(|path| ids.iter().any(|id| Store::cancel_file(path, id).exists()))
     }
 
     /// Asks a running job to stop. A job this process runs stops within 50 ms; a job
@@ -453,7 +454,7 @@ impl Store {
         endpoint: &str,
         body: String,
         timeout_secs: u64,
-        id: &str,
+        ids: &[&str],
         flag: &AtomicBool,
     ) -> Call {
         let endpoint = endpoint.to_string();
@@ -463,7 +464,7 @@ impl Store {
             let _ = tx.send(post(provider, &endpoint, &body, timeout_secs));
         });
         loop {
-            if self.cancel_requested(id, flag) {
+            if self.cancel_requested(ids, flag) {
                 return Call::Cancelled;
             }
             match rx.recv_timeout(Duration::from_millis(50)) {
@@ -489,7 +490,7 @@ impl Store {
     ) -> Result<Job> {
         let answer = Answer::read(Provider::Openai, answer, &job.model)?;
         let mut tx = self.write()?;
-        if self.cancel_requested(&job.job, flag) {
+        if self.cancel_requested(&[&job.job], flag) {
             self.finish_in(&mut tx, node, JobStatus::Cancelled, None)?;
             tx.commit()?;
             return self.rdf().job(node);

@@ -156,6 +156,7 @@ impl Store {
     /// committed.
     pub(super) fn run_arm(
         &self,
+        comparison: &str,
         run: &StoredRun,
         fork: &SessionId,
         settings: &Settings,
@@ -170,7 +171,7 @@ impl Store {
             }
             running.insert(run.id.clone(), Arc::clone(&flag));
         }
-        let outcome = self.steps(run, fork, settings, budget, rec, &flag);
+        let outcome = self.steps(comparison, run, fork, settings, budget, rec, &flag);
         self.running_jobs().remove(&run.id);
         if let Some(path) = self.path() {
             let _ = std::fs::remove_file(Store::cancel_file(path, &run.id));
@@ -197,8 +198,10 @@ impl Store {
         tx.commit()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn steps(
         &self,
+        comparison: &str,
         run: &StoredRun,
         fork: &SessionId,
         settings: &Settings,
@@ -218,7 +221,8 @@ impl Store {
         // upper estimate uses it once known (never below 1/4).
         let mut tokens_per_char: f64 = 0.25;
         loop {
-            if self.cancel_requested(&run.id, flag) {
+            let ids = [run.id.as_str(), comparison];
+            if self.cancel_requested(&ids, flag) {
                 return self.end_run(&run.node, RunStatus::Cancelled, None);
             }
             if !self.rdf().run_is_running(&run.node)? {
@@ -280,7 +284,7 @@ impl Store {
                 &endpoint,
                 body.clone(),
                 settings.timeout_secs,
-                &run.id,
+                &ids,
                 flag,
             );
             let (text, latency_ms) = match outcome {
