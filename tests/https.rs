@@ -155,6 +155,24 @@ fn regenerate_on(s: &Store, id: &forktrail::SessionId, endpoint: &str) -> forktr
     .unwrap()
 }
 
+/// A one-arm comparison from the last user turn of `id`, on an Anthropic endpoint;
+/// returns the arm.
+fn compare_on(s: &Store, id: &forktrail::SessionId, endpoint: &str) -> forktrail::ArmReport {
+    let arm = forktrail::Arm {
+        model: "claude-x".into(),
+        provider: forktrail::Provider::Anthropic,
+        endpoint: Some(endpoint.into()),
+        ..Default::default()
+    };
+    let options = forktrail::CompareOptions {
+        at: 3,
+        arms: vec![arm],
+        again: true,
+        ..Default::default()
+    };
+    s.compare(id, &options).unwrap().arms.pop().unwrap()
+}
+
 /// The CLI on `args`, with `SSL_CERT_FILE` as given (and nothing else of the kind).
 fn cli(cert_file: Option<&PathBuf>, args: &[&str]) -> std::process::Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
@@ -181,6 +199,18 @@ fn https_stores_and_model_endpoints_trust_the_system_roots_plus_ssl_cert_file() 
     let model = stub::start(Mode::Echo);
     let (model_port, model_handshakes) = relay(Arc::clone(&pki.server), address(&model.url));
     let endpoint = format!("https://127.0.0.1:{model_port}/v1");
+    // An Anthropic Messages stub behind the same kind of front end, for comparisons.
+    let claude = stub::scripted(|_, _| {
+        stub::Reply::ok(stub::anthropic_message(
+            "claude-x",
+            Some("By train, 49 EUR."),
+            &[],
+            (21, 5, 3),
+            "end_turn",
+        ))
+    });
+    let (claude_port, claude_handshakes) = relay(Arc::clone(&pki.server), address(&claude.url));
+    let claude_endpoint = format!("https://127.0.0.1:{claude_port}");
 
     // This test alone sets the variables; it starts from neither.
     std::env::remove_var("SSL_CERT_FILE");
@@ -212,6 +242,18 @@ fn https_stores_and_model_endpoints_trust_the_system_roots_plus_ssl_cert_file() 
         "{error}"
     );
     assert!(model.requests().is_empty());
+    // A comparison's arm likewise: the run fails naming the URL and the remedy, having
+    // asked nothing.
+    let arm_failed = compare_on(&memory, &trip, &claude_endpoint);
+    assert_eq!(arm_failed.status, "failed", "{arm_failed:?}");
+    let detail = arm_failed.detail.clone().unwrap_or_default();
+    assert!(
+        detail.contains(&claude_endpoint)
+            && detail.contains("certificate")
+            && detail.contains("SSL_CERT_FILE"),
+        "{detail}"
+    );
+    assert!(claude.requests().is_empty());
 
     // SSL_CERT_FILE adds what it holds, nothing else: another CA does not help.
     std::env::set_var("SSL_CERT_FILE", &pki.other_ca_pem);
@@ -228,6 +270,7 @@ fn https_stores_and_model_endpoints_trust_the_system_roots_plus_ssl_cert_file() 
     );
     assert_eq!(store_handshakes.load(Ordering::SeqCst), 0);
     assert_eq!(model_handshakes.load(Ordering::SeqCst), 0);
+    assert_eq!(claude_handshakes.load(Ordering::SeqCst), 0);
 
     // With the CA's PEM, the store over https works: what is written replays as written,
     // from this store and from a fresh one on the same URL.
@@ -261,6 +304,17 @@ fn https_stores_and_model_endpoints_trust_the_system_roots_plus_ssl_cert_file() 
         fork.last().unwrap().content,
         stub::echo("model-b", "And the price?")
     );
+
+    // A comparison whose arm is an Anthropic model over https, on the https store: the
+    // arm answers the last user turn and ends complete, with the stub's usage.
+    let arm = compare_on(&s, &trip, &claude_endpoint);
+    assert_eq!(arm.status, "complete", "{arm:?}");
+    assert_eq!(arm.figures.input_tokens, Some(21 + 3));
+    assert_eq!(arm.figures.output_tokens, Some(5));
+    assert!(claude_handshakes.load(Ordering::SeqCst) > 0);
+    assert_eq!(claude.requests().len(), 1);
+    let last = s.replay(arm.session.as_ref().unwrap(), None).unwrap();
+    assert_eq!(last.last().unwrap().content, "By train, 49 EUR.");
 
     // The CLI: refused without SSL_CERT_FILE (exit 1, the URL and the remedy on
     // stderr), the same replay with it.

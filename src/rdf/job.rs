@@ -249,7 +249,8 @@ impl Rdf<'_> {
         Ok(out)
     }
 
-    /// Token totals of the regenerations whose answer is session `iri`.
+    /// Token totals of the regenerations whose answer is session `iri`, and of the
+    /// what-if runs whose fork it is.
     pub(crate) fn usage_of(&self, iri: &NamedNode) -> Result<Option<(u64, u64)>> {
         let mut total: Option<(u64, u64)> = None;
         for quad in self.backend.quads(
@@ -282,6 +283,15 @@ impl Rdf<'_> {
                 } else if q.predicate == ft::OUTPUT_TOKENS {
                     output = n();
                 }
+            }
+            // A what-if run's tokens are its model calls'.
+            let run = super::WhatIfNode {
+                iri: job.clone(),
+                graph: graph.clone(),
+            };
+            for call in self.calls(&run)? {
+                input += call.figures.input_tokens.unwrap_or(0);
+                output += call.figures.output_tokens.unwrap_or(0);
             }
             let (i, o) = total.unwrap_or((0, 0));
             total = Some((i + input, o + output));

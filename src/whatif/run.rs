@@ -220,6 +220,11 @@ impl Store {
         // Tokens per character of the request, as this run has measured it: a budget's
         // upper estimate uses it once known (never below 1/4).
         let mut tokens_per_char: f64 = 0.25;
+        // Read from the store once; each step then updates it as it commits.
+        let mut progress = {
+            let context = self.load(fork, None)?;
+            self.progress(fork, &context, rec)?
+        };
         loop {
             let ids = [run.id.as_str(), comparison];
             if self.cancel_requested(&ids, flag) {
@@ -229,12 +234,12 @@ impl Store {
                 return Ok(());
             }
             let context = self.load(fork, None)?;
-            let progress = self.progress(fork, &context, rec)?;
             let last = context.last();
             if last.is_some_and(|t| t.role == Role::Assistant && t.tool_calls.is_none()) {
                 // The context ends with the model's word: the user speaks next.
-                if self.feed_user(run, fork, rec, progress.consumed_user)? {
-                    return Ok(());
+                match self.feed_user(run, fork, rec, progress.consumed_user)? {
+                    Some(user) => progress.consumed_user = Some(user),
+                    None => return Ok(()),
                 }
                 continue;
             }
@@ -331,27 +336,30 @@ impl Store {
                 request_digest: rdf::sha256_hex(&[body.as_bytes()]),
                 steps: progress.steps + 1,
             };
-            if self.commit_step(run, fork, settings, rec, &progress, step)? {
-                return Ok(());
+            match self.commit_step(run, fork, settings, rec, &progress, step)? {
+                Some(next) => progress = next,
+                None => return Ok(()),
             }
         }
     }
 
     /// Feeds the next recorded user turn to a run whose context ends with the model's
-    /// word, or ends it `complete` when none is left. Returns whether the run ended.
+    /// word, or ends it `complete` when none is left. Returns the recorded turn fed, or
+    /// `None` when the run ended.
     fn feed_user(
         &self,
         run: &StoredRun,
         fork: &SessionId,
         rec: &Recording,
         consumed: Option<u64>,
-    ) -> Result<bool> {
+    ) -> Result<Option<u64>> {
         let mut tx = self.write_on(&[self.session_iri(fork)])?;
         if !self.rdf().run_is_running(&run.node)? {
-            return Ok(true);
+            return Ok(None);
         }
         let facts = self.require(fork)?;
-        let ended = match rec.next_user(consumed) {
+        let next = rec.next_user(consumed);
+        match next {
             Some(user) => {
                 let original = &rec.turns[user as usize];
                 let turn = NewTurn::new(Role::User, original.content.clone());
@@ -359,20 +367,19 @@ impl Store {
                 self.append_in(&mut tx, &facts, turn, |w, iri, _| {
                     WhatIfNode::derived(w, iri, &from)
                 })?;
-                false
             }
-            None => true,
-        };
-        if ended {
-            let (inserts, removes) = run.node.end(RunStatus::Complete, None);
-            tx.insert(inserts);
-            tx.remove(removes);
+            None => {
+                let (inserts, removes) = run.node.end(RunStatus::Complete, None);
+                tx.insert(inserts);
+                tx.remove(removes);
+            }
         }
         tx.commit()?;
-        Ok(ended)
+        Ok(next)
     }
 
-    /// Commits one step: the answer and what follows it. Returns whether the run ended.
+    /// Commits one step: the answer and what follows it. Returns the run's progress
+    /// after it, or `None` when the run ended.
     fn commit_step(
         &self,
         run: &StoredRun,
@@ -381,7 +388,7 @@ impl Store {
         rec: &Recording,
         progress: &Progress,
         step: Step,
-    ) -> Result<bool> {
+    ) -> Result<Option<Progress>> {
         let calls = provider::parse_tool_calls(step.answer.turn.tool_calls.as_deref())
             .map_err(Error::InvalidInput)?;
         let mut used = progress.used.clone();
@@ -407,7 +414,7 @@ impl Store {
         let mut tx = self.write_on(&[self.session_iri(fork)])?;
         if !self.rdf().run_is_running(&run.node)? {
             // Cancelled while the model answered: nothing of the answer is kept.
-            return Ok(true);
+            return Ok(None);
         }
         let mut facts = self.require(fork)?;
         let model = step
@@ -486,7 +493,15 @@ impl Store {
             tx.remove(removes);
         }
         tx.commit()?;
-        Ok(end.is_some())
+        Ok(end.is_none().then(|| Progress {
+            consumed_user: if calls.is_empty() {
+                next_user.or(progress.consumed_user)
+            } else {
+                progress.consumed_user
+            },
+            used,
+            steps: step.steps,
+        }))
     }
 }
 
