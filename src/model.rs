@@ -867,6 +867,22 @@ pub struct SessionInfo {
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subagent: Option<SubAgentInfo>,
+    /// For the fork of a what-if run: the run, its comparison and how it ended
+    /// (`Store::info` only). A run that is not `complete` did not reach the end of the
+    /// recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIfInfo>,
+}
+
+/// The what-if run a fork holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WhatIfInfo {
+    pub comparison: String,
+    pub run: String,
+    pub arm: String,
+    pub status: RunStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The sub-agent whose transcript a session holds, and the launch it records.
@@ -935,6 +951,21 @@ named! {
         session: "(a what-if run)".into(),
         detail: format!("unknown run status {text:?}"),
     }
+}
+
+/// What one model call cost and took, as the endpoint reported it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CallFigures {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub latency_ms: u64,
+    pub finish_reason: Option<String>,
+    /// From the given prices and the reported usage; `None` when unpriced or unmeasured.
+    pub cost_usd: Option<f64>,
+    /// What the budget counted: the cost, or the call's upper estimate when the endpoint
+    /// reported no usage.
+    pub charged_usd: f64,
 }
 
 /// A regeneration job.

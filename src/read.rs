@@ -516,6 +516,7 @@ impl Store {
         info.models = self.rdf().models(&facts.iri)?;
         info.tokens = self.tokens_of(&facts.iri)?;
         info.subagent = self.rdf().sub_agent(facts.iri.as_ref())?;
+        info.what_if = self.rdf().what_if_of(&facts.iri)?;
         Ok(info)
     }
 
@@ -563,6 +564,7 @@ impl Store {
             models: Vec::new(),
             tokens: None,
             subagent: None,
+            what_if: None,
         })
     }
 

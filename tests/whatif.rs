@@ -239,6 +239,16 @@ fn an_arm_that_calls_an_unrecorded_tool_stops_naming_it_and_diverges_there() {
     assert_eq!(a.figures.tool_names, ["get_weather", "book_flight"]);
     assert_eq!(a.figures.cost, CostStatus::Unpriced);
     assert_eq!(a.figures.cost_usd, None);
+    // The fork says its run stopped short, and why.
+    let info = s.info(a.session.as_ref().unwrap()).unwrap();
+    let what_if = info.what_if.unwrap();
+    assert_eq!(what_if.status, RunStatus::UnansweredToolCall);
+    assert_eq!(
+        (what_if.comparison.as_str(), what_if.arm.as_str()),
+        (c.comparison.as_str(), "b")
+    );
+    assert_eq!(what_if.detail.as_deref(), Some(detail));
+    assert!(s.info(&root).unwrap().what_if.is_none());
     // The turn that made the call is kept; nothing answers it.
     let turns = s.load(a.session.as_ref().unwrap(), None).unwrap();
     assert_eq!(turns.len(), 7);

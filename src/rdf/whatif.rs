@@ -107,7 +107,7 @@ pub(crate) struct CallRecord<'a> {
     pub(crate) turn: &'a NamedNode,
     pub(crate) index: u64,
     pub(crate) model: &'a NamedNode,
-    pub(crate) figures: &'a crate::whatif::CallFigures,
+    pub(crate) figures: &'a crate::model::CallFigures,
     pub(crate) request_digest: &'a str,
 }
 
@@ -200,7 +200,7 @@ pub(crate) struct StoredRun {
 #[derive(Clone, Debug)]
 pub(crate) struct StoredCall {
     pub(crate) index: u64,
-    pub(crate) figures: crate::whatif::CallFigures,
+    pub(crate) figures: crate::model::CallFigures,
 }
 
 impl Rdf<'_> {
@@ -361,6 +361,64 @@ impl Rdf<'_> {
                 out.started_at = Some(v);
             } else if p == prov::ENDED_AT_TIME {
                 out.ended_at = Some(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The what-if run whose fork is session `fork`, if any.
+    pub(crate) fn what_if_of(&self, fork: &NamedNode) -> Result<Option<crate::model::WhatIfInfo>> {
+        let graph = oxigraph::model::GraphNameRef::NamedNode(fork.as_ref());
+        for quad in self.backend.quads(
+            None,
+            Some(ft::RESULT_SESSION),
+            Some(fork.as_ref().into()),
+            Some(graph),
+        ) {
+            let NamedOrBlankNode::NamedNode(iri) = quad?.subject else {
+                continue;
+            };
+            let node = Node {
+                iri,
+                graph: fork.clone(),
+            };
+            if !self
+                .backend
+                .contains(QuadRef::new(node.iri.as_ref(), rdf::TYPE, ft::RUN, graph))?
+            {
+                continue;
+            }
+            let run = self.run(&node)?;
+            let comparison = match self.comparison_of(&node)? {
+                Some(c) => self.comparison(&c)?.id,
+                None => String::new(),
+            };
+            return Ok(Some(crate::model::WhatIfInfo {
+                comparison,
+                run: run.id,
+                arm: run.name,
+                status: run.status,
+                detail: run.detail,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// What turn `turn` (in graph `graph`) was derived from.
+    pub(crate) fn derived_from(
+        &self,
+        turn: &NamedNode,
+        graph: &NamedNode,
+    ) -> Result<Vec<NamedNode>> {
+        let mut out = Vec::new();
+        for quad in self.backend.quads(
+            Some(turn.as_ref().into()),
+            Some(prov::WAS_DERIVED_FROM),
+            None,
+            Some(oxigraph::model::GraphNameRef::NamedNode(graph.as_ref())),
+        ) {
+            if let Term::NamedNode(original) = quad?.object {
+                out.push(original);
             }
         }
         Ok(out)

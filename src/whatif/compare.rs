@@ -117,76 +117,7 @@ impl Store {
         let mut names = HashSet::new();
         let mut arms = Vec::new();
         for (n, arm) in options.arms.iter().enumerate() {
-            let which = format!(
-                "arm {} ({})",
-                n + 1,
-                arm.name.as_deref().unwrap_or(&arm.model)
-            );
-            let bad = |why: String| Error::InvalidInput(format!("{which}: {why}"));
-            Agent::model(arm.model.clone()).map_err(|e| bad(e.to_string()))?;
-            let mut arm = arm.clone();
-            let endpoint = arm.resolved_endpoint();
-            let name = match arm.name.take() {
-                Some(name) => name,
-                None => {
-                    let mut name = arm.model.clone();
-                    let mut k = 2;
-                    while names.contains(&name) || name == BASELINE {
-                        name = format!("{}#{k}", arm.model);
-                        k += 1;
-                    }
-                    name
-                }
-            };
-            self.limits
-                .check(session.as_str(), "arm name", SizeClass::Field, Some(&name))?;
-            if name.trim().is_empty() || name == BASELINE || !names.insert(name.clone()) {
-                return Err(bad(format!(
-                    "the name {name:?} is taken (arm names are unique, and {BASELINE:?} is the \
-                     recording's)"
-                )));
-            }
-            if !is_loopback(&endpoint)? {
-                if !options.allow_remote {
-                    return Err(bad(format!(
-                        "endpoint {endpoint} is not on this machine: pass --allow-remote (and \
-                         --budget-usd) to send session {session} there"
-                    )));
-                }
-                if options.budget_usd.is_none() {
-                    return Err(bad(format!(
-                        "endpoint {endpoint} is off this machine: a money cap is required \
-                         (--budget-usd)"
-                    )));
-                }
-                if !options.prices.contains_key(&arm.model) {
-                    return Err(bad(format!(
-                        "endpoint {endpoint} is off this machine and model {} has no price: the \
-                         budget cannot be kept without one (--price {}=IN/OUT)",
-                        arm.model, arm.model
-                    )));
-                }
-            }
-            let sampling = Sampling {
-                model: &arm.model,
-                system_prompt: arm.system_prompt.as_deref(),
-                tools: arm.tools.as_ref(),
-                max_tokens: arm.max_tokens,
-                temperature: arm.temperature,
-            };
-            let body = provider::request(arm.provider, &context, &sampling)
-                .map_err(|e| bad(e.to_string()))?;
-            let estimated = provider::estimate_tokens(&body);
-            if estimated > max_context_tokens {
-                return Err(bad(format!(
-                    "the context of session {session} up to index {at} is about {estimated} \
-                     tokens, above the limit of {max_context_tokens}: raise \
-                     --max-context-tokens or fork earlier"
-                )));
-            }
-            arm.name = Some(name);
-            arm.endpoint = Some(endpoint);
-            arms.push(arm);
+            arms.push(self.check_arm(session, options, &context, &mut names, n, arm)?);
         }
         let prices = options
             .prices
@@ -203,6 +134,94 @@ impl Store {
             timeout_secs: options.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
             max_context_tokens,
         })
+    }
+
+    /// Checks arm `n` of a comparison of `session` (whose context at K is `context`):
+    /// its model, a unique name, where its endpoint is and what that requires, and the
+    /// request it would send. Returns it named, its endpoint resolved.
+    fn check_arm(
+        &self,
+        session: &SessionId,
+        options: &CompareOptions,
+        context: &[Turn],
+        names: &mut HashSet<String>,
+        n: usize,
+        arm: &Arm,
+    ) -> Result<Arm> {
+        let at = options.at;
+        let max_context_tokens = options
+            .max_context_tokens
+            .unwrap_or(DEFAULT_MAX_CONTEXT_TOKENS);
+        let which = format!(
+            "arm {} ({})",
+            n + 1,
+            arm.name.as_deref().unwrap_or(&arm.model)
+        );
+        let bad = |why: String| Error::InvalidInput(format!("{which}: {why}"));
+        Agent::model(arm.model.clone()).map_err(|e| bad(e.to_string()))?;
+        let mut arm = arm.clone();
+        let endpoint = arm.resolved_endpoint();
+        let name = match arm.name.take() {
+            Some(name) => name,
+            None => {
+                let mut name = arm.model.clone();
+                let mut k = 2;
+                while names.contains(&name) || name == BASELINE {
+                    name = format!("{}#{k}", arm.model);
+                    k += 1;
+                }
+                name
+            }
+        };
+        self.limits
+            .check(session.as_str(), "arm name", SizeClass::Field, Some(&name))?;
+        if name.trim().is_empty() || name == BASELINE || !names.insert(name.clone()) {
+            return Err(bad(format!(
+                "the name {name:?} is taken (arm names are unique, and {BASELINE:?} is the \
+                 recording's)"
+            )));
+        }
+        if !is_loopback(&endpoint)? {
+            if !options.allow_remote {
+                return Err(bad(format!(
+                    "endpoint {endpoint} is not on this machine: pass --allow-remote (and \
+                     --budget-usd) to send session {session} there"
+                )));
+            }
+            if options.budget_usd.is_none() {
+                return Err(bad(format!(
+                    "endpoint {endpoint} is off this machine: a money cap is required \
+                     (--budget-usd)"
+                )));
+            }
+            if !options.prices.contains_key(&arm.model) {
+                return Err(bad(format!(
+                    "endpoint {endpoint} is off this machine and model {} has no price: the \
+                     budget cannot be kept without one (--price {}=IN/OUT)",
+                    arm.model, arm.model
+                )));
+            }
+        }
+        let sampling = Sampling {
+            model: &arm.model,
+            system_prompt: arm.system_prompt.as_deref(),
+            tools: arm.tools.as_ref(),
+            max_tokens: arm.max_tokens,
+            temperature: arm.temperature,
+        };
+        let body =
+            provider::request(arm.provider, context, &sampling).map_err(|e| bad(e.to_string()))?;
+        let estimated = provider::estimate_tokens(&body);
+        if estimated > max_context_tokens {
+            return Err(bad(format!(
+                "the context of session {session} up to index {at} is about {estimated} \
+                 tokens, above the limit of {max_context_tokens}: raise \
+                 --max-context-tokens or fork earlier"
+            )));
+        }
+        arm.name = Some(name);
+        arm.endpoint = Some(endpoint);
+        Ok(arm)
     }
 
     /// What a comparison would cost, arm by arm, before anything is called or written.

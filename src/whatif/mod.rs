@@ -26,6 +26,7 @@ pub use regenerate::{
 };
 
 use crate::error::{Error, Result};
+pub use crate::model::CallFigures;
 use crate::model::SessionId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -232,21 +233,6 @@ pub struct CompareOptions {
     pub max_context_tokens: Option<u64>,
     /// Return the plan (estimated cost per arm) and write nothing.
     pub dry_run: bool,
-}
-
-/// What one model call cost and took, as the endpoint reported it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct CallFigures {
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub cached_tokens: Option<u64>,
-    pub latency_ms: u64,
-    pub finish_reason: Option<String>,
-    /// From the given prices and the reported usage; `None` when unpriced or unmeasured.
-    pub cost_usd: Option<f64>,
-    /// What the budget counted: the cost, or the call's upper estimate when the endpoint
-    /// reported no usage.
-    pub charged_usd: f64,
 }
 
 /// One call of an arm, by the index of the turn it generated.

@@ -10,13 +10,12 @@
 use super::compare::{Budget, Settings};
 use super::provider::{self, tool_calls, Answer, Sampling, ToolCall};
 use super::regenerate::Call;
-use super::{Arm, CallFigures, DEFAULT_MAX_OUTPUT_TOKENS};
+use super::{Arm, CallFigures, Price, DEFAULT_MAX_OUTPUT_TOKENS};
 use crate::error::{Error, Result};
 use crate::model::{Agent, NewTurn, Role, RunStatus, SessionId, Turn};
 use crate::rdf::{self, CallRecord, StoredRun, WhatIfNode};
 use crate::store::Store;
-use crate::vocab::prov;
-use oxigraph::model::{GraphNameRef, NamedNode, Term};
+use oxigraph::model::NamedNode;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -127,15 +126,7 @@ impl Store {
                 continue;
             }
             let iri = self.iris.turn(fork.as_str(), turn.index);
-            for quad in self.backend().quads(
-                Some(iri.as_ref().into()),
-                Some(prov::WAS_DERIVED_FROM),
-                None,
-                Some(GraphNameRef::NamedNode(graph.as_ref())),
-            ) {
-                let Term::NamedNode(original) = quad?.object else {
-                    continue;
-                };
+            for original in self.rdf().derived_from(&iri, &graph)? {
                 let Some(&index) = rec.by_iri.get(original.as_str()) else {
                     continue;
                 };
@@ -171,7 +162,27 @@ impl Store {
             }
             running.insert(run.id.clone(), Arc::clone(&flag));
         }
-        let outcome = self.steps(comparison, run, fork, settings, budget, rec, &flag);
+        let outcome = serde_json::from_str::<Arm>(&run.spec)
+            .map_err(|e| Error::Corrupt {
+                session: fork.to_string(),
+                detail: format!("run {} has an arm that is not JSON: {e}", run.id),
+            })
+            .and_then(|arm| {
+                Runner {
+                    store: self,
+                    ids: [run.id.as_str(), comparison],
+                    run,
+                    fork,
+                    settings,
+                    budget,
+                    rec,
+                    flag: &flag,
+                    price: settings.prices.get(&arm.model).copied(),
+                    arm,
+                    tokens_per_char: 0.25,
+                }
+                .go()
+            });
         self.running_jobs().remove(&run.id);
         if let Some(path) = self.path() {
             let _ = std::fs::remove_file(Store::cancel_file(path, &run.id));
@@ -197,179 +208,217 @@ impl Store {
         }
         tx.commit()
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    fn steps(
-        &self,
-        comparison: &str,
-        run: &StoredRun,
-        fork: &SessionId,
-        settings: &Settings,
-        budget: &Budget,
-        rec: &Recording,
-        flag: &AtomicBool,
-    ) -> Result<()> {
-        let arm: Arm = serde_json::from_str(&run.spec).map_err(|e| Error::Corrupt {
-            session: fork.to_string(),
-            detail: format!("run {} has an arm that is not JSON: {e}", run.id),
-        })?;
-        let endpoint = arm.resolved_endpoint();
-        let price = settings.prices.get(&arm.model).copied();
-        let budgeted = settings.budget_usd.is_some() && price.is_some();
-        let max_output = arm.max_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
-        // Tokens per character of the request, as this run has measured it: a budget's
-        // upper estimate uses it once known (never below 1/4).
-        let mut tokens_per_char: f64 = 0.25;
+/// One run being taken, and what it needs at every step.
+struct Runner<'a> {
+    store: &'a Store,
+    /// The run's id and its comparison's: either's cancel file stops it.
+    ids: [&'a str; 2],
+    run: &'a StoredRun,
+    fork: &'a SessionId,
+    settings: &'a Settings,
+    budget: &'a Budget,
+    rec: &'a Recording,
+    flag: &'a AtomicBool,
+    arm: Arm,
+    price: Option<Price>,
+    /// Tokens per character of the request, as this run has measured them: a budget's
+    /// upper estimate uses it once known (never below 1/4).
+    tokens_per_char: f64,
+}
+
+/// What follows a model's answer in the same step.
+struct FollowUp<'c> {
+    /// Each call and the recorded result answering it.
+    answers: Vec<(&'c ToolCall, u64)>,
+    /// The first call the recording cannot answer.
+    unanswered: Option<&'c ToolCall>,
+    /// For an answer without calls: the recorded user turn to feed next.
+    next_user: Option<u64>,
+    used: HashSet<u64>,
+}
+
+impl Runner<'_> {
+    fn end(&self, status: RunStatus, detail: Option<&str>) -> Result<()> {
+        self.store.end_run(&self.run.node, status, detail)
+    }
+
+    fn budgeted(&self) -> bool {
+        self.settings.budget_usd.is_some() && self.price.is_some()
+    }
+
+    fn go(mut self) -> Result<()> {
+        let store = self.store;
         // Read from the store once; each step then updates it as it commits.
         let mut progress = {
-            let context = self.load(fork, None)?;
-            self.progress(fork, &context, rec)?
+            let context = store.load(self.fork, None)?;
+            store.progress(self.fork, &context, self.rec)?
         };
         loop {
-            let ids = [run.id.as_str(), comparison];
-            if self.cancel_requested(&ids, flag) {
-                return self.end_run(&run.node, RunStatus::Cancelled, None);
+            if store.cancel_requested(&self.ids, self.flag) {
+                return self.end(RunStatus::Cancelled, None);
             }
-            if !self.rdf().run_is_running(&run.node)? {
+            if !store.rdf().run_is_running(&self.run.node)? {
                 return Ok(());
             }
-            let context = self.load(fork, None)?;
+            let context = store.load(self.fork, None)?;
             let last = context.last();
             if last.is_some_and(|t| t.role == Role::Assistant && t.tool_calls.is_none()) {
                 // The context ends with the model's word: the user speaks next.
-                match self.feed_user(run, fork, rec, progress.consumed_user)? {
+                match self.feed_user(progress.consumed_user)? {
                     Some(user) => progress.consumed_user = Some(user),
                     None => return Ok(()),
                 }
                 continue;
             }
-            if progress.steps >= settings.max_steps {
-                let detail = format!("took its {} steps (max_steps)", settings.max_steps);
-                return self.end_run(&run.node, RunStatus::MaxSteps, Some(&detail));
+            if progress.steps >= self.settings.max_steps {
+                let detail = format!("took its {} steps (max_steps)", self.settings.max_steps);
+                return self.end(RunStatus::MaxSteps, Some(&detail));
             }
-            let sampling = Sampling {
-                model: &arm.model,
-                system_prompt: arm.system_prompt.as_deref(),
-                tools: arm.tools.as_ref(),
-                max_tokens: arm.max_tokens.or(budgeted.then_some(max_output)),
-                temperature: arm.temperature,
+            let Some(step) = self.ask(&context, progress.steps + 1)? else {
+                return Ok(());
             };
-            let body = provider::request(arm.provider, &context, &sampling)?;
-            let estimated = provider::estimate_tokens(&body);
-            if estimated > settings.max_context_tokens {
-                let detail = format!(
-                    "the context of {fork} at index {} is about {estimated} tokens, above the \
-                     limit of {} (max_context_tokens)",
-                    context.len(),
-                    settings.max_context_tokens
-                );
-                return self.end_run(&run.node, RunStatus::Failed, Some(&detail));
-            }
-            let body = body.to_string();
-            let chars = body.chars().count() as u64;
-            let upper = price.map(|p| {
-                let input = (chars as f64 * tokens_per_char).ceil() as u64;
-                p.cost(input, u64::from(max_output), 0)
-            });
-            let reserved = match (budgeted, upper) {
-                (true, Some(upper)) => match budget.reserve(upper) {
-                    Ok(()) => Some(upper),
-                    Err(detail) => {
-                        let detail = format!(
-                            "the next call of arm {} could cost up to ${upper:.6}: {detail}",
-                            run.name
-                        );
-                        return self.end_run(&run.node, RunStatus::BudgetExhausted, Some(&detail));
-                    }
-                },
-                _ => None,
-            };
-            let outcome = self.call_model(
-                arm.provider,
-                &endpoint,
-                body.clone(),
-                settings.timeout_secs,
-                &ids,
-                flag,
-            );
-            let (text, latency_ms) = match outcome {
-                Call::Answered(text, latency) => (text, latency),
-                Call::Failed(message) => {
-                    budget.settle(reserved, 0.0);
-                    return self.end_run(&run.node, RunStatus::Failed, Some(&message));
-                }
-                Call::Cancelled => {
-                    budget.settle(reserved, 0.0);
-                    return self.end_run(&run.node, RunStatus::Cancelled, None);
-                }
-            };
-            let answer = match Answer::read(arm.provider, &text, &arm.model) {
-                Ok(answer) => answer,
-                Err(e) => {
-                    // The call was made: the budget keeps its upper estimate.
-                    budget.settle(reserved, reserved.unwrap_or(0.0));
-                    return self.end_run(&run.node, RunStatus::Failed, Some(&e.to_string()));
-                }
-            };
-            if let Some(input) = answer.input_tokens {
-                tokens_per_char = tokens_per_char.max(input as f64 / chars.max(1) as f64);
-            }
-            let cost = match (price, answer.input_tokens, answer.output_tokens) {
-                (Some(p), Some(i), Some(o)) => {
-                    Some(p.cost(i, o, answer.cached_tokens.unwrap_or(0)))
-                }
-                _ => None,
-            };
-            let figures = CallFigures {
-                input_tokens: answer.input_tokens,
-                output_tokens: answer.output_tokens,
-                cached_tokens: answer.cached_tokens,
-                latency_ms,
-                finish_reason: answer.finish_reason.clone(),
-                cost_usd: cost,
-                charged_usd: cost.or(reserved).unwrap_or(0.0),
-            };
-            budget.settle(reserved, figures.charged_usd);
-            let step = Step {
-                answer,
-                figures,
-                request_digest: rdf::sha256_hex(&[body.as_bytes()]),
-                steps: progress.steps + 1,
-            };
-            match self.commit_step(run, fork, settings, rec, &progress, step)? {
+            match self.commit(&progress, step)? {
                 Some(next) => progress = next,
                 None => return Ok(()),
             }
         }
     }
 
+    /// Reserves a call's upper cost under the budget: `Ok(None)` without one,
+    /// `Err(detail)` when it does not fit.
+    fn reserve(&self, chars: u64, max_output: u32) -> std::result::Result<Option<f64>, String> {
+        let (Some(price), true) = (self.price, self.budgeted()) else {
+            return Ok(None);
+        };
+        let input = (chars as f64 * self.tokens_per_char).ceil() as u64;
+        let upper = price.cost(input, u64::from(max_output), 0);
+        self.budget
+            .reserve(upper)
+            .map(|()| Some(upper))
+            .map_err(|why| {
+                format!(
+                    "the next call of arm {} could cost up to ${upper:.6}: {why}",
+                    self.run.name
+                )
+            })
+    }
+
+    /// Asks the model to answer `context`: the request, the budget, the call and its
+    /// answer. `None` when the run ended instead.
+    fn ask(&mut self, context: &[Turn], steps: u64) -> Result<Option<Step>> {
+        let max_output = self.arm.max_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+        let sampling = Sampling {
+            model: &self.arm.model,
+            system_prompt: self.arm.system_prompt.as_deref(),
+            tools: self.arm.tools.as_ref(),
+            max_tokens: self
+                .arm
+                .max_tokens
+                .or(self.budgeted().then_some(max_output)),
+            temperature: self.arm.temperature,
+        };
+        let body = provider::request(self.arm.provider, context, &sampling)?;
+        let estimated = provider::estimate_tokens(&body);
+        if estimated > self.settings.max_context_tokens {
+            let detail = format!(
+                "the context of {} at index {} is about {estimated} tokens, above the limit \
+                 of {} (max_context_tokens)",
+                self.fork,
+                context.len(),
+                self.settings.max_context_tokens
+            );
+            self.end(RunStatus::Failed, Some(&detail))?;
+            return Ok(None);
+        }
+        let body = body.to_string();
+        let chars = body.chars().count() as u64;
+        let reserved = match self.reserve(chars, max_output) {
+            Ok(reserved) => reserved,
+            Err(detail) => {
+                self.end(RunStatus::BudgetExhausted, Some(&detail))?;
+                return Ok(None);
+            }
+        };
+        let endpoint = self.arm.resolved_endpoint();
+        let timeout = self.settings.timeout_secs;
+        let outcome = self.store.call_model(
+            self.arm.provider,
+            &endpoint,
+            body.clone(),
+            timeout,
+            &self.ids,
+            self.flag,
+        );
+        let (text, latency_ms) = match outcome {
+            Call::Answered(text, latency) => (text, latency),
+            Call::Failed(message) => {
+                self.budget.settle(reserved, 0.0);
+                self.end(RunStatus::Failed, Some(&message))?;
+                return Ok(None);
+            }
+            Call::Cancelled => {
+                self.budget.settle(reserved, 0.0);
+                self.end(RunStatus::Cancelled, None)?;
+                return Ok(None);
+            }
+        };
+        let answer = match Answer::read(self.arm.provider, &text, &self.arm.model) {
+            Ok(answer) => answer,
+            Err(e) => {
+                // The call was made: the budget keeps its upper estimate.
+                self.budget.settle(reserved, reserved.unwrap_or(0.0));
+                self.end(RunStatus::Failed, Some(&e.to_string()))?;
+                return Ok(None);
+            }
+        };
+        if let Some(input) = answer.input_tokens {
+            self.tokens_per_char = self.tokens_per_char.max(input as f64 / chars.max(1) as f64);
+        }
+        let cost = match (self.price, answer.input_tokens, answer.output_tokens) {
+            (Some(p), Some(i), Some(o)) => Some(p.cost(i, o, answer.cached_tokens.unwrap_or(0))),
+            _ => None,
+        };
+        let figures = CallFigures {
+            input_tokens: answer.input_tokens,
+            output_tokens: answer.output_tokens,
+            cached_tokens: answer.cached_tokens,
+            latency_ms,
+            finish_reason: answer.finish_reason.clone(),
+            cost_usd: cost,
+            charged_usd: cost.or(reserved).unwrap_or(0.0),
+        };
+        self.budget.settle(reserved, figures.charged_usd);
+        Ok(Some(Step {
+            answer,
+            figures,
+            request_digest: rdf::sha256_hex(&[body.as_bytes()]),
+            steps,
+        }))
+    }
+
     /// Feeds the next recorded user turn to a run whose context ends with the model's
     /// word, or ends it `complete` when none is left. Returns the recorded turn fed, or
     /// `None` when the run ended.
-    fn feed_user(
-        &self,
-        run: &StoredRun,
-        fork: &SessionId,
-        rec: &Recording,
-        consumed: Option<u64>,
-    ) -> Result<Option<u64>> {
-        let mut tx = self.write_on(&[self.session_iri(fork)])?;
-        if !self.rdf().run_is_running(&run.node)? {
+    fn feed_user(&self, consumed: Option<u64>) -> Result<Option<u64>> {
+        let (store, rec) = (self.store, self.rec);
+        let mut tx = store.write_on(&[store.session_iri(self.fork)])?;
+        if !store.rdf().run_is_running(&self.run.node)? {
             return Ok(None);
         }
-        let facts = self.require(fork)?;
+        let facts = store.require(self.fork)?;
         let next = rec.next_user(consumed);
         match next {
             Some(user) => {
-                let original = &rec.turns[user as usize];
-                let turn = NewTurn::new(Role::User, original.content.clone());
+                let turn = NewTurn::new(Role::User, rec.turns[user as usize].content.clone());
                 let from = rec.iris[user as usize].clone();
-                self.append_in(&mut tx, &facts, turn, |w, iri, _| {
+                store.append_in(&mut tx, &facts, turn, |w, iri, _| {
                     WhatIfNode::derived(w, iri, &from)
                 })?;
             }
             None => {
-                let (inserts, removes) = run.node.end(RunStatus::Complete, None);
+                let (inserts, removes) = self.run.node.end(RunStatus::Complete, None);
                 tx.insert(inserts);
                 tx.remove(removes);
             }
@@ -378,80 +427,81 @@ impl Store {
         Ok(next)
     }
 
-    /// Commits one step: the answer and what follows it. Returns the run's progress
-    /// after it, or `None` when the run ended.
-    fn commit_step(
-        &self,
-        run: &StoredRun,
-        fork: &SessionId,
-        settings: &Settings,
-        rec: &Recording,
-        progress: &Progress,
-        step: Step,
-    ) -> Result<Option<Progress>> {
-        let calls = provider::parse_tool_calls(step.answer.turn.tool_calls.as_deref())
-            .map_err(Error::InvalidInput)?;
-        let mut used = progress.used.clone();
-        let mut answers = Vec::new();
-        let mut unanswered = None;
-        for call in &calls {
-            match rec.answer(call, &used) {
+    /// What follows an answer making `calls`: the recorded results that answer them, or
+    /// the next recorded user turn when there are none.
+    fn follow_up<'c>(&self, calls: &'c [ToolCall], progress: &Progress) -> FollowUp<'c> {
+        let mut out = FollowUp {
+            answers: Vec::new(),
+            unanswered: None,
+            next_user: None,
+            used: progress.used.clone(),
+        };
+        for call in calls {
+            match self.rec.answer(call, &out.used) {
                 Some(result) => {
-                    used.insert(result);
-                    answers.push((call, result));
+                    out.used.insert(result);
+                    out.answers.push((call, result));
                 }
                 None => {
-                    unanswered = Some(call);
+                    out.unanswered = Some(call);
                     break;
                 }
             }
         }
-        let next_user = if calls.is_empty() {
-            rec.next_user(progress.consumed_user)
-        } else {
-            None
-        };
-        let mut tx = self.write_on(&[self.session_iri(fork)])?;
-        if !self.rdf().run_is_running(&run.node)? {
+        if calls.is_empty() {
+            out.next_user = self.rec.next_user(progress.consumed_user);
+        }
+        out
+    }
+
+    /// Commits one step: the answer and what follows it. Returns the run's progress
+    /// after it, or `None` when the run ended.
+    fn commit(&self, progress: &Progress, step: Step) -> Result<Option<Progress>> {
+        let (store, rec, run) = (self.store, self.rec, self.run);
+        let calls = provider::parse_tool_calls(step.answer.turn.tool_calls.as_deref())
+            .map_err(Error::InvalidInput)?;
+        let plan = self.follow_up(&calls, progress);
+        let mut tx = store.write_on(&[store.session_iri(self.fork)])?;
+        if !store.rdf().run_is_running(&run.node)? {
             // Cancelled while the model answered: nothing of the answer is kept.
             return Ok(None);
         }
-        let mut facts = self.require(fork)?;
+        let mut facts = store.require(self.fork)?;
         let model = step
             .answer
             .turn
             .model
             .clone()
             .map(Agent::model)
-            .transpose()?
-            .map(|m| self.iris.agent(&m));
+            .transpose()?;
+        let model = model.map(|m| store.iris.agent(&m));
         let (_, mut prev) =
-            self.append_after(&mut tx, &facts, step.answer.turn, None, |w, turn, index| {
+            store.append_after(&mut tx, &facts, step.answer.turn, None, |w, turn, index| {
                 if let Some(model) = &model {
                     CallRecord {
                         run: &run.node,
-                        fork_id: fork.as_str(),
+                        fork_id: self.fork.as_str(),
                         turn,
                         index,
                         model,
                         figures: &step.figures,
                         request_digest: &step.request_digest,
                     }
-                    .write(&self.iris, w);
+                    .write(&store.iris, w);
                 }
             })?;
         facts.length += 1;
         let mut follow = |turn: NewTurn, from: u64, facts: &mut rdf::SessionNode| -> Result<()> {
             let from = rec.iris[from as usize].clone();
             let (_, digest) =
-                self.append_after(&mut tx, facts, turn, Some(prev.clone()), |w, iri, _| {
+                store.append_after(&mut tx, facts, turn, Some(prev.clone()), |w, iri, _| {
                     WhatIfNode::derived(w, iri, &from)
                 })?;
             facts.length += 1;
             prev = digest;
             Ok(())
         };
-        for (call, result) in &answers {
+        for (call, result) in &plan.answers {
             let recorded = &rec.turns[*result as usize];
             let mut turn =
                 NewTurn::new(Role::Tool, recorded.content.clone()).tool_call_id(&call.id);
@@ -460,33 +510,11 @@ impl Store {
             }
             follow(turn, *result, &mut facts)?;
         }
-        let mut end = None;
-        if let Some(call) = unanswered {
-            end = Some((
-                RunStatus::UnansweredToolCall,
-                Some(format!(
-                    "no recorded answer to {} (call {:?} at index {}); tools are never executed",
-                    call.signature(),
-                    call.id,
-                    facts.length - 1 - answers.len() as u64
-                )),
-            ));
-        } else if calls.is_empty() {
-            match next_user {
-                Some(user) => {
-                    let content = rec.turns[user as usize].content.clone();
-                    follow(NewTurn::new(Role::User, content), user, &mut facts)?;
-                }
-                None => end = Some((RunStatus::Complete, None)),
-            }
+        if let Some(user) = plan.next_user {
+            let content = rec.turns[user as usize].content.clone();
+            follow(NewTurn::new(Role::User, content), user, &mut facts)?;
         }
-        if end.is_none() && step.steps >= settings.max_steps {
-            let more = !calls.is_empty() || next_user.is_some();
-            if more {
-                let detail = format!("took its {} steps (max_steps)", settings.max_steps);
-                end = Some((RunStatus::MaxSteps, Some(detail)));
-            }
-        }
+        let end = self.end_of_step(&plan, calls.is_empty(), step.steps, facts.length);
         if let Some((status, detail)) = &end {
             let (inserts, removes) = run.node.end(*status, detail.as_deref());
             tx.insert(inserts);
@@ -494,14 +522,37 @@ impl Store {
         }
         tx.commit()?;
         Ok(end.is_none().then(|| Progress {
-            consumed_user: if calls.is_empty() {
-                next_user.or(progress.consumed_user)
-            } else {
-                progress.consumed_user
-            },
-            used,
+            consumed_user: plan.next_user.or(progress.consumed_user),
+            used: plan.used,
             steps: step.steps,
         }))
+    }
+
+    /// Whether a step ends the run, and why: a call the recording cannot answer, no
+    /// recorded user turn left, or the step limit with more to do.
+    fn end_of_step(
+        &self,
+        plan: &FollowUp<'_>,
+        no_calls: bool,
+        steps: u64,
+        length: u64,
+    ) -> Option<(RunStatus, Option<String>)> {
+        if let Some(call) = plan.unanswered {
+            let at = length - 1 - plan.answers.len() as u64;
+            let detail = format!(
+                "no recorded answer to {} (call {:?} at index {at}); tools are never executed",
+                call.signature(),
+                call.id,
+            );
+            return Some((RunStatus::UnansweredToolCall, Some(detail)));
+        }
+        if no_calls && plan.next_user.is_none() {
+            return Some((RunStatus::Complete, None));
+        }
+        (steps >= self.settings.max_steps).then(|| {
+            let detail = format!("took its {} steps (max_steps)", self.settings.max_steps);
+            (RunStatus::MaxSteps, Some(detail))
+        })
     }
 }
 
