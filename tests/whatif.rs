@@ -176,6 +176,9 @@ fn a_replaying_arm_completes_with_no_divergence_and_every_call_answered_from_the
             "{}: the tool answer derives from the recorded result",
             s.kind
         );
+        // What a run writes passes verify: digests chained, turns attributed, forks whole.
+        let report = s.verify(None).unwrap();
+        assert!(report.problems.is_empty(), "{}: {:?}", s.kind, report.problems);
     }
 }
 
