@@ -25,6 +25,7 @@ const EXTERNAL_TERMS: &[&str] = &[
     "http://www.w3.org/ns/prov#wasAssociatedWith",
     "http://www.w3.org/ns/prov#wasInfluencedBy",
     "http://www.w3.org/ns/prov#used",
+    "http://purl.org/dc/terms/isPartOf",
     "http://www.w3.org/ns/prov#startedAtTime",
     "http://www.w3.org/ns/prov#endedAtTime",
     "http://www.w3.org/ns/prov#generatedAtTime",
@@ -57,7 +58,7 @@ fn the_ontology_parses_to_the_same_triples_with_oxttl_and_rio_turtle() {
 }
 
 /// A store exercising every write path: demo tree, tool calls, kinds, titles, reasons,
-/// a detach, anchors, merges, regenerations, a Claude Code project with sub-agents, a
+/// a detach, anchors, merges, regenerations, a comparison, a Claude Code project with sub-agents, a
 /// turn with a payload.
 fn rich_store() -> Store {
     let s = Store::in_memory().unwrap();
@@ -121,6 +122,38 @@ fn rich_store() -> Store {
         s.regenerate(&tree.root, &options).unwrap().status,
         JobStatus::Failed
     );
+    // A comparison with one priced arm under a budget.
+    let scripted = stub::scripted(|_, _| {
+        stub::Reply::ok(stub::completion(
+            "model-w",
+            Some("Another way."),
+            &[],
+            (12, 3, 2),
+            "stop",
+        ))
+    });
+    let comparison = forktrail::CompareOptions {
+        at: 2,
+        arms: vec![forktrail::Arm {
+            model: "model-w".into(),
+            endpoint: Some(scripted.url.clone()),
+            ..Default::default()
+        }],
+        max_steps: Some(1),
+        prices: [(
+            "model-w".to_string(),
+            forktrail::Price {
+                input: 1.0,
+                output: 2.0,
+                cached: None,
+            },
+        )]
+        .into(),
+        budget_usd: Some(1.0),
+        ..Default::default()
+    };
+    let c = s.compare(&tree.root, &comparison).unwrap();
+    assert_eq!(c.arms[1].figures.steps, 1);
     // A Claude Code project: imported turns keep their source ids, sub-agents their
     // launch.
     let project =
@@ -244,9 +277,9 @@ fn every_turn_is_attributed_and_timed_and_every_fork_is_a_prov_activity_that_use
     ));
     assert_eq!(
         (forks, proper),
-        (10, 10),
+        (11, 11),
         "three demo forks, the detached one, one from an anchor, one abandoned, one \
-         regenerated, three Claude Code sub-agents"
+         regenerated, one a comparison's arm, three Claude Code sub-agents"
     );
 }
 
