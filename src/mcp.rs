@@ -1,13 +1,15 @@
 //! `forktrail mcp`: a Model Context Protocol server over standard input and output, so
-//! an agent (or its host) can list, replay, fork, diff and regenerate sessions itself.
+//! an agent (or its host) can list, replay, fork, diff, regenerate and compare sessions
+//! itself.
 //!
 //! The protocol is JSON-RPC 2.0, one message per line, with the `initialize` handshake
 //! (protocol versions 2024-11-05 to 2025-11-25). The server is synchronous and small:
 //! each request runs on the same [`Store`] and with the same semantics as the CLI, and
 //! a failed operation is a tool result with `isError` and the CLI's message. Writes
-//! (`fork_session`, `append_turn`, `regenerate`, `cancel_job`) are refused unless the
-//! server was started with writes allowed; a regeneration runs on a thread of its own,
-//! and `job_status` follows it.
+//! (`fork_session`, `append_turn`, `regenerate`, `compare_models`, `cancel_job`) are
+//! refused unless the server was started with writes allowed; a regeneration runs on a
+//! thread of its own, and `job_status` follows it; a comparison's runs run on a thread
+//! of their own, and `comparison` follows them.
 //!
 //! Each session's replay is also a resource, `forktrail://sessions/{id}/replay`.
 //!
@@ -25,7 +27,7 @@
 use crate::error::{Error, Result};
 use crate::model::{ForkOptions, JobStatus, NewTurn, SessionId};
 use crate::store::Store;
-use crate::whatif::RegenerateOptions;
+use crate::whatif::{CompareOptions, RegenerateOptions};
 use oxigraph::sparql::results::{QueryResultsFormat, QueryResultsSerializer};
 use oxigraph::sparql::QueryResults;
 use serde::de::DeserializeOwned;
@@ -86,9 +88,10 @@ const LINE_BUFFER_KEPT: usize = 64 * 1024;
 #[derive(Clone, Debug, Default)]
 pub struct McpConfig {
     /// Allow the tools that write (`fork_session`, `append_turn`, `regenerate`,
-    /// `cancel_job`).
+    /// `compare_models`, `cancel_job`).
     pub allow_writes: bool,
-    /// Let `regenerate` send context to model endpoints off this machine.
+    /// Let `regenerate` and `compare_models` send context to model endpoints off this
+    /// machine.
     pub allow_remote_models: bool,
 }
 
@@ -113,6 +116,35 @@ fn object(properties: Value, required: &[&str]) -> Value {
 
 fn session_arg() -> Value {
     json!({ "type": "string", "description": "A session id." })
+}
+
+/// One arm of `compare_models`: [`crate::Arm`].
+fn arm_schema() -> Value {
+    object(
+        json!({
+            "model": { "type": "string" },
+            "name": { "type": "string", "description": "The arm's name (default: the model, made unique)." },
+            "provider": { "type": "string", "enum": ["openai", "anthropic"], "description": "The wire format (default openai)." },
+            "endpoint": { "type": "string", "description": "The base URL (default: the provider's)." },
+            "system_prompt": { "type": "string", "description": "Replaces the system message." },
+            "tools": { "type": "array", "items": { "type": "object" }, "description": "OpenAI tool definitions offered (default: none)." },
+            "temperature": { "type": "number", "minimum": 0, "maximum": 2 },
+            "max_tokens": { "type": "integer", "minimum": 1 }
+        }),
+        &["model"],
+    )
+}
+
+/// A model's price: [`crate::Price`].
+fn price_schema() -> Value {
+    object(
+        json!({
+            "input": { "type": "number", "minimum": 0 },
+            "output": { "type": "number", "minimum": 0 },
+            "cached": { "type": "number", "minimum": 0, "description": "Cached input (default: the input price)." }
+        }),
+        &["input", "output"],
+    )
 }
 
 const TOOLS: &[Tool] = &[
@@ -251,9 +283,53 @@ const TOOLS: &[Tool] = &[
     },
     Tool {
         name: "cancel_job",
-        description: "Cancel a running regeneration job.",
+        description: "Cancel a running regeneration job, or a comparison's running \
+                      runs (by the comparison's id) or one run (by its id).",
         writes: true,
         schema: || object(json!({ "job": { "type": "string" } }), &["job"]),
+    },
+    Tool {
+        name: "compare_models",
+        description: "What-if comparison: fork a session at `at` once per arm and let \
+                      each arm's model carry on from there; its tool calls are answered \
+                      from the recording (never executed), the recorded user turns fed \
+                      in turn. Returns the comparison at once (status running, its runs \
+                      going on); follow it with `comparison`, stop it with cancel_job. \
+                      An identical earlier comparison is returned instead (reused) \
+                      unless `again`. dry_run returns each arm's estimated cost.",
+        writes: true,
+        schema: || {
+            object(
+                json!({
+                    "session": session_arg(),
+                    "at": { "type": "integer", "minimum": 1, "description": "The fork point K: every arm sees turns 0..K-1 and answers turn K." },
+                    "arms": { "type": "array", "minItems": 1, "items": arm_schema() },
+                    "max_steps": { "type": "integer", "minimum": 1, "description": "The most model calls per arm (default 50)." },
+                    "prices": {
+                        "type": "object",
+                        "description": "Prices by model, in US dollars per million tokens.",
+                        "additionalProperties": price_schema()
+                    },
+                    "budget_usd": { "type": "number", "minimum": 0, "description": "The money cap of the whole comparison, in US dollars (required with an endpoint off this machine)." },
+                    "allow_remote": { "type": "boolean", "description": "Allow endpoints off this machine (the server must allow them too)." },
+                    "again": { "type": "boolean", "description": "Run anew even if an identical comparison exists." },
+                    "parallel": { "type": "integer", "minimum": 1, "description": "How many arms run at once (default 1)." },
+                    "timeout_secs": { "type": "integer", "minimum": 1 },
+                    "max_context_tokens": { "type": "integer", "minimum": 1 },
+                    "dry_run": { "type": "boolean" }
+                }),
+                &["session", "at", "arms"],
+            )
+        },
+    },
+    Tool {
+        name: "comparison",
+        description: "A comparison (by its id, or the id of one of its runs): status, and \
+                      per arm (the recording's own continuation, the baseline, first) \
+                      its run status, steps, tool calls, tokens, latency, cost, where it \
+                      first diverges from the baseline, and the turns side by side.",
+        writes: false,
+        schema: || object(json!({ "id": { "type": "string" } }), &["id"]),
     },
     Tool {
         name: "query",
@@ -494,8 +570,9 @@ impl McpServer {
         let mut text = String::from(
             "forktrail stores agent sessions as RDF with share-don't-copy forks and PROV-O \
              provenance. Replay a session, fork it at a turn to try another continuation \
-             (fork_session; swap_model to let another model answer), diff two sessions, \
-             and audit with SPARQL (query).",
+             (fork_session; swap_model to let another model answer), replay the rest of a \
+             session against other models and measure each (compare_models), diff two \
+             sessions, and audit with SPARQL (query).",
         );
         if !self.config.allow_writes {
             text.push_str(" This server is read-only: it was started without --allow-writes.");
@@ -515,7 +592,7 @@ impl McpServer {
                         "readOnlyHint": !t.writes,
                         "destructiveHint": false,
                         "idempotentHint": !t.writes,
-                        "openWorldHint": t.name == "regenerate" || t.name == "fork_session"
+                        "openWorldHint": matches!(t.name, "regenerate" | "fork_session" | "compare_models")
                     }
                 })
             })
@@ -647,7 +724,20 @@ impl McpServer {
             "cancel_job" => {
                 let job: String = required(&mut args, "job")?;
                 no_more(&args)?;
-                json_of(store.cancel_job(&job)?)
+                if store.is_comparison(&job)? {
+                    json_of(store.cancel_comparison(&job)?)
+                } else {
+                    json_of(store.cancel_job(&job)?)
+                }
+            }
+            "compare_models" => {
+                let session = session(&mut args, "session")?;
+                self.compare(&session, rest(args)?)
+            }
+            "comparison" => {
+                let id: String = required(&mut args, "id")?;
+                no_more(&args)?;
+                json_of(store.comparison(&id)?)
             }
             "query" => {
                 let text: String = required(&mut args, "query")?;
@@ -668,16 +758,23 @@ impl McpServer {
         }
     }
 
-    /// Starts a regeneration (or returns its plan, or the earlier identical job); the
-    /// model call runs on a thread of its own.
-    fn regenerate(&self, session: &SessionId, options: RegenerateOptions) -> Result<Value> {
-        if options.allow_remote && !self.config.allow_remote_models {
+    /// A call asking for model endpoints off this machine, refused unless the server
+    /// was started allowing them.
+    fn refuse_remote_unless_allowed(&self, allow_remote: bool) -> Result<()> {
+        if allow_remote && !self.config.allow_remote_models {
             return Err(Error::InvalidInput(
                 "this MCP server does not send sessions to endpoints off its machine \
                  (start it with --allow-remote-models)"
                     .into(),
             ));
         }
+        Ok(())
+    }
+
+    /// Starts a regeneration (or returns its plan, or the earlier identical job); the
+    /// model call runs on a thread of its own.
+    fn regenerate(&self, session: &SessionId, options: RegenerateOptions) -> Result<Value> {
+        self.refuse_remote_unless_allowed(options.allow_remote)?;
         if options.dry_run {
             return json_of(self.store.plan_regeneration(session, &options)?);
         }
@@ -688,6 +785,25 @@ impl McpServer {
             std::thread::spawn(move || store.run_job(&id));
         }
         json_of(job)
+    }
+
+    /// Begins a comparison (or returns its plan, or the earlier identical one); its runs
+    /// go on on a thread of their own, `parallel` arms at once.
+    fn compare(&self, session: &SessionId, options: CompareOptions) -> Result<Value> {
+        self.refuse_remote_unless_allowed(options.allow_remote)?;
+        if options.dry_run {
+            return json_of(self.store.plan_comparison(session, &options)?);
+        }
+        let comparison = self.store.begin_comparison(session, &options)?;
+        if !comparison.reused {
+            // At most one thread per run, however large `parallel` is.
+            let runs = comparison.arms.iter().filter(|a| !a.baseline).count();
+            let parallel = options.parallel.unwrap_or(1).clamp(1, runs.max(1));
+            let store = Arc::clone(&self.store);
+            let id = comparison.comparison.clone();
+            std::thread::spawn(move || store.run_comparison(&id, parallel));
+        }
+        json_of(comparison)
     }
 
     fn resources(&self) -> std::result::Result<Value, RpcError> {

@@ -146,6 +146,7 @@ pub mod queries {
         FAMILY_TURNS = "family-turns",
         SEARCH_TURNS = "search-turns",
         SESSION_ACTIVITY = "session-activity",
+        COMPARISON_ARMS = "comparison-arms",
     }
 }
 

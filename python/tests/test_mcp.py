@@ -33,6 +33,8 @@ TOOLS = {
     "regenerate",
     "job_status",
     "cancel_job",
+    "compare_models",
+    "comparison",
     "query",
     "verify",
 }

@@ -53,8 +53,8 @@ pub struct ServerConfig {
     /// The largest request body accepted (413 beyond). The fields in it are held to
     /// the store's [`crate::Limits`], as on every surface.
     pub max_body_bytes: usize,
-    /// Let `POST /sessions/{id}/regenerate` send context to endpoints off this machine
-    /// (`allow_remote`); refused (403) otherwise.
+    /// Let `POST /sessions/{id}/regenerate` and `POST /sessions/{id}/compare` send
+    /// context to endpoints off this machine (`allow_remote`); refused (403) otherwise.
     pub allow_remote_models: bool,
     /// The model endpoints the web UI's what-if offers (empty: the default one,
     /// `$OPENAI_BASE_URL` or the local Ollama port).

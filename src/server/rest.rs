@@ -1,7 +1,7 @@
-//! REST resources under `/sessions`: the CLI's operations as JSON, with the same
-//! semantics and errors. Reads are open; writes need the token. Every handler returns
-//! `Result<_, ApiError>`; the extractors below reject bad input with the same JSON
-//! errors as the handlers.
+//! REST resources under `/sessions`, `/jobs` and `/comparisons`: the CLI's operations
+//! as JSON, with the same semantics and errors. Reads are open; writes need the token.
+//! Every handler returns `Result<_, ApiError>`; the extractors below reject bad input
+//! with the same JSON errors as the handlers.
 
 use super::{authorize, blocking, writing, ApiError, AppState, Shared};
 use crate::model::{
@@ -40,6 +40,10 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/jobs", get(jobs))
         .route("/jobs/{job}", get(job))
         .route("/jobs/{job}/cancel", post(cancel_job))
+        .route("/sessions/{id}/compare", post(compare))
+        .route("/comparisons", get(comparisons))
+        .route("/comparisons/{id}", get(comparison))
+        .route("/comparisons/{id}/cancel", post(cancel_comparison))
 }
 
 type Reply = Result<Response, ApiError>;
@@ -458,14 +462,7 @@ async fn regenerate(
     Session(session): Session,
     Options(options): Options<crate::RegenerateOptions>,
 ) -> Reply {
-    if options.allow_remote && !state.config.allow_remote_models {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "remote_models_disabled",
-            "this server does not send sessions to endpoints off its machine \
-             (start it with --allow-remote-models)",
-        ));
-    }
+    refuse_remote_unless_allowed(&state, options.allow_remote)?;
     if options.dry_run {
         let plan = writing(&state, move |s| s.plan_regeneration(&session, &options)).await?;
         return Ok(Json(plan).into_response());
@@ -477,6 +474,20 @@ async fn regenerate(
         StatusCode::OK
     };
     Ok((status, Json(job)).into_response())
+}
+
+/// A request asking for model endpoints off this machine, refused (403) unless the
+/// server was started allowing them.
+fn refuse_remote_unless_allowed(state: &AppState, allow_remote: bool) -> Result<(), ApiError> {
+    if allow_remote && !state.config.allow_remote_models {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "remote_models_disabled",
+            "this server does not send sessions to endpoints off its machine \
+             (start it with --allow-remote-models)",
+        ));
+    }
+    Ok(())
 }
 
 /// Records a regeneration job and, unless an earlier identical one is returned, runs
@@ -505,4 +516,64 @@ async fn job(state: Shared, Path(job): Path<String>) -> Reply {
 
 async fn cancel_job(state: Shared, _: Authorized, Path(job): Path<String>) -> Reply {
     Ok(Json(writing(&state, move |s| s.cancel_job(&job)).await?).into_response())
+}
+
+/// `POST /sessions/{id}/compare` (the body: [`crate::CompareOptions`]): 202 with the
+/// comparison, its runs going on in the background; 200 with the plan for a dry run,
+/// or with the earlier identical comparison (`"reused": true`).
+async fn compare(
+    state: Shared,
+    _: Authorized,
+    Session(session): Session,
+    Options(options): Options<crate::CompareOptions>,
+) -> Reply {
+    refuse_remote_unless_allowed(&state, options.allow_remote)?;
+    if options.dry_run {
+        let plan = writing(&state, move |s| s.plan_comparison(&session, &options)).await?;
+        return Ok(Json(plan).into_response());
+    }
+    let comparison = start_comparison(&state, session, options).await?;
+    let status = if comparison.reused {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((status, Json(comparison)).into_response())
+}
+
+/// Records a comparison (its forks and runs) and, unless an earlier identical one is
+/// returned, runs its arms in the background, outside the lanes' slots: a run may take
+/// minutes. At most one thread per run is asked for, however large `parallel` is.
+pub(super) async fn start_comparison(
+    state: &Arc<AppState>,
+    session: SessionId,
+    options: crate::CompareOptions,
+) -> Result<crate::Comparison, ApiError> {
+    let parallel = options.parallel.unwrap_or(1);
+    let comparison = writing(state, move |s| s.begin_comparison(&session, &options)).await?;
+    if !comparison.reused {
+        let runs = comparison.arms.iter().filter(|a| !a.baseline).count();
+        let parallel = parallel.clamp(1, runs.max(1));
+        let store = Arc::clone(&state.store);
+        let id = comparison.comparison.clone();
+        tokio::task::spawn_blocking(move || store.run_comparison(&id, parallel));
+    }
+    Ok(comparison)
+}
+
+/// `GET /comparisons`: every comparison, oldest first, with its figures.
+async fn comparisons(state: Shared) -> Reply {
+    Ok(Json(blocking(&state, |s| s.comparisons()).await?).into_response())
+}
+
+/// `GET /comparisons/{id}`: a comparison (or the one a run id is part of) with the
+/// figures of every arm; 404 `job_not_found` for an id that is neither.
+async fn comparison(state: Shared, Path(id): Path<String>) -> Reply {
+    Ok(Json(blocking(&state, move |s| s.comparison(&id)).await?).into_response())
+}
+
+/// `POST /comparisons/{id}/cancel`: ends a comparison's running runs (or one run)
+/// `cancelled`, keeping the steps they committed; the comparison as it now stands.
+async fn cancel_comparison(state: Shared, _: Authorized, Path(id): Path<String>) -> Reply {
+    Ok(Json(writing(&state, move |s| s.cancel_comparison(&id)).await?).into_response())
 }

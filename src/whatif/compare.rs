@@ -428,7 +428,9 @@ impl Store {
         );
         let failure: Mutex<Option<Error>> = Mutex::new(None);
         std::thread::scope(|scope| {
-            for _ in 0..parallel.max(1) {
+            // No more threads than runs to take, whatever is asked.
+            let workers = parallel.clamp(1, runs.len().max(1));
+            for _ in 0..workers {
                 scope.spawn(|| loop {
                     let Some(run) = todo.lock().unwrap_or_else(|e| e.into_inner()).pop() else {
                         break;
