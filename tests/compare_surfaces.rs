@@ -751,4 +751,35 @@ mod rest {
         assert_eq!(statuses, ["cancelled", "cancelled"]);
         query_agrees(&s.store, &s.store.comparison(&id).unwrap());
     }
+
+    #[test]
+    fn a_comparison_nobody_takes_resumes_from_its_last_step_over_http() {
+        let s = start(with_token());
+        let stub = stub::scripted(two_models);
+        // Begun but never run: what a server that stopped mid-way leaves behind.
+        let begun = s
+            .store
+            .begin_comparison(&sid("trip"), &options(&two_arms(&stub.url)))
+            .unwrap();
+        let id = begun.comparison.clone();
+        assert_eq!(begun.status, "running");
+        let r = s.post(&format!("/comparisons/{id}/resume"), None, &json!({}));
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert!(stub.requests().is_empty());
+        let r = s.post(
+            &format!("/comparisons/{id}/resume"),
+            Some(TOKEN),
+            &json!({}),
+        );
+        assert_eq!(r.status(), StatusCode::ACCEPTED);
+        let done = s.settled(&id);
+        let library = s.store.comparison(&id).unwrap();
+        expected_figures(&library);
+        shows(&done, &library);
+        let r = s.post("/comparisons/no-such-id/resume", Some(TOKEN), &json!({}));
+        assert_eq!(
+            error_code(r),
+            (StatusCode::NOT_FOUND, "job_not_found".into())
+        );
+    }
 }

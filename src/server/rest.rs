@@ -44,6 +44,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/comparisons", get(comparisons))
         .route("/comparisons/{id}", get(comparison))
         .route("/comparisons/{id}/cancel", post(cancel_comparison))
+        .route("/comparisons/{id}/resume", post(resume_comparison))
 }
 
 type Reply = Result<Response, ApiError>;
@@ -570,6 +571,20 @@ async fn comparisons(state: Shared) -> Reply {
 /// figures of every arm; 404 `job_not_found` for an id that is neither.
 async fn comparison(state: Shared, Path(id): Path<String>) -> Reply {
     Ok(Json(blocking(&state, move |s| s.comparison(&id)).await?).into_response())
+}
+
+/// `POST /comparisons/{id}/resume`: goes on with the runs of a comparison that are
+/// still `running` but taken by no one (their server stopped mid-way), each from its
+/// last committed step: 202 with the comparison. Runs this server is taking are left
+/// to it.
+async fn resume_comparison(state: Shared, _: Authorized, Path(id): Path<String>) -> Reply {
+    let id2 = id.clone();
+    let comparison = blocking(&state, move |s| s.comparison(&id2)).await?;
+    if comparison.status == "running" {
+        let store = Arc::clone(&state.store);
+        tokio::task::spawn_blocking(move || store.run_comparison(&id, 1));
+    }
+    Ok((StatusCode::ACCEPTED, Json(comparison)).into_response())
 }
 
 /// `POST /comparisons/{id}/cancel`: ends a comparison's running runs (or one run)
