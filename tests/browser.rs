@@ -4,7 +4,9 @@
 //! it opens the tree, opens a branch, forks from turn 2, finds the new branch in the
 //! tree, runs a diff, checks that a `<script>` turn is shown and never run, that a write
 //! without the token is refused, and opens the `export --format html` file from a
-//! `file:` URL. A second test runs What-if from here against the test LLM.
+//! `file:` URL. A second test runs What-if from here against the test LLM. A third
+//! opens a comparison of two models against a scripted stub, side by side, and starts
+//! another from a turn's "Compare models from here".
 //!
 //! `make test` installs Chromium and chromedriver and sets `FORKTRAIL_CHROMEDRIVER`
 //! (and `FORKTRAIL_CHROMIUM`). Screenshots go to `target/tmp/screenshots/`; the README's
@@ -13,12 +15,14 @@
 
 mod common;
 
+use common::stub::{self, completion, Reply};
 use common::Reaped;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "browser-test-token";
@@ -541,6 +545,258 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
             .await
             .unwrap();
         assert_eq!(answer, "gemma-3-270m-q4_k_m", "the model's own id");
+        c.close().await.unwrap();
+    });
+}
+
+/// A recorded agent session with tool calls: 0 system, 1 user, 2 assistant calls
+/// get_weather(Paris), 3 tool result, 4 assistant answers, 5 user, 6 assistant calls
+/// get_price(train), 7 tool result, 8 assistant answers.
+fn trip(store: &forktrail::Store) -> forktrail::SessionId {
+    use forktrail::{NewTurn, Role};
+    let root = common::session_with(store, "trip", 0);
+    let call = |id: &str, name: &str, args: Value| {
+        json!([{"id": id, "type": "function",
+                "function": {"name": name, "arguments": args.to_string()}}])
+        .to_string()
+    };
+    let turns = vec![
+        NewTurn::new(Role::System, "You are a travel agent."),
+        NewTurn::new(Role::User, "Weather in Paris?"),
+        NewTurn::new(Role::Assistant, "")
+            .kind(forktrail::Kind::ToolCall)
+            .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
+            .model("model-a"),
+        NewTurn::new(Role::Tool, "18C, sunny")
+            .tool_call_id("c1")
+            .name("get_weather"),
+        NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
+        NewTurn::new(Role::User, "And the train price?"),
+        NewTurn::new(Role::Assistant, "")
+            .kind(forktrail::Kind::ToolCall)
+            .tool_calls(call(
+                "c2",
+                "get_price",
+                json!({"mode": "train", "to": "Paris"}),
+            ))
+            .model("model-a"),
+        NewTurn::new(Role::Tool, "49 EUR")
+            .tool_call_id("c2")
+            .name("get_price"),
+        NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
+    ];
+    store.append_many(&root, turns).unwrap();
+    root
+}
+
+/// From turn 2 of [`trip`]: `model-a` replays the recording (520 tokens in, 36 out);
+/// `model-b` answers turn 4 otherwise, then calls a tool the recording never answered
+/// (180 in, 15 out).
+fn two_models() -> stub::Stub {
+    stub::scripted(|request, _| {
+        let model = request["model"].as_str().unwrap_or("").to_string();
+        let answered = request["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let weather = |id: &'static str| [(id, "get_weather", json!({"city": "Paris"}))];
+        Reply::ok(match (model.as_str(), answered) {
+            ("model-a", 0) => completion(&model, None, &weather("x1"), (100, 10, 0), "tool_calls"),
+            ("model-a", 1) => completion(
+                &model,
+                Some("It is 18C and sunny."),
+                &[],
+                (120, 8, 100),
+                "stop",
+            ),
+            ("model-a", 2) => completion(
+                &model,
+                None,
+                &[("x2", "get_price", json!({"mode": "train", "to": "Paris"}))],
+                (140, 12, 0),
+                "tool_calls",
+            ),
+            ("model-a", _) => {
+                completion(&model, Some("49 EUR by train."), &[], (160, 6, 0), "stop")
+            }
+            (_, 0) => completion(&model, None, &weather("y1"), (50, 5, 0), "tool_calls"),
+            (_, 1) => completion(&model, Some("Sunny, 18C."), &[], (60, 5, 0), "stop"),
+            _ => completion(
+                &model,
+                None,
+                &[("y2", "book_flight", json!({"to": "Paris"}))],
+                (70, 5, 0),
+                "tool_calls",
+            ),
+        })
+    })
+}
+
+/// The text of the figure `key` in arm `arm`'s column.
+async fn figure(c: &Client, arm: &str, key: &str) -> String {
+    c.find(Locator::Css(&format!(
+        "#figures td[data-arm='{arm}'][data-figure='{key}']"
+    )))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap()
+}
+
+/// Which arms' cells are marked as diverging, and at which turn.
+async fn divergences(c: &Client) -> Value {
+    c.execute(
+        "return [...document.querySelectorAll('#turns td.diverges')].map(td => \
+         [td.dataset.arm, td.parentElement.dataset.index, td.innerText]);",
+        vec![],
+    )
+    .await
+    .unwrap()
+}
+
+#[test]
+fn a_comparison_shows_its_arms_side_by_side_and_another_starts_from_a_turn() {
+    let Some(driver) = chromedriver() else { return };
+    let models = two_models();
+    let store = Arc::new(forktrail::Store::in_memory().unwrap());
+    let root = trip(&store);
+    let arm = |name: &str, model: &str| forktrail::Arm {
+        name: Some(name.into()),
+        model: model.into(),
+        endpoint: Some(models.url.clone()),
+        ..Default::default()
+    };
+    let options = forktrail::CompareOptions {
+        at: 2,
+        arms: vec![arm("same", "model-a"), arm("other", "model-b")],
+        ..Default::default()
+    };
+    let made = store.compare(&root, &options).unwrap();
+    let addr = common::serve_in_process(
+        Arc::clone(&store),
+        forktrail::server::ServerConfig {
+            token: Some(TOKEN.into()),
+            model_endpoints: vec![models.url.clone()],
+            ..Default::default()
+        },
+    );
+    let base = format!("http://{addr}");
+    runtime().block_on(async {
+        let c = browser(&driver).await;
+        c.goto(&format!("{base}/ui/comparisons/{}", made.comparison))
+            .await
+            .unwrap();
+        let mut columns = Vec::new();
+        for th in c.find_all(Locator::Css("#figures thead th")).await.unwrap() {
+            columns.push(th.attr("data-arm").await.unwrap());
+        }
+        let names = [None, Some("baseline"), Some("same"), Some("other")];
+        assert_eq!(columns, names.map(|n| n.map(String::from)));
+        assert_eq!(figure(&c, "same", "input_tokens").await, "520");
+        assert_eq!(figure(&c, "other", "input_tokens").await, "180");
+        assert_eq!(figure(&c, "baseline", "input_tokens").await, "not measured");
+
+        // Side by side: turn 4's row holds every arm's turn, at one height, in order.
+        let cells = c
+            .execute(
+                "return [...document.querySelectorAll('#turns tr[data-index=\"4\"] td')].map(td => \
+                 { const r = td.getBoundingClientRect(); return [td.dataset.arm, r.top, r.left, td.innerText]; });",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let cells = cells.as_array().unwrap();
+        assert_eq!(cells.len(), 3, "{cells:?}");
+        let arms: Vec<&str> = cells.iter().map(|c| c[0].as_str().unwrap()).collect();
+        assert_eq!(arms, ["baseline", "same", "other"]);
+        let top = cells[0][1].as_f64().unwrap();
+        let mut left = f64::MIN;
+        for cell in cells {
+            assert_eq!(cell[1].as_f64().unwrap(), top, "{cells:?}");
+            assert!(cell[2].as_f64().unwrap() > left, "{cells:?}");
+            left = cell[2].as_f64().unwrap();
+        }
+        assert!(cells[1][3].as_str().unwrap().contains("It is 18C and sunny."));
+        assert!(cells[2][3].as_str().unwrap().contains("Sunny, 18C."));
+        // The divergence: on the diverging arm only, in words, and in its heading.
+        let marked = divergences(&c).await;
+        assert_eq!(marked.as_array().unwrap().len(), 1, "{marked}");
+        assert_eq!(marked[0][0], "other");
+        assert_eq!(marked[0][1], "4");
+        assert!(marked[0][2].as_str().unwrap().contains("diverges here"));
+        let heading = |arm: &'static str| {
+            let c = &c;
+            async move {
+                c.find(Locator::Css(&format!("#turns th[data-arm='{arm}']")))
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap()
+            }
+        };
+        assert!(heading("other").await.contains("diverges at 4"));
+        assert!(heading("same").await.contains("as recorded throughout"));
+        // The shared prefix is folded.
+        let prefix = c.find(Locator::Css("details.prefix")).await.unwrap();
+        assert_eq!(prefix.prop("open").await.unwrap().as_deref(), Some("false"));
+        let hidden = c
+            .find(Locator::Css("details.prefix #turn-1"))
+            .await
+            .unwrap();
+        assert!(!hidden.is_displayed().await.unwrap());
+        screenshot(&c, "comparison.png").await;
+        c.execute("document.querySelector('#turns').scrollIntoView()", vec![])
+            .await
+            .unwrap();
+        screenshot(&c, "comparison-turns.png").await;
+
+        // From a turn of the session: the form, its estimate, then the comparison.
+        c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
+        type_into(&c, "#token-input", TOKEN).await;
+        click(&c, Locator::Css("#token-form button")).await;
+        wait_for_text(&c, "kept for this tab", 5).await;
+        click(&c, Locator::Css("#turn-1 a.compare")).await;
+        wait_for_path(&c, &format!("/ui/sessions/{root}/compare"), "", 10).await;
+        let first = c.find(Locator::Css("#compare-arm-1")).await.unwrap();
+        assert!(first.is_selected().await.unwrap(), "the session's model is ticked");
+        let model = c.find(Locator::Css("#compare-model-1")).await.unwrap();
+        assert_eq!(model.prop("value").await.unwrap().as_deref(), Some("model-a"));
+        click(&c, Locator::Css("#compare-arm-2")).await;
+        type_into(&c, "#compare-model-2", "model-b").await;
+        let endpoint = c.find(Locator::Css("#compare-endpoint-2")).await.unwrap();
+        assert_eq!(
+            endpoint.prop("value").await.unwrap().as_deref(),
+            Some(models.url.as_str())
+        );
+        screenshot(&c, "compare-form.png").await;
+        let asked = models.requests().len();
+        click(&c, Locator::Css("form.compare button[type=submit]")).await;
+        wait_for_text(&c, "Nothing has been sent or written yet", 10).await;
+        assert_eq!(models.requests().len(), asked, "the estimate sent nothing");
+        click(&c, Locator::Css("button[name=confirm]")).await;
+        let path = wait_for_path(&c, "/ui/comparisons/", "", 10).await;
+        // The page follows the comparison until its arms have ended.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let status = match c.find(Locator::Css("#comparison-status")).await {
+                Ok(e) => e.attr("data-status").await.unwrap().unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            if status == "ended" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "still {status:?} after 60 s");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert_eq!(c.current_url().await.unwrap().path(), path);
+        assert_eq!(figure(&c, "model-a", "input_tokens").await, "520");
+        assert_eq!(figure(&c, "model-b", "output_tokens").await, "15");
+        assert_eq!(figure(&c, "model-a", "reached_end").await, "yes");
+        let marked = divergences(&c).await;
+        assert_eq!(marked.as_array().unwrap().len(), 1, "{marked}");
+        assert_eq!(marked[0][0], "model-b");
+        assert_eq!(store.comparisons().unwrap().len(), 2);
         c.close().await.unwrap();
     });
 }

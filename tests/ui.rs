@@ -269,6 +269,7 @@ fn a_read_only_server_offers_no_forms_and_refuses_their_posts() {
     let ui = start(Arc::clone(&store));
     let (_, _, html) = page(&ui, &format!("/ui/sessions/{}", ui.tree.root));
     assert!(!html.contains("Fork from here") && html.contains("read-only server"));
+    assert!(!html.contains("Compare models from here"));
     let (status, _, html) = post(
         &ui,
         &format!("/ui/sessions/{}/fork", ui.tree.root),
@@ -596,4 +597,564 @@ fn export_html_is_one_file_with_no_script_and_every_turn() {
         .export(None, forktrail::ExportFormat::Html, Vec::new())
         .unwrap_err();
     assert!(err.to_string().contains("needs a SESSION"), "{err}");
+}
+
+/// A recorded agent session with tool calls, for comparisons:
+/// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
+/// 4 assistant answers, 5 user, 6 assistant calls get_price(train), 7 tool result,
+/// 8 assistant answers.
+fn trip(store: &Store, id: &str) -> SessionId {
+    use serde_json::json;
+    let root = common::session_with(store, id, 0);
+    let call = |id: &str, name: &str, args: serde_json::Value| {
+        json!([{"id": id, "type": "function",
+                "function": {"name": name, "arguments": args.to_string()}}])
+        .to_string()
+    };
+    let turns = vec![
+        NewTurn::new(Role::System, "You are a travel agent."),
+        NewTurn::new(Role::User, "Weather in Paris?"),
+        NewTurn::new(Role::Assistant, "")
+            .kind(forktrail::Kind::ToolCall)
+            .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
+            .model("model-a"),
+        NewTurn::new(Role::Tool, "18C, sunny")
+            .tool_call_id("c1")
+            .name("get_weather"),
+        NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
+        NewTurn::new(Role::User, "And the train price?"),
+        NewTurn::new(Role::Assistant, "")
+            .kind(forktrail::Kind::ToolCall)
+            .tool_calls(call(
+                "c2",
+                "get_price",
+                json!({"mode": "train", "to": "Paris"}),
+            ))
+            .model("model-a"),
+        NewTurn::new(Role::Tool, "49 EUR")
+            .tool_call_id("c2")
+            .name("get_price"),
+        NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
+    ];
+    store.append_many(&root, turns).unwrap();
+    root
+}
+
+/// A stub serving two models from turn 2 of [`trip`]: `model-a` replays the recording
+/// (usage 100/10/0, 120/8/100, 140/12/0, 160/6/0: 520 in, 36 out, 100 cached);
+/// `model-b` says something else at turn 4 and then calls a tool the recording never
+/// answered (usage 50/5, 60/5, 70/5: 180 in, 15 out); any other model answers
+/// `other_text` (usage 1/1).
+fn two_models(other_text: &'static str) -> common::stub::Stub {
+    use common::stub::{completion, Reply};
+    use serde_json::json;
+    common::stub::scripted(move |request, _| {
+        let model = request["model"].as_str().unwrap_or("").to_string();
+        let answered = request["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let weather = |id: &'static str| [(id, "get_weather", json!({"city": "Paris"}))];
+        Reply::ok(match (model.as_str(), answered) {
+            ("model-a", 0) => completion(&model, None, &weather("x1"), (100, 10, 0), "tool_calls"),
+            ("model-a", 1) => completion(
+                &model,
+                Some("It is 18C and sunny."),
+                &[],
+                (120, 8, 100),
+                "stop",
+            ),
+            ("model-a", 2) => completion(
+                &model,
+                None,
+                &[("x2", "get_price", json!({"to": "Paris", "mode": "train"}))],
+                (140, 12, 0),
+                "tool_calls",
+            ),
+            ("model-a", _) => {
+                completion(&model, Some("49 EUR by train."), &[], (160, 6, 0), "stop")
+            }
+            ("model-b", 0) => completion(&model, None, &weather("y1"), (50, 5, 0), "tool_calls"),
+            ("model-b", 1) => completion(&model, Some("Sunny, 18C."), &[], (60, 5, 0), "stop"),
+            ("model-b", _) => completion(
+                &model,
+                None,
+                &[("y2", "book_flight", json!({"to": "Paris"}))],
+                (70, 5, 0),
+                "tool_calls",
+            ),
+            _ => completion(&model, Some(other_text), &[], (1, 1, 0), "stop"),
+        })
+    })
+}
+
+fn arm(name: &str, model: &str, endpoint: &str) -> forktrail::Arm {
+    forktrail::Arm {
+        name: Some(name.into()),
+        model: model.into(),
+        endpoint: Some(endpoint.into()),
+        ..Default::default()
+    }
+}
+
+/// The text from `from` to the end of the element it starts (`</tag>` of its tag).
+fn element<'h>(html: &'h str, from: &str) -> &'h str {
+    let at = html
+        .find(from)
+        .unwrap_or_else(|| panic!("no {from} in {html}"));
+    let tag: String = from[1..]
+        .chars()
+        .take_while(|c| c.is_alphanumeric())
+        .collect();
+    let end = html[at..]
+        .find(&format!("</{tag}>"))
+        .unwrap_or_else(|| panic!("{from} is not closed"));
+    &html[at..at + end + tag.len() + 3]
+}
+
+#[test]
+fn a_comparison_page_puts_the_arms_side_by_side_with_measured_figures_and_marks_the_divergence() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let root = trip(&store, "trip");
+    let stub = two_models("unused");
+    let mut options = forktrail::CompareOptions {
+        at: 2,
+        arms: vec![
+            arm("same", "model-a", &stub.url),
+            arm("other", "model-b", &stub.url),
+        ],
+        ..Default::default()
+    };
+    options.prices.insert(
+        "model-a".into(),
+        forktrail::Price {
+            input: 3.0,
+            output: 15.0,
+            cached: Some(0.3),
+        },
+    );
+    let c = store.compare(&root, &options).unwrap();
+    let ui = start(Arc::clone(&store));
+    let (status, headers, html) = page(&ui, &format!("/ui/comparisons/{}", c.comparison));
+    assert_eq!(status, 200);
+    assert!(
+        !headers.contains_key("refresh"),
+        "an ended comparison stays"
+    );
+    assert!(html.contains("data-status=\"ended\""), "{html}");
+
+    // The figures: one column per arm, the baseline first, the stub's exact usage.
+    let figures = element(&html, "<table class=\"compare figures\"");
+    let column = |name: &str| {
+        figures
+            .find(&format!("<th scope=\"col\" data-arm=\"{name}\""))
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    assert!(column("baseline") < column("same") && column("same") < column("other"));
+    let figure = |arm: &str, key: &str| {
+        let cell = element(
+            figures,
+            &format!("<td class=\"number\" data-arm=\"{arm}\" data-figure=\"{key}\""),
+        );
+        cell[cell.find('>').unwrap() + 1..cell.len() - "</td>".len()].to_string()
+    };
+    for (key, same, other) in [
+        ("input_tokens", "520", "180"),
+        ("output_tokens", "36", "15"),
+        ("cached_tokens", "100", "0"),
+        ("steps", "4", "3"),
+        ("answered_from_recording", "2", "1"),
+        ("unanswered_tool_calls", "0", "1"),
+    ] {
+        assert_eq!(figure("same", key), same, "{key}");
+        assert_eq!(figure("other", key), other, "{key}");
+    }
+    let unmeasured = "<span class=\"unmeasured\">not measured</span>";
+    assert_eq!(figure("baseline", "input_tokens"), unmeasured);
+    let cost = ((520.0 - 100.0) * 3.0 + 100.0 * 0.3 + 36.0 * 15.0) / 1e6;
+    assert_eq!(figure("same", "cost"), format!("${cost:.6}"));
+    assert_eq!(figure("other", "cost"), "unpriced");
+    assert!(
+        figures.contains("2: get_weather → book_flight"),
+        "{figures}"
+    );
+    assert!(
+        figures.contains("tool_calls, stop, tool_calls"),
+        "{figures}"
+    );
+    // The stopped arm says why.
+    let stopped = element(figures, "<td data-arm=\"other\" data-figure=\"status\"");
+    assert!(
+        stopped.contains("unanswered_tool_call") && stopped.contains("book_flight"),
+        "{stopped}"
+    );
+
+    // The turns: one row per index from the fork point, every arm's turn in it.
+    let turns = element(&html, "<table class=\"compare turns\"");
+    assert_eq!(turns.matches("<tr data-index=").count(), 7, "turns 2 to 8");
+    let row = |i: u64| element(turns, &format!("<tr data-index=\"{i}\""));
+    for i in 2..=6 {
+        for arm in ["baseline", "same", "other"] {
+            let row = row(i);
+            let at = row.find(&format!(" data-arm=\"{arm}\"")).unwrap();
+            let cell = &row[at..at + row[at..].find("</td>").unwrap()];
+            assert!(cell.contains("class=\"role\""), "turn {i} of {arm}: {cell}");
+        }
+    }
+    assert!(row(4).contains("It is 18C and sunny.") && row(4).contains("Sunny, 18C."));
+    assert!(
+        row(8).contains("<td class=\"cell\" data-arm=\"other\"></td>"),
+        "the stopped arm has no turn 8: {}",
+        row(8)
+    );
+    // The divergence: marked on the diverging arm only, at its first differing turn.
+    assert_eq!(turns.matches("diverges here").count(), 1, "{turns}");
+    assert!(row(4).contains("<td class=\"cell diverges\" data-arm=\"other\"><p class=\"marker\">"));
+    assert!(turns.contains("diverges at 4") && turns.contains("as recorded throughout"));
+    // The shared prefix, folded.
+    let prefix = element(&html, "<details class=\"prefix\">");
+    assert!(prefix.contains("2 shared turns"), "{prefix}");
+    assert!(prefix.contains("id=\"turn-0\"") && prefix.contains("id=\"turn-1\""));
+    // Each arm's fork links to its session page.
+    for a in &c.arms {
+        let session = a.session.as_ref().unwrap();
+        assert!(
+            html.contains(&format!("href=\"/ui/sessions/{session}\"")),
+            "{}",
+            a.name
+        );
+    }
+
+    // And each fork's page links back to the comparison.
+    let fork = c.arms[2].session.as_ref().unwrap();
+    let (_, _, playback) = page(&ui, &format!("/ui/sessions/{fork}"));
+    assert!(
+        playback.contains(&format!("href=\"/ui/comparisons/{}\"", c.comparison)),
+        "{playback}"
+    );
+    assert!(
+        playback.contains("arm <strong>other</strong>"),
+        "{playback}"
+    );
+
+    let (status, _, html) = page(&ui, "/ui/comparisons/no-such-comparison");
+    assert_eq!(status, 404);
+    assert!(html.contains("no-such-comparison") && html.contains("All sessions"));
+}
+
+#[test]
+fn hostile_arm_names_and_answers_on_a_comparison_page_are_text() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let root = trip(&store, "hostile");
+    let stub = two_models("<img src=x onerror=alert(2)>\"'&");
+    let options = forktrail::CompareOptions {
+        at: 2,
+        arms: vec![arm("<script>alert(1)</script>\"", "model-x", &stub.url)],
+        ..Default::default()
+    };
+    let c = store.compare(&root, &options).unwrap();
+    let ui = start(Arc::clone(&store));
+    let (status, _, html) = page(&ui, &format!("/ui/comparisons/{}", c.comparison));
+    assert_eq!(status, 200);
+    assert!(
+        !html.contains("<script>alert") && !html.contains("<img src=x"),
+        "{html}"
+    );
+    assert!(
+        html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{html}"
+    );
+    assert!(
+        html.contains("&lt;img src=x onerror=alert(2)&gt;"),
+        "{html}"
+    );
+    assert!(
+        html.contains("data-arm=\"&lt;script&gt;alert(1)&lt;/script&gt;&quot;\""),
+        "{html}"
+    );
+}
+
+/// A form POST of the compare form's fields.
+fn compare_post(
+    ui: &Ui,
+    session: &SessionId,
+    fields: &[(&str, &str)],
+    bearer: Option<&str>,
+) -> (u16, String, String) {
+    post(
+        ui,
+        &format!("/ui/sessions/{session}/compare"),
+        fields,
+        bearer,
+    )
+}
+
+#[test]
+fn compare_models_from_here_estimates_then_begins_and_follows_the_comparison_to_its_figures() {
+    let stub = two_models("unused");
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start_with(
+        Arc::clone(&store),
+        ServerConfig {
+            token: Some(TOKEN.into()),
+            model_endpoints: vec![stub.url.clone()],
+            ..ServerConfig::default()
+        },
+    );
+    let root = trip(&store, "trip");
+    // Each turn offers it: a user turn is answered after, a model's turn anew.
+    let (_, _, playback) = page(&ui, &format!("/ui/sessions/{root}"));
+    let user = element(&playback, "<li class=\"turn\" id=\"turn-1\"");
+    assert!(user.contains(&format!("href=\"/ui/sessions/{root}/compare?at=2\"")));
+    assert!(user.contains(">Compare models from here</a>"));
+    let answer = element(&playback, "<li class=\"turn\" id=\"turn-4\"");
+    assert!(answer.contains(&format!("href=\"/ui/sessions/{root}/compare?at=4\"")));
+
+    // The form: the session's model ticked, on the server's endpoint.
+    let (status, _, form) = page(&ui, &format!("/ui/sessions/{root}/compare?at=2"));
+    assert_eq!(status, 200);
+    assert!(
+        form.contains(&format!("<option value=\"{}\" selected>", stub.url)),
+        "{form}"
+    );
+    assert!(
+        form.contains("name=\"arm-1\" type=\"checkbox\" value=\"1\" checked"),
+        "{form}"
+    );
+    assert!(
+        form.contains("name=\"model-1\" value=\"model-a\""),
+        "{form}"
+    );
+    assert!(form.contains("The context ends with turn 1 (user): Weather in Paris?"));
+    for (at, says) in [
+        ("0", "1..=9"),
+        ("10", "1..=9"),
+        ("two", "not a whole number"),
+    ] {
+        let (status, _, html) = page(&ui, &format!("/ui/sessions/{root}/compare?at={at}"));
+        assert_eq!(status, 400, "at={at}");
+        assert!(html.contains(says), "{html}");
+    }
+    let (status, _, _) = page(&ui, "/ui/sessions/nope/compare?at=2");
+    assert_eq!(status, 404);
+
+    let url = stub.url.clone();
+    let chosen = |extra: &[(&'static str, &'static str)]| {
+        let mut f: Vec<(&str, &str)> = vec![
+            ("at", "2"),
+            ("arm-1", "1"),
+            ("model-1", "model-a"),
+            ("endpoint-1", url.as_str()),
+            ("arm-2", "1"),
+            ("model-2", "model-b"),
+            ("endpoint-2", url.as_str()),
+            ("max_steps", "10"),
+        ];
+        f.extend_from_slice(extra);
+        f
+    };
+    // Errors show on the form with what was typed, and nothing is written or sent.
+    let before = common::quads(&store);
+    let (status, _, html) = compare_post(&ui, &root, &chosen(&[]), None);
+    assert_eq!(status, 401);
+    assert!(html.contains("Authorization") && html.contains("name=\"model-2\" value=\"model-b\""));
+    let (status, _, html) = compare_post(&ui, &root, &[("at", "2"), ("model-1", "m")], Some(TOKEN));
+    assert_eq!(status, 400);
+    assert!(html.contains("no model is ticked"), "{html}");
+    let (status, _, html) = compare_post(
+        &ui,
+        &root,
+        &[
+            ("at", "2"),
+            ("arm-1", "1"),
+            ("model-1", "m"),
+            ("endpoint-1", "http://127.0.0.1:1/v1"),
+        ],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 403);
+    assert!(html.contains("--model-endpoint"), "{html}");
+    let (status, _, html) = compare_post(&ui, &root, &chosen(&[("price-2", "cheap")]), Some(TOKEN));
+    assert_eq!(status, 400);
+    assert!(
+        html.contains("arm 2: price &quot;cheap&quot;") && html.contains("value=\"cheap\""),
+        "{html}"
+    );
+    let mut late = chosen(&[("confirm", "1")]);
+    late[0] = ("at", "99");
+    let (status, _, html) = compare_post(&ui, &root, &late, Some(TOKEN));
+    assert_eq!(status, 400);
+    assert!(
+        html.contains("99") && html.contains(root.as_str()),
+        "{html}"
+    );
+    // The estimate: per arm, nothing sent, nothing written; then the choices again.
+    let (status, _, html) = compare_post(&ui, &root, &chosen(&[("price-1", "3/15")]), Some(TOKEN));
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("Nothing has been sent or written yet"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<th scope=\"row\">model-a</th>")
+            && html.contains("<th scope=\"row\">model-b</th>")
+    );
+    assert!(html.contains("unpriced"), "model-b has no price: {html}");
+    let (status, _, html) = compare_post(&ui, &root, &chosen(&[("edit", "1")]), None);
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("name=\"model-2\" value=\"model-b\""),
+        "{html}"
+    );
+    assert!(stub.requests().is_empty());
+    assert_eq!(common::quads(&store), before, "nothing written");
+
+    // Confirmed: on to the comparison's page, which reloads until every arm has ended.
+    let (status, location, _) = compare_post(&ui, &root, &chosen(&[("confirm", "1")]), Some(TOKEN));
+    assert_eq!(status, 303);
+    assert!(location.starts_with("/ui/comparisons/"), "{location}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let html = loop {
+        let r = get(format!("{}{location}", ui.base)).unwrap();
+        let refresh = r.headers().contains_key("refresh");
+        let html = r.text().unwrap();
+        if html.contains("data-status=\"ended\"") {
+            assert!(!refresh, "an ended comparison stops reloading");
+            break html;
+        }
+        assert!(
+            html.contains("data-status=\"running\"") && refresh,
+            "{html}"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {html}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let figure = |arm: &str, key: &str, value: &str| {
+        format!("<td class=\"number\" data-arm=\"{arm}\" data-figure=\"{key}\">{value}</td>")
+    };
+    assert!(
+        html.contains(&figure("model-a", "input_tokens", "520")),
+        "{html}"
+    );
+    assert!(
+        html.contains(&figure("model-b", "input_tokens", "180")),
+        "{html}"
+    );
+    assert!(html.contains("diverges at 4"));
+    let made = store.comparisons().unwrap();
+    assert_eq!(made.len(), 1);
+    assert_eq!(made[0].max_steps, 10);
+    assert_eq!(made[0].arms[1].figures.input_tokens, Some(520));
+    // The same again shows the comparison already made.
+    let (status, again, _) = compare_post(&ui, &root, &chosen(&[("confirm", "1")]), Some(TOKEN));
+    assert_eq!(status, 303);
+    assert_eq!(again, format!("{location}?reused=1"));
+    let (_, _, html) = page(&ui, &again);
+    assert!(html.contains("asked before"), "{html}");
+    assert_eq!(store.comparisons().unwrap().len(), 1);
+}
+
+#[test]
+fn a_running_comparison_can_be_cancelled_from_its_page() {
+    use common::stub::{completion, Reply};
+    // The stub holds its first answer until the test lets it go.
+    let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let held = Arc::clone(&gate);
+    let stub = common::stub::scripted(move |_, _| {
+        let (open, opened) = &*held;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = opened.wait(open).unwrap();
+        }
+        Reply::ok(completion("slow", Some("late"), &[], (1, 1, 0), "stop"))
+    });
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start_with(
+        Arc::clone(&store),
+        ServerConfig {
+            token: Some(TOKEN.into()),
+            model_endpoints: vec![stub.url.clone()],
+            ..ServerConfig::default()
+        },
+    );
+    let root = trip(&store, "trip");
+    let (status, location, _) = compare_post(
+        &ui,
+        &root,
+        &[
+            ("at", "2"),
+            ("arm-1", "1"),
+            ("model-1", "slow"),
+            ("confirm", "1"),
+        ],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 303);
+    let (_, headers, html) = page(&ui, &location);
+    assert!(headers.contains_key("refresh") && html.contains("data-status=\"running\""));
+    assert!(html.contains("Cancel the running arms"), "{html}");
+    let (status, _, _) = post(&ui, &format!("{location}/cancel"), &[], None);
+    assert_eq!(status, 401, "cancelling needs the token");
+    let (status, back, _) = post(&ui, &format!("{location}/cancel"), &[], Some(TOKEN));
+    assert_eq!((status, back.as_str()), (303, location.as_str()));
+    let (_, headers, html) = page(&ui, &location);
+    assert!(!headers.contains_key("refresh") && html.contains("data-status=\"ended\""));
+    assert!(html.contains("<strong>cancelled</strong>"), "{html}");
+    let (open, opened) = &*gate;
+    *open.lock().unwrap() = true;
+    opened.notify_all();
+}
+
+#[test]
+fn an_endpoint_off_this_machine_needs_the_server_to_allow_it_and_a_budget_with_prices() {
+    let remote = "https://models.example.com/v1";
+    let fields = |extra: &[(&'static str, &'static str)]| {
+        let mut f = vec![
+            ("at", "2"),
+            ("arm-1", "1"),
+            ("model-1", "far-model"),
+            ("endpoint-1", remote),
+        ];
+        f.extend_from_slice(extra);
+        f
+    };
+    for allow_remote_models in [false, true] {
+        let store = Arc::new(Store::in_memory().unwrap());
+        let ui = start_with(
+            Arc::clone(&store),
+            ServerConfig {
+                token: Some(TOKEN.into()),
+                model_endpoints: vec![remote.into()],
+                allow_remote_models,
+                ..ServerConfig::default()
+            },
+        );
+        let root = trip(&store, "trip");
+        let before = common::quads(&store);
+        let (status, _, html) = compare_post(&ui, &root, &fields(&[]), Some(TOKEN));
+        assert_eq!(status, 400);
+        let refusal = if allow_remote_models {
+            "a money cap is required"
+        } else {
+            "is not on this machine"
+        };
+        assert!(html.contains(refusal), "{html}");
+        assert!(
+            html.contains("value=\"far-model\""),
+            "the form keeps what was typed"
+        );
+        if allow_remote_models {
+            let (status, _, html) =
+                compare_post(&ui, &root, &fields(&[("budget", "0.5")]), Some(TOKEN));
+            assert_eq!(status, 400);
+            assert!(html.contains("has no price"), "{html}");
+            let priced = fields(&[("budget", "0.5"), ("price-1", "1/2")]);
+            let (status, _, html) = compare_post(&ui, &root, &priced, Some(TOKEN));
+            assert_eq!(status, 200, "{html}");
+            assert!(html.contains("(off this machine)") && html.contains("$0.500000"));
+        }
+        assert_eq!(common::quads(&store), before, "nothing written");
+    }
 }

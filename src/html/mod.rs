@@ -30,6 +30,14 @@ impl Links<'_> {
         }
     }
 
+    /// A what-if comparison's page (none inside an exported file).
+    pub(crate) fn comparison(self, id: &str) -> Option<String> {
+        match self {
+            Links::Server => Some(format!("/ui/comparisons/{id}")),
+            Links::File(_) => None,
+        }
+    }
+
     /// A turn of a session's playback: the page that holds it, at its anchor.
     pub(crate) fn turn(self, id: &SessionId, index: u64) -> Option<String> {
         match self {
@@ -101,6 +109,15 @@ pub(crate) fn facts(info: &SessionInfo, parent_branch: Option<&str>, links: Link
                     (link(links.session(p), html! { (parent_branch.unwrap_or(p.as_str())) }))
                     @if parent_branch.is_some() { " " span.meta { "(" (p) ")" } }
                     " (inherits " (info.inherited_turns) " turn" @if info.inherited_turns != 1 { "s" } ")"
+                }
+            }
+            @if let Some(w) = &info.what_if {
+                dt { "What-if" }
+                dd {
+                    "arm " strong { (w.arm) } " of comparison "
+                    (link(links.comparison(&w.comparison), html! { code { (w.comparison) } }))
+                    ", " (w.status.as_str())
+                    @if let Some(d) = &w.detail { span.meta { " (" (d) ")" } }
                 }
             }
             dt { "Turns" } dd { (info.length) " (" (info.own_turns) " its own)" }

@@ -12,6 +12,7 @@ mod metrics;
 mod rest;
 mod sparql;
 mod ui;
+mod ui_compare;
 
 use crate::error::Error;
 use crate::store::Store;

@@ -50,13 +50,14 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/ui/sparql", get(sparql))
         .route("/ui/style.css", get(style))
         .route("/ui/app.js", get(script))
+        .merge(super::ui_compare::routes())
 }
 
-type Page = Result<Response, Response>;
+pub(super) type Page = Result<Response, Response>;
 
 /// An HTML page with the headers every UI page carries: nothing but this origin's own
 /// files may load or run, and no other site may frame it.
-fn page(state: &AppState, status: StatusCode, title: &str, body: Markup) -> Response {
+pub(super) fn page(state: &AppState, status: StatusCode, title: &str, body: Markup) -> Response {
     let writable = state.config.token.is_some();
     let header = html! {
         a href="/" { "forktrail" }
@@ -89,7 +90,7 @@ fn page(state: &AppState, status: StatusCode, title: &str, body: Markup) -> Resp
 }
 
 /// An error as a page: what went wrong (naming the session or index), and the way back.
-fn error_page(state: &AppState, error: ApiError) -> Response {
+pub(super) fn error_page(state: &AppState, error: ApiError) -> Response {
     let heading = match error.status {
         StatusCode::NOT_FOUND => "Not found",
         StatusCode::UNAUTHORIZED => "Token needed",
@@ -111,7 +112,7 @@ fn error_page(state: &AppState, error: ApiError) -> Response {
 }
 
 /// Runs `f` with the store on a blocking thread; an error becomes an error page.
-async fn read<T: Send + 'static>(
+pub(super) async fn read<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&crate::Store) -> crate::Result<T> + Send + 'static,
 ) -> Result<T, Response> {
@@ -119,14 +120,14 @@ async fn read<T: Send + 'static>(
 }
 
 /// Runs write `f` (after `may_write`) as `read` does, in the write lane.
-async fn write<T: Send + 'static>(
+pub(super) async fn write<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&crate::Store) -> crate::Result<T> + Send + 'static,
 ) -> Result<T, Response> {
     writing(state, f).await.map_err(|e| error_page(state, e))
 }
 
-fn session_id(state: &AppState, text: &str) -> Result<SessionId, Response> {
+pub(super) fn session_id(state: &AppState, text: &str) -> Result<SessionId, Response> {
     SessionId::new(text).map_err(|e| error_page(state, e.into()))
 }
 
@@ -152,7 +153,7 @@ fn asset(media_type: &'static str, body: &'static str) -> Response {
 
 /// A form body. Every write form carries `token` (empty when the script sends it as a
 /// header instead).
-fn form<T: DeserializeOwned>(state: &AppState, body: &Bytes) -> Result<T, Response> {
+pub(super) fn form<T: DeserializeOwned>(state: &AppState, body: &Bytes) -> Result<T, Response> {
     serde_urlencoded::from_bytes(body).map_err(|e| {
         error_page(
             state,
@@ -162,18 +163,31 @@ fn form<T: DeserializeOwned>(state: &AppState, body: &Bytes) -> Result<T, Respon
 }
 
 /// A write needs the token: in the `Authorization` header, or typed into the form.
-fn may_write(state: &AppState, headers: &HeaderMap, typed: &str) -> Result<(), Response> {
+pub(super) fn may_write(
+    state: &AppState,
+    headers: &HeaderMap,
+    typed: &str,
+) -> Result<(), Response> {
+    token_given(state, headers, typed).map_err(|e| error_page(state, e))
+}
+
+/// [`may_write`]'s check, its error left for the caller to show.
+pub(super) fn token_given(
+    state: &AppState,
+    headers: &HeaderMap,
+    typed: &str,
+) -> Result<(), ApiError> {
     let mut headers = headers.clone();
     if !headers.contains_key(header::AUTHORIZATION) && !typed.is_empty() {
         if let Ok(value) = HeaderValue::from_str(&format!("Bearer {typed}")) {
             headers.insert(header::AUTHORIZATION, value);
         }
     }
-    authorize(state, &headers).map_err(|e| error_page(state, e))
+    authorize(state, &headers)
 }
 
 /// A form field's text, or `None` when left empty.
-fn given(text: &str) -> Option<String> {
+pub(super) fn given(text: &str) -> Option<String> {
     let text = text.trim();
     (!text.is_empty()).then(|| text.to_string())
 }
@@ -188,7 +202,7 @@ fn turn_index(state: &AppState, text: &str) -> Result<u64, Response> {
 }
 
 /// The token field of a write form (hidden by the script once a token is kept).
-fn token_field(id: &str) -> Markup {
+pub(super) fn token_field(id: &str) -> Markup {
     html! {
         label.token-field for=(id) { "Token" }
         input.token-field id=(id) type="password" name="token" autocomplete="off";
@@ -386,7 +400,7 @@ async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQu
 }
 
 /// The valid indices of a session of `length` turns, as errors name them.
-fn valid_range(length: u64) -> String {
+pub(super) fn valid_range(length: u64) -> String {
     match length {
         0 => "none: the session has no turns".into(),
         n => format!("0..={}", n - 1),
@@ -404,7 +418,7 @@ fn family_ids(root: &TreeNode) -> Vec<(SessionId, String)> {
 
 /// The model endpoints a what-if may use: the server's `--model-endpoint`s, else the
 /// default one (`$OPENAI_BASE_URL`, else the local Ollama port).
-fn endpoints(state: &AppState) -> Vec<String> {
+pub(super) fn endpoints(state: &AppState) -> Vec<String> {
     if !state.config.model_endpoints.is_empty() {
         return state.config.model_endpoints.clone();
     }
@@ -415,7 +429,7 @@ fn endpoints(state: &AppState) -> Vec<String> {
 }
 
 /// A turn's actions: its provenance, and (on a server that takes writes) Fork from
-/// here and What-if from here.
+/// here, What-if from here and Compare models from here (`ui_compare.rs`).
 fn turn_actions(info: &SessionInfo, turn: &Turn, writable: bool, state: &AppState) -> Markup {
     let i = turn.index;
     let id = &info.session;
@@ -467,6 +481,12 @@ fn turn_actions(info: &SessionInfo, turn: &Turn, writable: bool, state: &AppStat
                             @if what_if_at == i { "Estimate a new answer to turn " (i) }
                             @else { "Estimate an answer after turn " (i) }
                         }
+                    }
+                }
+                // A comparison needs at least one turn of context.
+                @if what_if_at > 0 {
+                    a.action.compare href=(format!("/ui/sessions/{id}/compare?at={what_if_at}")) {
+                        "Compare models from here"
                     }
                 }
             }
