@@ -419,7 +419,18 @@ impl Store {
                 .sum::<f64>();
         }
         let budget = Budget::new(settings.budget_usd, charged);
-        let recording = Recording::new(self, &session, settings.at)?;
+        let recording = match Recording::new(self, &session, settings.at) {
+            Ok(recording) => recording,
+            Err(e) => {
+                // Nothing can run without the recording: end the runs rather than leave
+                // them running with no one taking them.
+                let why = format!("the recording of session {session} cannot be read: {e}");
+                for run in runs.iter().filter(|r| r.status == RunStatus::Running) {
+                    self.end_run(&run.node, RunStatus::Failed, Some(&why))?;
+                }
+                return Err(e);
+            }
+        };
         let todo: Mutex<Vec<&StoredRun>> = Mutex::new(
             runs.iter()
                 .rev()
