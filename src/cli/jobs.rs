@@ -1,9 +1,11 @@
-//! What-if regeneration and its jobs: `regenerate`, `jobs`.
+//! What-if regeneration and its jobs: `regenerate`, `jobs`. The jobs of a comparison
+//! (the comparison and its runs) are shown, cancelled and resumed here too.
 
-use super::{emit, is_locked, open, open_when_free, print_json, render, CliResult, Out, Target};
+use super::{compare, emit, is_locked, open, print_json, render, CliResult, Out, Target};
 use clap::{Args, Subcommand};
 use forktrail::{Job, JobStatus, RegenerateOptions, SessionId, Store};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub(super) struct RegenerateArgs {
@@ -94,14 +96,7 @@ impl RegenerateArgs {
         } else if self.background {
             // The worker needs the store this process holds.
             drop(store);
-            std::process::Command::new(std::env::current_exe()?)
-                .args(path.args())
-                .args(["jobs", "run", &job.job])
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .map_err(|e| format!("cannot start the background worker: {e}"))?;
+            spawn_worker(path, &["jobs", "run", &job.job])?;
             job
         } else {
             store.run_job(&job.job)?
@@ -115,6 +110,20 @@ impl RegenerateArgs {
     }
 }
 
+/// Starts `forktrail <the store's arguments> <args>` as a background worker, with no
+/// standard input or output: it waits for the store this process holds to be free.
+pub(super) fn spawn_worker(path: &Target, args: &[&str]) -> CliResult {
+    std::process::Command::new(std::env::current_exe()?)
+        .args(path.args())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the background worker: {e}"))?;
+    Ok(())
+}
+
 #[derive(Args)]
 pub(super) struct JobsArgs {
     #[command(subcommand)]
@@ -126,18 +135,36 @@ pub(super) struct JobsArgs {
 
 #[derive(Subcommand)]
 enum JobsAction {
-    /// Print one job.
+    /// Print one job: a regeneration, or a comparison (given its id or one of its runs')
+    /// with every arm's figures.
     Show {
-        /// The job id.
+        /// The id of a regeneration job, a comparison or a comparison's run.
         job: String,
-        /// Print the job as JSON.
+        /// Print the job (or the comparison) as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Stop a running job: it ends cancelled and leaves no turn.
+    /// Stop a running job. A regeneration ends cancelled and leaves no turn; a
+    /// comparison's running arms (or the one run named) end cancelled, keeping the steps
+    /// they committed.
     Cancel {
-        /// The job id.
+        /// The id of a regeneration job, a comparison or a comparison's run.
         job: String,
+    },
+    /// Run a job recorded as running whose process stopped (killed, or the machine
+    /// restarted): a comparison's running arms go on from their last committed step,
+    /// and the comparison is printed; a regeneration asks its model.
+    Resume {
+        /// The id of a regeneration job, a comparison or a comparison's run (its whole
+        /// comparison is resumed).
+        job: String,
+        /// How many of a comparison's arms run at once.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        parallel: usize,
+        /// Print the job (or the comparison) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Internal: the worker process `regenerate --background` starts runs a job
     /// recorded as running.
@@ -154,9 +181,13 @@ impl JobsArgs {
         matches!(self.action, Some(JobsAction::Cancel { .. }))
     }
 
-    /// `jobs run`: the background worker, which waits for the store to be free.
+    /// `jobs run` (the background worker) and `jobs resume` (also the worker of
+    /// `compare --background`), which wait for the store to be free.
     pub(super) fn is_worker(&self) -> bool {
-        matches!(self.action, Some(JobsAction::Run { .. }))
+        matches!(
+            self.action,
+            Some(JobsAction::Run { .. } | JobsAction::Resume { .. })
+        )
     }
 
     pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
@@ -164,17 +195,40 @@ impl JobsArgs {
             None => emit(out, self.json, &store.jobs()?, |out, j| {
                 render::jobs(out, j)
             }),
+            Some(JobsAction::Show { job, json }) if store.is_comparison(&job)? => {
+                emit(out, json, &store.comparison(&job)?, render::comparison)
+            }
             Some(JobsAction::Show { job, json }) => emit(out, json, &store.job(&job)?, render::job),
             Some(JobsAction::Run { job }) => {
                 store.run_job(&job)?;
                 Ok(())
             }
+            Some(JobsAction::Resume {
+                job,
+                parallel,
+                json,
+            }) => {
+                if store.is_comparison(&job)? {
+                    return compare::resume(out, store, &job, parallel, json);
+                }
+                let job = store.run_job(&job)?;
+                if json {
+                    print_json(out, &job)?;
+                } else if job_outcome(&job).is_ok() {
+                    render::job(out, &job)?;
+                }
+                job_outcome(&job)
+            }
+            Some(JobsAction::Cancel { job }) if store.is_comparison(&job)? => {
+                Ok(render::comparison(out, &store.cancel_comparison(&job)?)?)
+            }
             Some(JobsAction::Cancel { job }) => Ok(render::job(out, &store.cancel_job(&job)?)?),
         }
     }
 
-    /// Cancels a job. If a background worker holds the store, a cancel file asks it to
-    /// stop, and this waits for the store to report the outcome.
+    /// Cancels a job. If another process (a background worker, a `compare` in the
+    /// foreground) holds the store, a cancel file asks it to stop, and this waits for
+    /// the store to report the outcome.
     pub(super) fn cancel(self, out: Out, path: &Target) -> CliResult {
         let Some(JobsAction::Cancel { job }) = &self.action else {
             unreachable!("called for `jobs cancel` only")
@@ -191,12 +245,49 @@ impl JobsArgs {
                     std::fs::create_dir_all(dir)?;
                 }
                 std::fs::write(&cancel_file, b"")?;
-                open_when_free(path)?
+                match store_after_cancel(path, &cancel_file)? {
+                    Some(store) => store,
+                    None => {
+                        writeln!(
+                            out,
+                            "{job} has stopped; the process that ran it still holds the store \
+                             (see `forktrail jobs show {job}` once that process ends)"
+                        )?;
+                        return Ok(());
+                    }
+                }
             }
             Err(e) => return Err(e),
         };
         let result = self.run(out, &store);
         let _ = std::fs::remove_file(cancel_file);
         result
+    }
+}
+
+/// Waits, up to 30 s, for the store whose holder was asked to stop a job through
+/// `cancel_file`. `None`: the holder took the request (a runner removes its cancel file
+/// once the job has ended) but goes on holding the store, as a comparison's process does
+/// while its other arms run.
+fn store_after_cancel(
+    path: &Target,
+    cancel_file: &Path,
+) -> Result<Option<Store>, Box<dyn std::error::Error>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // A holder that ends once the job has is given a moment to let the store go, so
+    // that the outcome is printed.
+    let mut taken_at = None;
+    loop {
+        match open(path, false) {
+            Err(e) if is_locked(e.as_ref()) && Instant::now() < deadline => {}
+            other => return other.map(Some),
+        }
+        if !cancel_file.exists() {
+            let taken = *taken_at.get_or_insert_with(Instant::now);
+            if taken.elapsed() > Duration::from_secs(2) {
+                return Ok(None);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -6,6 +6,7 @@
 //! method, and [`run`] only picks it. Arguments are typed (session ids, roles,
 //! formats), so clap rejects bad ones before any store is opened or created.
 
+mod compare;
 mod jobs;
 mod query;
 mod render;
@@ -184,7 +185,21 @@ enum Command {
     /// there. An identical request that already completed is returned, not sent again
     /// (--again asks anew). Exits 1 when the job fails or is cancelled.
     Regenerate(jobs::RegenerateArgs),
-    /// List regeneration jobs, or show or cancel one.
+    /// What-if for the rest of a session: replay it from turn K against several models.
+    ///
+    /// Each --arm forks the session at K and lets its model answer; its tool calls are
+    /// answered from the recording and NEVER executed (an arm stops at a call the
+    /// recording cannot answer), and the recorded user turns are fed in order until
+    /// they run out. Prints the arms side by side with the recording's own continuation
+    /// (the baseline): steps, tool calls, tokens, latency, cost and where each first
+    /// diverges. Every step is committed as it is taken: a comparison whose process
+    /// stopped goes on with `forktrail jobs resume ID`. An identical comparison is
+    /// printed, not run again (--again runs anew). Exits 0 once the arms have run,
+    /// whatever they stopped on.
+    Compare(compare::CompareArgs),
+    /// List every comparison: its id, session, fork point, status and arms.
+    Comparisons(compare::ComparisonsArgs),
+    /// List regeneration jobs, or show, cancel or resume a job, comparison or run.
     Jobs(jobs::JobsArgs),
     /// Compare two sessions: common ancestor, shared prefix, and both tails.
     Diff(tree::DiffArgs),
@@ -373,6 +388,8 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Anchors(args) => args.run(out, &store),
         Command::Merge(args) => args.run(out, &store),
         Command::Regenerate(args) => args.run(out, store, &path),
+        Command::Compare(args) => args.run(out, store, &path),
+        Command::Comparisons(args) => args.run(out, &store),
         Command::Jobs(args) => args.run(out, &store),
         Command::Diff(args) => args.run(out, &store),
         Command::Query(args) => args.run(out, &store),

@@ -6,8 +6,9 @@
 
 use forktrail::demo::{DemoTree, MODEL_A};
 use forktrail::{
-    queries, AnchorInfo, BranchInfo, DeletePlan, DetachPlan, FoundBy, Job, Kind, NamedQuery, Role,
-    SessionDiff, SessionInfo, Store, TreeNode, Turn,
+    queries, AnchorInfo, ArmReport, BranchInfo, ComparePlan, Comparison, CostStatus, DeletePlan,
+    DetachPlan, FoundBy, Job, Kind, NamedQuery, Role, SessionDiff, SessionInfo, Store, TreeNode,
+    Turn,
 };
 use oxigraph::io::{RdfFormat, RdfSerializer};
 use oxigraph::model::Term;
@@ -283,6 +284,197 @@ pub fn jobs(out: &mut dyn Write, jobs: &[Job]) -> io::Result<()> {
         .collect();
     let headers = ["JOB", "STATUS", "FROM", "MODEL", "FORK", "CREATED"];
     table_or(out, "no jobs", &headers, &rows)
+}
+
+/// A figure, or `not measured` where the store has none.
+fn measured(figure: Option<impl ToString>) -> String {
+    figure.map_or_else(|| "not measured".into(), |f| f.to_string())
+}
+
+/// Dollars as a comparison prints them: `$0.001234`.
+fn usd(amount: f64) -> String {
+    format!("${amount:.6}")
+}
+
+/// A list of names, or `none`.
+fn listed(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The figures of a comparison, one row per figure and one column per arm (the baseline
+/// first).
+fn figure_rows(arms: &[ArmReport]) -> Vec<Vec<String>> {
+    type Figure = fn(&ArmReport) -> String;
+    let rows: [(&str, Figure); 16] = [
+        ("status", |a| a.status.clone()),
+        ("steps", |a| a.figures.steps.to_string()),
+        ("turns", |a| a.figures.turns.to_string()),
+        ("assistant turns", |a| a.figures.assistant_turns.to_string()),
+        ("tool calls", |a| a.figures.tool_calls.to_string()),
+        ("tool sequence", |a| listed(&a.figures.tool_names)),
+        ("from recording", |a| {
+            measured(a.figures.answered_from_recording)
+        }),
+        ("unanswered", |a| measured(a.figures.unanswered_tool_calls)),
+        ("input tokens", |a| measured(a.figures.input_tokens)),
+        ("output tokens", |a| measured(a.figures.output_tokens)),
+        ("cached tokens", |a| measured(a.figures.cached_tokens)),
+        ("latency (total ms)", |a| measured(a.figures.latency_ms)),
+        ("cost", |a| match (a.figures.cost, a.figures.cost_usd) {
+            (CostStatus::Priced, Some(cost)) => usd(cost),
+            (CostStatus::Unpriced, _) => "unpriced".into(),
+            _ => "not measured".into(),
+        }),
+        ("finish reasons", |a| {
+            if a.baseline && a.figures.finish_reasons.is_empty() {
+                "not measured".into()
+            } else {
+                listed(&a.figures.finish_reasons)
+            }
+        }),
+        ("first divergence", |a| {
+            a.figures
+                .first_divergence
+                .map_or_else(|| "none".into(), |i| i.to_string())
+        }),
+        ("reached end", |a| {
+            if a.figures.reached_end { "yes" } else { "no" }.into()
+        }),
+    ];
+    rows.iter()
+        .map(|(label, figure)| {
+            std::iter::once(label.to_string())
+                .chain(arms.iter().map(figure))
+                .collect()
+        })
+        .collect()
+}
+
+/// A comparison: what it compared, its figures side by side, and why arms stopped.
+pub fn comparison(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
+    writeln!(out, "comparison  {} ({})", c.comparison, c.status)?;
+    writeln!(
+        out,
+        "session     {} from index {}, at most {} per arm",
+        c.session,
+        c.at,
+        count(c.max_steps, "step", "steps")
+    )?;
+    let budget = c.budget_usd.map_or_else(|| "none".into(), usd);
+    writeln!(out, "budget      {budget}, {} charged", usd(c.charged_usd))?;
+    if c.reused {
+        writeln!(
+            out,
+            "reused      an identical earlier comparison; no model was called (--again runs \
+             anew)"
+        )?;
+    }
+    writeln!(out)?;
+    let mut headers = vec![""];
+    headers.extend(c.arms.iter().map(|a| a.name.as_str()));
+    write!(out, "{}", table(&headers, &figure_rows(&c.arms)))?;
+    writeln!(out)?;
+    for arm in c.arms.iter().filter(|a| !a.baseline) {
+        let run = arm.run.as_deref().unwrap_or_default();
+        let session = arm.session.as_ref().map_or("", |s| s.as_str());
+        writeln!(out, "arm {}: run {run}, session {session}", arm.name)?;
+    }
+    for arm in &c.arms {
+        if arm.baseline || ["complete", "running"].contains(&arm.status.as_str()) {
+            continue;
+        }
+        match &arm.detail {
+            Some(detail) => writeln!(out, "arm {} stopped {}: {detail}", arm.name, arm.status)?,
+            None => writeln!(out, "arm {} stopped {}", arm.name, arm.status)?,
+        }
+    }
+    Ok(())
+}
+
+/// `comparisons`: one line per comparison.
+pub fn comparisons(out: &mut dyn Write, all: &[Comparison]) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|c| {
+            let arms: Vec<String> = c
+                .arms
+                .iter()
+                .filter(|a| !a.baseline)
+                .map(|a| format!("{} {}", a.name, a.status))
+                .collect();
+            vec![
+                c.comparison.clone(),
+                format!("{}@{}", c.session, c.at),
+                c.status.clone(),
+                arms.join(", "),
+                c.created_at.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let headers = ["COMPARISON", "FROM", "STATUS", "ARMS", "CREATED"];
+    table_or(out, "no comparisons", &headers, &rows)
+}
+
+/// `compare --dry-run`: each arm's estimate, the total and the budget.
+pub fn compare_plan(out: &mut dyn Write, p: &ComparePlan) -> io::Result<()> {
+    writeln!(
+        out,
+        "would compare session {} from index {}: {}, at most {} each; nothing is called or \
+         written",
+        p.session,
+        p.at,
+        count(p.arms.len() as u64, "arm", "arms"),
+        count(p.max_steps, "step", "steps")
+    )?;
+    let rows: Vec<Vec<String>> = p
+        .arms
+        .iter()
+        .map(|a| {
+            vec![
+                a.name.clone(),
+                a.provider.as_str().into(),
+                a.model.clone(),
+                a.endpoint.clone(),
+                if a.remote { "yes" } else { "no" }.into(),
+                a.estimated_steps.to_string(),
+                format!(
+                    "~{} in, ~{} out",
+                    a.estimated_input_tokens_per_call, a.estimated_output_tokens_per_call
+                ),
+                a.estimated_usd.map_or_else(|| "unpriced".into(), usd),
+            ]
+        })
+        .collect();
+    let headers = [
+        "ARM",
+        "PROVIDER",
+        "MODEL",
+        "ENDPOINT",
+        "REMOTE",
+        "STEPS",
+        "TOKENS PER CALL",
+        "ESTIMATED COST",
+    ];
+    write!(out, "{}", table(&headers, &rows))?;
+    let unpriced = p.arms.iter().filter(|a| a.estimated_usd.is_none()).count();
+    let total = match unpriced {
+        0 => usd(p.estimated_usd),
+        n => format!(
+            "{} ({} unpriced: give --price MODEL=IN/OUT)",
+            usd(p.estimated_usd),
+            count(n as u64, "arm", "arms")
+        ),
+    };
+    writeln!(out, "total       {total}")?;
+    let budget = p
+        .budget_usd
+        .map_or_else(|| "none (--budget-usd)".into(), usd);
+    writeln!(out, "budget      {budget}")?;
+    writeln!(out, "estimate    {}", p.estimate_method)
 }
 
 /// `diff`: the shared prefix, then both tails as turns (`a_tail`, `b_tail` loaded in full).
