@@ -178,7 +178,12 @@ fn a_replaying_arm_completes_with_no_divergence_and_every_call_answered_from_the
         );
         // What a run writes passes verify: digests chained, turns attributed, forks whole.
         let report = s.verify(None).unwrap();
-        assert!(report.problems.is_empty(), "{}: {:?}", s.kind, report.problems);
+        assert!(
+            report.problems.is_empty(),
+            "{}: {:?}",
+            s.kind,
+            report.problems
+        );
     }
 }
 
@@ -292,6 +297,11 @@ fn an_off_machine_arm_needs_allow_remote_a_budget_and_a_price_and_writes_nothing
         assert!(e.to_string().contains(needle), "{e}");
         assert_eq!(quads(&s), before);
     };
+    // The plan sends nothing: it shows the arm off this machine, unpriced, before any
+    // budget is chosen.
+    let plan = s.plan_comparison(&root, &o).unwrap();
+    assert!(plan.arms[0].remote);
+    assert_eq!(plan.arms[0].estimated_usd, None);
     refused(&o, "--allow-remote");
     o.allow_remote = true;
     refused(&o, "--budget-usd");

@@ -181,7 +181,9 @@ impl Store {
                  recording's)"
             )));
         }
-        if !is_loopback(&endpoint)? {
+        // A dry run sends nothing: it may show what an off-machine arm would cost
+        // before a budget is chosen.
+        if !is_loopback(&endpoint)? && !options.dry_run {
             if !options.allow_remote {
                 return Err(bad(format!(
                     "endpoint {endpoint} is not on this machine: pass --allow-remote (and \
@@ -225,12 +227,18 @@ impl Store {
     }
 
     /// What a comparison would cost, arm by arm, before anything is called or written.
+    /// Off-machine arms are planned without `allow_remote`, a budget or a price (the
+    /// plan sends nothing), and shown `remote`.
     pub fn plan_comparison(
         &self,
         session: &SessionId,
         options: &CompareOptions,
     ) -> Result<ComparePlan> {
-        let settings = self.settings(session, options)?;
+        let options = CompareOptions {
+            dry_run: true,
+            ..options.clone()
+        };
+        let settings = self.settings(session, &options)?;
         let at = settings.at;
         let turns = self.load(session, None)?;
         let after: Vec<&Turn> = turns.iter().filter(|t| t.index >= at).collect();
@@ -410,6 +418,14 @@ impl Store {
         let settings = self.stored_settings(&node, &stored.request)?;
         let session = self.compared_session(&node)?;
         let runs = rdf.runs(&node)?;
+        // Running it is asked for now: a cancel file an earlier canceller left behind
+        // (one that gave up waiting) must not stop it at its first step.
+        if let Some(path) = self.path() {
+            let ids = std::iter::once(&stored.id).chain(runs.iter().map(|r| &r.id));
+            for id in ids {
+                let _ = std::fs::remove_file(Store::cancel_file(path, id));
+            }
+        }
         let mut charged = 0.0;
         for run in &runs {
             charged += rdf
