@@ -61,8 +61,8 @@ pub use model::{
     Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,
     DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus, Kind, Label, Limits, MergeOptions,
     MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, RunStatus, SessionDiff,
-    SessionId, SessionInfo, SubAgentInfo, WhatIfInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan,
-    MAX_FORK_DEPTH,
+    SessionId, SessionInfo, SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan,
+    WhatIfInfo, MAX_FORK_DEPTH,
 };
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};
 pub use rdf::{turn_digest, DEFAULT_BASE_IRI};
