@@ -252,8 +252,8 @@ fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
             "book_flight"
         ]
     );
-    assert_eq!(row(&table, "from recording"), ["not measured", "2", "0"]);
-    assert_eq!(row(&table, "unanswered"), ["not measured", "0", "1"]);
+    assert_eq!(row(&table, "from recording"), ["-", "2", "0"]);
+    assert_eq!(row(&table, "unanswered"), ["-", "0", "1"]);
     // ((520 - 100) * $3 + 100 * $0.3 + 36 * $15) per million tokens; the recording's
     // model is priced, but the recording reports no usage.
     assert_eq!(

@@ -305,6 +305,15 @@ fn listed(names: &[String]) -> String {
     }
 }
 
+/// A run's figure; `-` for the baseline, where it does not apply.
+fn applies(arm: &ArmReport, figure: Option<u64>) -> String {
+    if arm.baseline {
+        "-".into()
+    } else {
+        measured(figure)
+    }
+}
+
 /// The figures of a comparison, one row per figure and one column per arm (the baseline
 /// first).
 fn figure_rows(arms: &[ArmReport]) -> Vec<Vec<String>> {
@@ -316,10 +325,13 @@ fn figure_rows(arms: &[ArmReport]) -> Vec<Vec<String>> {
         ("assistant turns", |a| a.figures.assistant_turns.to_string()),
         ("tool calls", |a| a.figures.tool_calls.to_string()),
         ("tool sequence", |a| listed(&a.figures.tool_names)),
+        // The baseline is the recording: answering from it does not apply.
         ("from recording", |a| {
-            measured(a.figures.answered_from_recording)
+            applies(a, a.figures.answered_from_recording)
         }),
-        ("unanswered", |a| measured(a.figures.unanswered_tool_calls)),
+        ("unanswered", |a| {
+            applies(a, a.figures.unanswered_tool_calls)
+        }),
         ("input tokens", |a| measured(a.figures.input_tokens)),
         ("output tokens", |a| measured(a.figures.output_tokens)),
         ("cached tokens", |a| measured(a.figures.cached_tokens)),
