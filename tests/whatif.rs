@@ -506,3 +506,49 @@ fn anthropic_arms_send_messages_with_tool_use_and_read_usage_with_cache_reads() 
     // The key is never stored.
     assert!(!quads(&s).iter().any(|q| q.contains("test-key-not-stored")));
 }
+
+#[test]
+fn each_step_sends_the_forks_stored_context_with_turns_another_writer_added_meanwhile() {
+    for s in stores() {
+        let s = Arc::new(s);
+        let root = agent_session(&s);
+        let note = "Also: I travel on Friday.";
+        // Per call: the messages sent, and the fork's stored length when they arrived.
+        let seen: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
+        let (store, log, trunk) = (Arc::clone(&s), Arc::clone(&seen), root.clone());
+        let stub = stub::scripted(move |request, n| {
+            let fork = store.branches(&trunk).unwrap()[0].session.clone();
+            let sent = request["messages"].as_array().map_or(0, Vec::len);
+            log.lock()
+                .unwrap()
+                .push((sent, store.info(&fork).unwrap().length));
+            if log.lock().unwrap().len() == 1 {
+                // A person adds a turn to the fork while the model thinks.
+                store.append(&fork, NewTurn::new(Role::User, note)).unwrap();
+            }
+            replay_script("model-a")(request, n)
+        });
+        let c = s
+            .compare(&root, &options(2, vec![arm("a", "model-a", &stub.url)]))
+            .unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 4, "{}", s.kind);
+        for (n, (sent, stored)) in seen.iter().enumerate() {
+            assert_eq!(*sent as u64, *stored, "{}: call {n}", s.kind);
+        }
+        let requests = stub.requests();
+        assert!(
+            !requests[0].to_string().contains(note),
+            "{}: not yet written",
+            s.kind
+        );
+        assert!(
+            requests[1..].iter().all(|r| r.to_string().contains(note)),
+            "{}: every later step's context holds the added turn",
+            s.kind
+        );
+        let fork = c.arms[1].session.clone().unwrap();
+        let turns = s.replay(&fork, None).unwrap();
+        assert_eq!(turns[2].content, note, "{}", s.kind);
+    }
+}

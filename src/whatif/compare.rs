@@ -309,6 +309,16 @@ impl Store {
         session: &SessionId,
         options: &CompareOptions,
     ) -> Result<Comparison> {
+        let (id, reused) = self.begin(session, options)?;
+        Ok(Comparison {
+            reused,
+            ..self.comparison(&id)?
+        })
+    }
+
+    /// [`Store::begin_comparison`] without reading the comparison back: its id, and
+    /// whether it is an earlier one reused.
+    fn begin(&self, session: &SessionId, options: &CompareOptions) -> Result<(String, bool)> {
         if options.dry_run {
             return Err(Error::InvalidInput(
                 "a dry run writes nothing: plan it with plan_comparison".into(),
@@ -326,11 +336,7 @@ impl Store {
         let mut tx = self.write()?;
         if !options.again {
             if let Some(id) = self.comparison_of_key(&key)? {
-                drop(tx);
-                return Ok(Comparison {
-                    reused: true,
-                    ..self.comparison(&id)?
-                });
+                return Ok((id, true));
             }
         }
         let facts = self.require(session)?;
@@ -374,7 +380,7 @@ impl Store {
             tx.insert(quads);
         }
         tx.commit()?;
-        self.comparison(&id)
+        Ok((id, false))
     }
 
     /// The latest comparison with request key `key` whose arms are all still there.
@@ -401,11 +407,13 @@ impl Store {
     /// Begins a comparison and runs it in this thread (`options.parallel` arms at once);
     /// returns it with its figures.
     pub fn compare(&self, session: &SessionId, options: &CompareOptions) -> Result<Comparison> {
-        let begun = self.begin_comparison(session, options)?;
-        if begun.reused {
-            return Ok(begun);
+        match self.begin(session, options)? {
+            (id, true) => Ok(Comparison {
+                reused: true,
+                ..self.comparison(&id)?
+            }),
+            (id, false) => self.run_comparison(&id, options.parallel.unwrap_or(1)),
         }
-        self.run_comparison(&begun.comparison, options.parallel.unwrap_or(1))
     }
 
     /// Runs every `running` run of comparison `id` (or of the comparison run `id` is part

@@ -250,11 +250,10 @@ impl Runner<'_> {
 
     fn go(mut self) -> Result<()> {
         let store = self.store;
-        // Read from the store once; each step then updates it as it commits.
-        let mut progress = {
-            let context = store.load(self.fork, None)?;
-            store.progress(self.fork, &context, self.rec)?
-        };
+        // Read from the store once; each step then reads only the turns committed since,
+        // so a step costs the same at turn 10 as at turn 1,000.
+        let mut context = store.load(self.fork, None)?;
+        let mut progress = store.progress(self.fork, &context, self.rec)?;
         loop {
             if store.cancel_requested(&self.ids, self.flag) {
                 return self.end(RunStatus::Cancelled, None);
@@ -262,7 +261,7 @@ impl Runner<'_> {
             if !store.rdf().run_is_running(&self.run.node)? {
                 return Ok(());
             }
-            let context = store.load(self.fork, None)?;
+            self.catch_up(&mut context)?;
             let last = context.last();
             if last.is_some_and(|t| t.role == Role::Assistant && t.tool_calls.is_none()) {
                 // The context ends with the model's word: the user speaks next.
@@ -284,6 +283,19 @@ impl Runner<'_> {
                 None => return Ok(()),
             }
         }
+    }
+
+    /// Brings `context` up to the fork's committed turns, reading only those it lacks
+    /// (the whole fork again only if it shrank, as a pop of its last turn would).
+    fn catch_up(&self, context: &mut Vec<Turn>) -> Result<()> {
+        let length = self.store.require(self.fork)?.length;
+        let have = context.len() as u64;
+        if length < have {
+            *context = self.store.load(self.fork, None)?;
+        } else if length > have {
+            context.extend(self.store.load_range(self.fork, have, length - 1)?);
+        }
+        Ok(())
     }
 
     /// Reserves a call's upper cost under the budget: `Ok(None)` without one,
