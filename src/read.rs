@@ -189,25 +189,32 @@ impl Store {
     /// Loads the turns of `id` in order, inherited prefix stitched in; `up_to` is an
     /// inclusive last index.
     pub fn load(&self, id: &SessionId, up_to: Option<u64>) -> Result<Vec<Turn>> {
-        let chain = self.chain(id)?;
-        let rdf = self.rdf();
-        let mut turns = Vec::new();
-        for span in chain.spans(id, up_to)? {
-            for index in span.from..span.to {
-                turns.push(rdf.turn(span.owner, index)?);
-            }
-        }
-        Ok(turns)
+        self.load_from(id, 0, up_to)
     }
 
     /// Turns `from..=up_to` of `id` (a page of playback): only those are read.
     pub fn load_range(&self, id: &SessionId, from: u64, up_to: u64) -> Result<Vec<Turn>> {
+        self.load_from(id, from, Some(up_to))
+    }
+
+    /// Turns `from..` of `id`, up to `up_to` inclusive: one read a turn on a store this
+    /// process owns, one request for them all on a store across a network.
+    fn load_from(&self, id: &SessionId, from: u64, up_to: Option<u64>) -> Result<Vec<Turn>> {
         let chain = self.chain(id)?;
         let rdf = self.rdf();
+        let spans: Vec<_> = chain
+            .spans(id, up_to)?
+            .into_iter()
+            .map(|span| (span.owner, span.from.max(from), span.to))
+            .filter(|(_, from, to)| from < to)
+            .collect();
+        if self.across_network() {
+            return rdf.span_turns(&spans);
+        }
         let mut turns = Vec::new();
-        for span in chain.spans(id, Some(up_to))? {
-            for index in span.from.max(from)..span.to {
-                turns.push(rdf.turn(span.owner, index)?);
+        for (owner, from, to) in spans {
+            for index in from..to {
+                turns.push(rdf.turn(owner, index)?);
             }
         }
         Ok(turns)

@@ -119,6 +119,79 @@ impl Rdf<'_> {
     /// Turn `index` stored in the graph of `owner`.
     pub(crate) fn turn(&self, owner: &SessionNode, index: u64) -> Result<Turn> {
         let iri = self.iris.turn(owner.id.as_str(), index);
+        let quads = self.about(iri.as_ref(), owner.iri.as_ref())?;
+        self.decode_turn(
+            owner,
+            index,
+            quads.into_iter().map(|q| (q.predicate, q.object)),
+        )
+    }
+
+    /// For a store across a network, in one request: the turns of `spans` (disjoint
+    /// index ranges `from..to` of their owners), in index order; what [`Rdf::turn`]
+    /// reads one request a turn.
+    pub(crate) fn span_turns(&self, spans: &[(&SessionNode, u64, u64)]) -> Result<Vec<Turn>> {
+        let spans: Vec<_> = spans.iter().filter(|s| s.1 < s.2).collect();
+        if spans.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: String = spans
+            .iter()
+            .map(|(owner, from, to)| {
+                format!(
+                    "({} {} {}) ",
+                    owner.iri,
+                    Literal::from(*from),
+                    Literal::from(*to)
+                )
+            })
+            .collect();
+        let query = format!(
+            "SELECT ?session ?index ?p ?o WHERE {{
+               VALUES (?session ?from ?to) {{ {rows} }}
+               GRAPH ?session {{ ?turn {} ?index ; ?p ?o }}
+               FILTER(?index >= ?from && ?index < ?to)
+             }}",
+            ft::INDEX,
+        );
+        let mut found: BTreeMap<u64, Vec<(NamedNode, Term)>> = BTreeMap::new();
+        for row in self.select_rows(&query)? {
+            let (Some(Term::NamedNode(session)), Some(index), Some(Term::NamedNode(p)), Some(o)) = (
+                row.get("session"),
+                row.get("index")
+                    .and_then(text)
+                    .and_then(|i| i.parse::<u64>().ok()),
+                row.get("p"),
+                row.get("o"),
+            ) else {
+                continue;
+            };
+            if spans
+                .iter()
+                .any(|s| s.0.iri == *session && (s.1..s.2).contains(&index))
+            {
+                found.entry(index).or_default().push((p.clone(), o.clone()));
+            }
+        }
+        let mut out = Vec::with_capacity(found.len());
+        for (owner, from, to) in &spans {
+            for index in *from..*to {
+                match found.remove(&index) {
+                    Some(about) => out.push(self.decode_turn(owner, index, about)?),
+                    None => return Err(missing_turn(owner, index)),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A turn from what its node says (predicate, object) in the graph of `owner`.
+    fn decode_turn(
+        &self,
+        owner: &SessionNode,
+        index: u64,
+        about: impl IntoIterator<Item = (NamedNode, Term)>,
+    ) -> Result<Turn> {
         let mut t = Turn {
             index,
             role: Role::User,
@@ -135,17 +208,17 @@ impl Rdf<'_> {
             digest: String::new(),
         };
         let (mut has_role, mut has_content) = (false, false);
-        for quad in self.about(iri.as_ref(), owner.iri.as_ref())? {
-            let p = quad.predicate.as_ref();
+        for (p, object) in about {
+            let p = p.as_ref();
             if p == prov::WAS_ATTRIBUTED_TO {
-                if let Term::NamedNode(agent) = &quad.object {
+                if let Term::NamedNode(agent) = &object {
                     if let Some(Agent::Model(m)) = self.iris.parse_agent(agent.as_ref()) {
                         t.model = Some(m);
                     }
                 }
                 continue;
             }
-            let Some(v) = text(&quad.object) else {
+            let Some(v) = text(&object) else {
                 continue;
             };
             if p == ft::ROLE {
