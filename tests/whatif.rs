@@ -297,11 +297,19 @@ fn an_off_machine_arm_needs_allow_remote_a_budget_and_a_price_and_writes_nothing
         assert!(e.to_string().contains(needle), "{e}");
         assert_eq!(quads(&s), before);
     };
-    // The plan sends nothing: it shows the arm off this machine, unpriced, before any
+    // A dry run sends nothing: it shows the arm off this machine, unpriced, before any
     // budget is chosen.
-    let plan = s.plan_comparison(&root, &o).unwrap();
+    let dry = |o: &CompareOptions| CompareOptions {
+        dry_run: true,
+        ..o.clone()
+    };
+    let plan = s.plan_comparison(&root, &dry(&o)).unwrap();
     assert!(plan.arms[0].remote);
     assert_eq!(plan.arms[0].estimated_usd, None);
+    // A plan made as the step before running (the web UI's estimate) is refused as the
+    // run would be.
+    let e = s.plan_comparison(&root, &o).unwrap_err();
+    assert!(e.to_string().contains("--allow-remote"), "{e}");
     refused(&o, "--allow-remote");
     o.allow_remote = true;
     refused(&o, "--budget-usd");
@@ -316,9 +324,14 @@ fn an_off_machine_arm_needs_allow_remote_a_budget_and_a_price_and_writes_nothing
             cached: None,
         },
     );
-    let plan = s.plan_comparison(&root, &o).unwrap();
+    let plan = s.plan_comparison(&root, &dry(&o)).unwrap();
     assert!(plan.arms[0].remote);
     assert_eq!(plan.arms[0].estimated_steps, 4);
+    assert_eq!(
+        s.plan_comparison(&root, &o).unwrap().estimated_usd,
+        plan.estimated_usd,
+        "with everything given, the estimate before running is the dry run's"
+    );
     assert!(plan.estimated_usd > 0.0);
     assert_eq!(quads(&s), before);
 }

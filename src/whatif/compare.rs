@@ -227,18 +227,16 @@ impl Store {
     }
 
     /// What a comparison would cost, arm by arm, before anything is called or written.
-    /// Off-machine arms are planned without `allow_remote`, a budget or a price (the
-    /// plan sends nothing), and shown `remote`.
+    /// With `options.dry_run` (the CLI's `--dry-run`), off-machine arms are planned
+    /// without `allow_remote`, a budget or a price (the plan sends nothing) and shown
+    /// `remote`; without it, the plan is the step before running (the web UI's
+    /// estimate), and is refused as the run would be.
     pub fn plan_comparison(
         &self,
         session: &SessionId,
         options: &CompareOptions,
     ) -> Result<ComparePlan> {
-        let options = CompareOptions {
-            dry_run: true,
-            ..options.clone()
-        };
-        let settings = self.settings(session, &options)?;
+        let settings = self.settings(session, options)?;
         let at = settings.at;
         let turns = self.load(session, None)?;
         let after: Vec<&Turn> = turns.iter().filter(|t| t.index >= at).collect();
