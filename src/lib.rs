@@ -25,6 +25,7 @@
 
 mod anchor;
 mod cache;
+mod catalog;
 mod chain;
 pub mod demo;
 mod diff;
@@ -32,6 +33,7 @@ mod durability;
 mod error;
 mod html;
 mod io;
+mod listing;
 pub mod mcp;
 mod merge;
 mod model;
@@ -55,6 +57,10 @@ pub use durability::Durability;
 pub use error::{Error, Result};
 pub use io::{
     BackupReport, CopyReport, ExportFormat, ImportFormat, TranscriptOptions, TranscriptReport,
+};
+pub use listing::{
+    Page, ReindexReport, SearchHit, SearchPage, SearchQuery, SessionOrder, SessionPage,
+    SessionQuery, SessionSummary, DEFAULT_PAGE, MAX_PAGE,
 };
 pub use merge::SessionWriter;
 pub use model::{

@@ -615,7 +615,7 @@ impl Store {
         Ok(out)
     }
 
-    fn tokens_of(&self, iri: &NamedNode) -> Result<Option<TokenTotals>> {
+    pub(crate) fn tokens_of(&self, iri: &NamedNode) -> Result<Option<TokenTotals>> {
         Ok(self
             .rdf()
             .usage_of(iri)?

@@ -2,11 +2,12 @@
 //! and the write lock with the transaction type that holds it.
 
 use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
+use crate::catalog::{Catalog, Entry as CatalogEntry, Op, Pending, TurnDoc};
 use crate::durability::{Durability, Flusher};
 use crate::error::{Error, Result};
 use crate::model::Kind;
 use crate::model::{Limits, ReplayRecord, SessionId};
-use crate::rdf::{lease_quads, Iris, Rdf};
+use crate::rdf::{lease_quads, Iris, Rdf, SessionNode};
 use crate::records::{Entry, Records, Run};
 use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
 use oxigraph::model::{NamedNode, Quad};
@@ -63,6 +64,9 @@ pub struct Store {
     counted: Mutex<Option<(Instant, usize)>>,
     /// The record index of a store on disk (see [`crate::records`]).
     pub(crate) records: Option<Records>,
+    /// Pages of sessions and search, for a store this process owns (see
+    /// [`crate::catalog`]).
+    pub(crate) catalog: Option<Catalog>,
     /// The thread of `Durability::Interval`, stopped (after a last flush) on drop.
     _flusher: Option<Flusher>,
     /// How large a write's free-text fields may be.
@@ -77,12 +81,24 @@ impl Store {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let mut store = Self::wrap(Box::new(Embedded::open(path.as_ref())?));
         store.records = Some(Records::new(path.as_ref()));
+        store.catalog = Some(Catalog::open(path.as_ref()).map_err(|e| Error::Io {
+            context: format!(
+                "opening the catalog in {}",
+                path.as_ref().join(crate::catalog::DIR).display()
+            ),
+            source: std::io::Error::other(e),
+        })?);
         Ok(store)
     }
 
     /// A fresh in-memory store, gone when dropped.
     pub fn in_memory() -> Result<Self> {
-        Ok(Self::wrap(Box::new(Embedded::in_memory()?)))
+        let mut store = Self::wrap(Box::new(Embedded::in_memory()?));
+        store.catalog = Some(Catalog::in_memory().map_err(|e| Error::Io {
+            context: "creating the catalog in memory".into(),
+            source: std::io::Error::other(e),
+        })?);
+        Ok(store)
     }
 
     /// A remote SPARQL 1.1 store (Oxigraph server, Virtuoso, GraphDB, Neptune, another
@@ -140,6 +156,7 @@ impl Store {
             durability: Durability::Process,
             counted: Mutex::new(None),
             records: None,
+            catalog: None,
             _flusher: None,
             limits: Limits::default(),
         }
@@ -216,20 +233,6 @@ impl Store {
 
     /// Bytes the on-disk store takes (RocksDB files and write-ahead log); `None` in memory.
     pub fn disk_bytes(&self) -> Option<u64> {
-        fn dir_size(path: &Path) -> u64 {
-            std::fs::read_dir(path)
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .map(|e| match e.metadata() {
-                            Ok(m) if m.is_dir() => dir_size(&e.path()),
-                            Ok(m) => m.len(),
-                            Err(_) => 0,
-                        })
-                        .sum()
-                })
-                .unwrap_or(0)
-        }
         self.path().map(dir_size)
     }
 
@@ -253,12 +256,26 @@ impl Store {
         self.iris.session(id.as_str())
     }
 
-    /// Drops the in-process read cache (session facts, lengths, replay records).
+    /// Drops the in-process read cache (session facts, lengths, replay records) and
+    /// marks the catalog (pages of sessions, search) for a rebuild before its next read.
     ///
-    /// forktrail keeps it current through its own writes, SPARQL updates and imports;
-    /// call this after writing through [`Store::oxigraph`], which bypasses it.
+    /// forktrail keeps both current through its own writes, SPARQL updates and imports;
+    /// call this after writing through [`Store::oxigraph`], which bypasses them.
     pub fn clear_caches(&self) {
         self.cache().clear();
+        if let Some(catalog) = &self.catalog {
+            catalog.stale();
+        }
+    }
+
+    /// Bytes each derived index of an on-disk store takes: the record index and the
+    /// catalog (both inside [`Store::disk_bytes`]); `None` in memory.
+    pub fn derived_bytes(&self) -> Option<(u64, u64)> {
+        let path = self.path()?;
+        Some((
+            dir_size(&path.join(crate::records::DIR)),
+            dir_size(&path.join(crate::catalog::DIR)),
+        ))
     }
 
     /// Caps the replay records the read cache keeps, in bytes of their text (default
@@ -515,12 +532,17 @@ pub(crate) struct Effects {
     imported: Vec<(NamedNode, u64, Run)>,
     /// The change may touch anything: drop the whole cache.
     clear: bool,
+    /// What the catalog learns from the write (see [`crate::catalog`]).
+    catalog: Option<Pending>,
 }
 
 impl Effects {
     /// Applies the effects of a committed write; the turns it appended move into the
     /// read cache after the record index has written them.
-    fn apply(self, store: &Store) {
+    fn apply(mut self, store: &Store) {
+        if let Some(catalog) = self.catalog.take() {
+            catalog.apply();
+        }
         if let Some(records) = &store.records {
             if self.clear {
                 records.clear();
@@ -559,6 +581,27 @@ impl Effects {
             cache.appended(session.as_str(), record, entry.digest);
         }
     }
+}
+
+/// The bytes of the files under `path`.
+fn dir_size(path: &Path) -> u64 {
+    std::fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// A stored `xsd:dateTime` in microseconds since the Unix epoch (0 if unreadable).
+pub(crate) fn micros(text: Option<&str>) -> i64 {
+    crate::rdf::instant(text).map_or(0, |t| t.timestamp_micros())
 }
 
 /// A turn a write appends, as the record index and the read cache take it.
@@ -617,18 +660,91 @@ impl<'s> WriteTx<'s> {
 
     /// Removes a session's whole graph (and forgets what the cache knew of it).
     pub(crate) fn drop_graph(&mut self, graph: NamedNode) {
+        self.catalog_op(&graph, |id| Op::Dropped(id.to_string()));
         self.effects.forget.push(graph.clone());
         self.change.drop_graphs.push(graph);
     }
 
-    /// The cache forgets session `iri` after the commit.
+    /// The cache forgets session `iri` after the commit (and the catalog derives it
+    /// again from the RDF before its next read, unless the write says what it is).
     pub(crate) fn forget(&mut self, iri: &NamedNode) {
+        self.catalog_op(iri, |id| Op::Suspect(id.to_string()));
         self.effects.forget.push(iri.clone());
     }
 
     /// The change may touch anything: the cache is dropped after the commit.
     pub(crate) fn forget_all(&mut self) {
+        if let Some(catalog) = &self.store.catalog {
+            self.effects
+                .catalog
+                .get_or_insert_with(|| catalog.begin())
+                .push(crate::catalog::EVERYTHING, Op::All);
+        }
         self.effects.clear = true;
+    }
+
+    /// The write creates the session `facts` describe (new, a fork, an import) whose
+    /// newest turn is from `activity` (microseconds; its creation when `None`).
+    pub(crate) fn created(&mut self, facts: &SessionNode, activity: Option<i64>) {
+        let iris = &self.store.iris;
+        let id_of = |iri: &NamedNode| iris.session_id(iri.as_ref()).map(|s| s.to_string());
+        let created = micros(facts.created.as_deref());
+        let activity = activity.unwrap_or(created).max(created);
+        let entry = CatalogEntry {
+            id: facts.id.to_string(),
+            parent: facts.parent.as_ref().and_then(id_of),
+            root: facts
+                .fork_root
+                .as_ref()
+                .and_then(id_of)
+                .unwrap_or_else(|| facts.id.to_string()),
+            principal: facts
+                .principal
+                .as_ref()
+                .and_then(|p| iris.parse_agent(p.as_ref()))
+                .map(|a| a.name().to_string()),
+            title: facts.title.clone(),
+            branch: facts.branch.clone(),
+            created,
+            activity,
+            family_activity: activity,
+            length: facts.length,
+            own_start: facts.own_start(),
+            depth: facts.depth,
+            ..CatalogEntry::default()
+        };
+        self.catalog_op(&facts.iri, |_| Op::Created(entry));
+    }
+
+    /// Whether the store keeps a catalog (an import then hands it its turns).
+    pub(crate) fn catalogs(&self) -> bool {
+        self.store.catalog.is_some()
+    }
+
+    /// Own turns a write stored for session `iri` outside `append` (an import), for the
+    /// catalog's search.
+    pub(crate) fn indexed_turns(&mut self, iri: &NamedNode, turns: Vec<TurnDoc>) {
+        if !turns.is_empty() {
+            self.catalog_op(iri, |id| Op::Appended {
+                session: id.to_string(),
+                turns,
+            });
+        }
+    }
+
+    /// Adds a catalog op about session `iri` (made from its id), if there is a
+    /// catalog.
+    fn catalog_op(&mut self, iri: &NamedNode, op: impl FnOnce(&str) -> Op) {
+        let Some(catalog) = &self.store.catalog else {
+            return;
+        };
+        let Some(id) = self.store.iris.session_id(iri.as_ref()) else {
+            return;
+        };
+        self.effects
+            .catalog
+            .get_or_insert_with(|| catalog.begin())
+            .push(id.as_str(), op(id.as_str()));
     }
 
     /// A turn appended to session `iri` (whose own turns start at `own_start`), for
@@ -640,7 +756,20 @@ impl<'s> WriteTx<'s> {
         record: ReplayRecord,
         kind: Kind,
         digest: String,
+        model: Option<String>,
+        at: &str,
     ) {
+        let turn = TurnDoc {
+            index: record.index,
+            role: record.role.as_str().to_string(),
+            content: record.content.clone(),
+            model,
+            at: micros(Some(at)),
+        };
+        self.catalog_op(iri, |id| Op::Appended {
+            session: id.to_string(),
+            turns: vec![turn],
+        });
         let ReplayRecord {
             index,
             role,

@@ -55,6 +55,7 @@ impl Store {
             return Err(Error::Conflict(format!("session {id} already exists")));
         }
         tx.claim_node(&iri, &iri);
+        let created = rdf::now();
         tx.insert(session_quads(
             &self.iris,
             &SessionRecord {
@@ -64,11 +65,18 @@ impl Store {
                 title: options.title.as_deref(),
                 depth: 0,
                 fork_root: &iri,
-                created: &rdf::now(),
+                created: &created,
             },
             None,
         ));
         tx.forget(&iri);
+        let mut facts = SessionNode::lineage(id.clone(), iri.clone(), None, None);
+        facts.branch = Label::MAIN.to_string();
+        facts.fork_root = Some(iri.clone());
+        facts.principal = Some(self.iris.agent(&principal));
+        facts.title = options.title.clone();
+        facts.created = Some(created.value().to_string());
+        tx.created(&facts, None);
         tx.commit()?;
         Ok(id)
     }
@@ -209,6 +217,7 @@ impl Store {
             None => self.digest_before(facts, index)?,
         };
         let digest = rdf::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
+        let created = rdf::now();
         let mut w = GraphWriter::new(facts.iri.clone());
         let agent = match &software {
             Some(software) if self.rdf().declares(software)? => self.iris.agent(software),
@@ -227,15 +236,16 @@ impl Store {
                 turn: &turn,
                 by: &agent,
                 digest: &digest,
-                created: &rdf::now(),
+                created: &created,
             },
         );
         let turn_iri = self.iris.turn(id, index);
         extra(&mut w, &turn_iri, index);
         tx.claim_node(&facts.iri, &turn_iri);
         tx.insert(w.quads);
-        let (kind, record) = (
+        let (kind, model, record) = (
             turn.kind,
+            turn.model,
             ReplayRecord {
                 index,
                 role: turn.role,
@@ -243,7 +253,15 @@ impl Store {
                 branch: facts.branch.clone(),
             },
         );
-        tx.appended(&facts.iri, facts.own_start(), record, kind, digest.clone());
+        tx.appended(
+            &facts.iri,
+            facts.own_start(),
+            record,
+            kind,
+            digest.clone(),
+            model,
+            created.value(),
+        );
         Ok((index, digest))
     }
 
@@ -382,6 +400,7 @@ impl Store {
             summary: plan.summary.clone(),
             request_digest: request.map(|(_, digest)| digest),
         };
+        tx.created(&facts, None);
         Ok((plan, Some(facts)))
     }
 

@@ -4,9 +4,12 @@
 //! way. Nothing of it is visible before the load commits, and a failed load leaves
 //! nothing behind.
 
+use crate::catalog::TurnDoc;
 use crate::error::{Error, Result};
 use crate::model::{Agent, Limits, NewSession, NewTurn, SessionId, SizeClass};
-use crate::rdf::{self, session_quads, turn_quads, GraphWriter, SessionRecord, TurnRecord};
+use crate::rdf::{
+    self, session_quads, turn_quads, GraphWriter, SessionNode, SessionRecord, TurnRecord,
+};
 use crate::records::{Entry, Run};
 use crate::store::Store;
 use crate::write::{check_turn, ANONYMOUS};
@@ -93,6 +96,12 @@ impl Store {
         let mut declared: HashSet<NamedNode> = HashSet::new();
         let mut prev = String::new();
         let mut run = tx.indexes_records().then(Run::default);
+        // Noted before the load, so that a crash past it leaves the session to the
+        // catalog to derive again.
+        tx.forget(&iri);
+        let catalog = tx.catalogs();
+        let at = crate::store::micros(Some(created.value()));
+        let mut docs = Vec::new();
         let turn_quads = turns
             .into_iter()
             .enumerate()
@@ -122,6 +131,9 @@ impl Store {
                         created: &created,
                     },
                 );
+                if catalog {
+                    docs.push(TurnDoc::of(index, &turn, at));
+                }
                 // The record index gets the session's file once the import is in, so
                 // the first replay after it reads no RDF.
                 if let Some(run) = &mut run {
@@ -150,11 +162,34 @@ impl Store {
             });
         self.backend()
             .bulk_load(&mut node.into_iter().chain(turn_quads))?;
-        tx.forget(&iri);
+        tx.created(
+            &root_facts(&id, &iri, principal_iri, title, &created, total),
+            None,
+        );
+        tx.indexed_turns(&iri, docs);
         if let Some(run) = run {
             tx.imported(&iri, 0, run);
         }
         tx.commit()?;
         Ok(id)
     }
+}
+
+/// The facts of a new root session as the catalog takes them.
+fn root_facts(
+    id: &SessionId,
+    iri: &NamedNode,
+    principal: NamedNode,
+    title: Option<String>,
+    created: &oxigraph::model::Literal,
+    length: u64,
+) -> SessionNode {
+    let mut facts = SessionNode::lineage(id.clone(), iri.clone(), None, None);
+    facts.branch = Label::MAIN.to_string();
+    facts.fork_root = Some(iri.clone());
+    facts.principal = Some(principal);
+    facts.title = title;
+    facts.created = Some(created.value().to_string());
+    facts.length = length;
+    facts
 }

@@ -13,6 +13,7 @@
 //! | `whatif.rs` | comparisons, their runs and model calls |
 //! | `import.rs` | what imports record: source ids |
 //! | `lease.rs` | the leases writers of a shared store hold |
+//! | `listing.rs` | a family's members; pages and content matches by SPARQL (shared stores) |
 //! | `prov.rs` | what PROV-O and the ontology entail, for the PROV export |
 //!
 //! Encoders are functions from values to quads. Lookups and decoders read through the
@@ -26,6 +27,7 @@ mod import;
 mod iri;
 mod job;
 mod lease;
+mod listing;
 pub(crate) mod prov;
 mod session;
 mod turn;
@@ -40,6 +42,7 @@ pub(crate) use iri::Iris;
 pub use iri::DEFAULT_BASE_IRI;
 pub(crate) use job::{JobNode, JobRecord};
 pub(crate) use lease::{expiry as lease_expiry, fence_condition, lease_quads};
+pub(crate) use listing::SessionFilter;
 pub(crate) use session::{
     adopt_change, detach_change, fork_request_quads, session_quads, sub_agent_quads, ForkRecord,
     SessionNode, SessionRecord, SubAgentFacts,

@@ -1,0 +1,1035 @@
+//! The catalog: a derived index of a store this process owns, for what must stay fast
+//! however many sessions there are: pages of sessions (newest activity first, filtered
+//! by principal, model, roots, parent, family or time) and search over turn contents,
+//! titles, branch labels and models, words and phrases ranked by BM25.
+//!
+//! It has the record index's shape: written at commit (by the writes themselves, from
+//! what they wrote), rebuildable from the RDF (`Store::reindex`), checked on read,
+//! safe to delete, never the source of truth. One tantivy index holds a document per
+//! session (its facts as lists show them: length, own turns, models, last activity,
+//! fork counts) and a document per stored turn (its content, searchable; inherited
+//! turns are their owner's, stored and indexed once).
+//!
+//! A write notes the sessions it changes in a journal before it commits and hands its
+//! effects over after (see `journal.rs`); what cannot be told from a write alone (a
+//! pop, a detach, an update, an RDF import) makes its sessions *suspect*, and the next
+//! read derives them from the RDF (`Store::settle_catalog`) before it answers. The
+//! index commits at most every second in the background, and before a read that must
+//! see what was just written, so a search finds a turn appended a moment ago.
+
+mod journal;
+
+use journal::{Journal, Line, Mark};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tantivy::collector::{Count, TopDocs};
+use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, RangeQuery, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, Value, FAST, INDEXED, STORED, STRING, TEXT,
+};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
+
+/// The journal's word for a write that may change any session (a SPARQL update).
+pub(crate) const EVERYTHING: &str = "*";
+
+/// The directory of the catalog inside a store's directory.
+pub(crate) const DIR: &str = "forktrail-index";
+/// Bumped when the documents change shape: an index of another version is rebuilt.
+const VERSION: u32 = 1;
+/// How often pending changes are committed when nothing reads them sooner.
+const COMMIT_EVERY: Duration = Duration::from_secs(1);
+/// The index writer's memory: it writes a segment whenever this fills.
+const WRITER_HEAP: usize = 32 << 20;
+
+/// What the catalog knows of one session: the facts lists show.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) id: String,
+    pub(crate) parent: Option<String>,
+    /// The root of its family (itself for a root).
+    pub(crate) root: String,
+    pub(crate) principal: Option<String>,
+    pub(crate) title: Option<String>,
+    pub(crate) branch: String,
+    /// Microseconds since the Unix epoch.
+    pub(crate) created: i64,
+    /// The newest of its creation and its own turns' times.
+    pub(crate) activity: i64,
+    /// For a root, the newest activity in its family; for a fork, its own.
+    pub(crate) family_activity: i64,
+    pub(crate) length: u64,
+    /// The index of its first own turn (0 for a root).
+    pub(crate) own_start: u64,
+    pub(crate) depth: u64,
+    /// Direct children.
+    pub(crate) forks: u64,
+    /// For a root, the sessions below it (all depths).
+    pub(crate) family: u64,
+    /// The models its own turns are attributed to.
+    pub(crate) models: BTreeSet<String>,
+}
+
+/// A stored turn as the catalog indexes it.
+#[derive(Clone, Debug)]
+pub(crate) struct TurnDoc {
+    pub(crate) index: u64,
+    pub(crate) role: String,
+    pub(crate) content: String,
+    pub(crate) model: Option<String>,
+    /// Microseconds since the Unix epoch; 0 when unknown.
+    pub(crate) at: i64,
+}
+
+impl TurnDoc {
+    /// Turn `index`, about to be stored at `at`.
+    pub(crate) fn of(index: u64, turn: &crate::model::NewTurn, at: i64) -> Self {
+        Self {
+            index,
+            role: turn.role.as_str().to_string(),
+            content: turn.content.clone(),
+            model: turn.model.clone(),
+            at,
+        }
+    }
+}
+
+/// What a committed write tells the catalog.
+#[derive(Clone, Debug)]
+pub(crate) enum Op {
+    /// A session created (new, fork, import), with its facts.
+    Created(Entry),
+    /// Own turns appended to a session, in order.
+    Appended {
+        session: String,
+        turns: Vec<TurnDoc>,
+    },
+    /// What the catalog knows of the session may be stale: derive it from the RDF.
+    Suspect(String),
+    /// The session is gone.
+    Dropped(String),
+    /// Anything may have changed: rebuild from the RDF.
+    All,
+}
+
+/// The order of a page of sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum Order {
+    /// Newest activity first (a root listed among roots only: its family's).
+    #[default]
+    Activity,
+    /// Newest first by creation: stable while sessions gain turns.
+    Created,
+}
+
+/// Which sessions a page lists.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Filter {
+    pub(crate) principal: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) roots_only: bool,
+    pub(crate) parent: Option<String>,
+    /// Sessions of this family (its root included).
+    pub(crate) family: Option<String>,
+    /// Activity at or after this, in microseconds.
+    pub(crate) since: Option<i64>,
+}
+
+/// Where a page starts: after this key (exclusive), in the page's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct After {
+    pub(crate) key: i64,
+    pub(crate) tie: u64,
+}
+
+/// One search hit.
+#[derive(Clone, Debug)]
+pub(crate) enum Hit {
+    Turn {
+        session: String,
+        index: u64,
+        score: f32,
+    },
+    Session {
+        session: String,
+        score: f32,
+    },
+}
+
+/// The catalog of one store.
+pub(crate) struct Catalog {
+    inner: Arc<Inner>,
+    stop: Arc<AtomicBool>,
+    committer: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Inner {
+    index: Index,
+    reader: IndexReader,
+    f: Fields,
+    state: Mutex<State>,
+}
+
+struct State {
+    writer: IndexWriter,
+    /// Entries written since the last commit, which the reader cannot see yet.
+    recent: HashMap<String, Entry>,
+    dirty: bool,
+    /// Sessions to derive from the RDF before the next read, with their journal lines.
+    suspects: BTreeMap<String, Vec<Line>>,
+    /// The whole index must be rebuilt from the RDF.
+    stale: bool,
+    journal: Option<Journal>,
+}
+
+#[derive(Clone, Copy)]
+struct Fields {
+    doc: Field,
+    ssid: Field,
+    tsid: Field,
+    tkey: Field,
+    parent: Field,
+    root: Field,
+    is_root: Field,
+    principal: Field,
+    model: Field,
+    models: Field,
+    title: Field,
+    branch: Field,
+    content: Field,
+    role: Field,
+    index: Field,
+    created: Field,
+    activity: Field,
+    family_activity: Field,
+    tie: Field,
+    length: Field,
+    own_start: Field,
+    depth: Field,
+    forks: Field,
+    family: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let f = Fields {
+        doc: b.add_text_field("doc", STRING),
+        ssid: b.add_text_field("ssid", STRING | STORED),
+        tsid: b.add_text_field("tsid", STRING | STORED),
+        tkey: b.add_text_field("tkey", STRING),
+        parent: b.add_text_field("parent", STRING | STORED),
+        root: b.add_text_field("root", STRING | STORED),
+        is_root: b.add_text_field("is_root", STRING),
+        principal: b.add_text_field("principal", STRING | STORED),
+        model: b.add_text_field("model", STRING | STORED),
+        models: b.add_text_field("models", TEXT),
+        title: b.add_text_field("title", TEXT | STORED),
+        branch: b.add_text_field("branch", TEXT | STORED),
+        content: b.add_text_field("content", TEXT),
+        role: b.add_text_field("role", STRING | STORED),
+        index: b.add_u64_field("index", STORED),
+        created: b.add_i64_field("created", INDEXED | FAST | STORED),
+        activity: b.add_i64_field("activity", INDEXED | FAST | STORED),
+        family_activity: b.add_i64_field("family_activity", INDEXED | FAST | STORED),
+        tie: b.add_u64_field("tie", FAST),
+        length: b.add_u64_field("length", STORED),
+        own_start: b.add_u64_field("own_start", STORED),
+        depth: b.add_u64_field("depth", STORED),
+        forks: b.add_u64_field("forks", STORED),
+        family: b.add_u64_field("family", STORED),
+    };
+    (b.build(), f)
+}
+
+/// What an index commit records beside its segments.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Payload {
+    version: u32,
+    journal: Mark,
+}
+
+/// A tie-breaker for sessions with the same time: stable, and unique in practice.
+pub(crate) fn tie(id: &str) -> u64 {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+fn text_of(doc: &TantivyDocument, field: Field) -> Option<String> {
+    doc.get_first(field)
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+}
+
+fn u64_of(doc: &TantivyDocument, field: Field) -> u64 {
+    doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
+fn i64_of(doc: &TantivyDocument, field: Field) -> i64 {
+    doc.get_first(field).and_then(|v| v.as_i64()).unwrap_or(0)
+}
+
+/// The failure of a catalog operation, as text for the store's error.
+pub(crate) type Failure = String;
+
+fn failed(e: impl std::fmt::Display) -> Failure {
+    e.to_string()
+}
+
+impl Catalog {
+    /// The catalog of a store in memory.
+    pub(crate) fn in_memory() -> Result<Self, Failure> {
+        let (schema, f) = schema();
+        let index = Index::create_in_ram(schema);
+        Self::start(index, f, None)
+    }
+
+    /// Opens the catalog under store directory `store`, creating it if missing. An
+    /// index that cannot be opened, or of another version, is removed and the new one
+    /// marked for a rebuild; sessions in the journal past the last commit are suspect.
+    pub(crate) fn open(store: &Path) -> Result<Self, Failure> {
+        let dir = store.join(DIR);
+        let tantivy_dir = dir.join("tantivy");
+        match Self::open_existing(&dir, &tantivy_dir) {
+            Ok(catalog) => Ok(catalog),
+            Err(_) => {
+                // Derived: whatever is there goes, and is rebuilt from the RDF.
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir_all(&tantivy_dir).map_err(failed)?;
+                let (schema, f) = schema();
+                let index = Index::create_in_dir(&tantivy_dir, schema).map_err(failed)?;
+                let (journal, _) = Journal::open(&dir, Mark::default()).map_err(failed)?;
+                let catalog = Self::start(index, f, Some(journal))?;
+                catalog.state().stale = true;
+                Ok(catalog)
+            }
+        }
+    }
+
+    fn open_existing(dir: &Path, tantivy_dir: &Path) -> Result<Self, Failure> {
+        let index = Index::open_in_dir(tantivy_dir).map_err(failed)?;
+        let metas = index.load_metas().map_err(failed)?;
+        let payload: Payload = match &metas.payload {
+            Some(text) => serde_json::from_str(text).map_err(failed)?,
+            None => return Err("no payload: never committed".into()),
+        };
+        if payload.version != VERSION {
+            return Err(format!("version {}", payload.version));
+        }
+        let (_, f) = schema();
+        if index.schema() != schema().0 {
+            return Err("another schema".into());
+        }
+        let (mut journal, replay) = Journal::open(dir, payload.journal).map_err(failed)?;
+        let lines = journal.note_open(&replay).map_err(failed)?;
+        let catalog = Self::start(index, f, Some(journal))?;
+        // A cheap read proves the segments open.
+        catalog.inner.reader.searcher().num_docs();
+        {
+            let mut state = catalog.state();
+            for (id, line) in replay.into_iter().zip(lines) {
+                if id == EVERYTHING {
+                    state.stale = true;
+                }
+                state.suspects.entry(id).or_default().push(line);
+            }
+        }
+        Ok(catalog)
+    }
+
+    fn start(index: Index, f: Fields, journal: Option<Journal>) -> Result<Self, Failure> {
+        let writer = index
+            .writer_with_num_threads(1, WRITER_HEAP)
+            .map_err(failed)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(failed)?;
+        let inner = Arc::new(Inner {
+            index,
+            reader,
+            f,
+            state: Mutex::new(State {
+                writer,
+                recent: HashMap::new(),
+                dirty: false,
+                suspects: BTreeMap::new(),
+                stale: false,
+                journal,
+            }),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let committer = {
+            let (inner, stop) = (Arc::clone(&inner), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("forktrail-catalog".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Acquire) {
+                        std::thread::park_timeout(COMMIT_EVERY);
+                        let mut state = inner.lock();
+                        if state.dirty {
+                            // A failed commit is tried again at the next interval or
+                            // read, which reports it.
+                            let _ = inner.commit(&mut state);
+                        }
+                    }
+                })
+                .map_err(failed)?
+        };
+        Ok(Self {
+            inner,
+            stop,
+            committer: Some(committer),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.lock()
+    }
+
+    /// The sessions to derive from the RDF before the next read, and whether the whole
+    /// index must be rebuilt.
+    pub(crate) fn pending(&self) -> (Vec<String>, bool) {
+        let state = self.state();
+        (state.suspects.keys().cloned().collect(), state.stale)
+    }
+
+    /// Puts a session's entry as derived from the RDF, and its own turns when given
+    /// (replacing those indexed); `None` removes the session. Clears it as a suspect.
+    pub(crate) fn put_derived(
+        &self,
+        id: &str,
+        entry: Option<Entry>,
+        turns: Option<Vec<TurnDoc>>,
+    ) -> Result<(), Failure> {
+        let inner = &self.inner;
+        let mut state = inner.lock();
+        let before = inner.entry(&state, id)?;
+        match entry {
+            Some(entry) => {
+                // A session that moved (a detach) changes the counts of the parents and
+                // roots it left and joined.
+                if let Some(old) = &before {
+                    let mut touched = Vec::new();
+                    if old.parent != entry.parent {
+                        touched.extend(old.parent.iter().chain(&entry.parent).cloned());
+                    }
+                    if old.root != entry.root {
+                        touched.extend([old.root.clone(), entry.root.clone()]);
+                    }
+                    for other in touched.into_iter().filter(|o| o != id) {
+                        state.suspects.entry(other).or_default();
+                    }
+                }
+                inner.write_entry(&mut state, entry);
+            }
+            None => {
+                state
+                    .writer
+                    .delete_term(Term::from_field_text(inner.f.ssid, id));
+                state.recent.remove(id);
+                state.dirty = true;
+            }
+        }
+        if let Some(turns) = turns {
+            state
+                .writer
+                .delete_term(Term::from_field_text(inner.f.tsid, id));
+            for turn in turns {
+                inner.add_turn(&mut state, id, &turn)?;
+            }
+            state.dirty = true;
+        }
+        if let Some(lines) = state.suspects.remove(id) {
+            if let Some(journal) = state.journal.as_mut() {
+                for line in lines {
+                    journal.done(line);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks `ids` suspect: derived from the RDF before the next read.
+    pub(crate) fn suspect(&self, ids: &[String]) {
+        let mut state = self.state();
+        for id in ids {
+            let line = state.journal.as_mut().and_then(|j| j.note(id).ok());
+            let held = state.suspects.entry(id.clone()).or_default();
+            held.extend(line);
+        }
+    }
+
+    /// Marks the whole index for a rebuild from the RDF before the next read (the
+    /// store was written behind forktrail's back).
+    pub(crate) fn stale(&self) {
+        self.state().stale = true;
+    }
+
+    /// Empties the index before a rebuild (the rebuild then puts every session).
+    pub(crate) fn clear(&self) -> Result<(), Failure> {
+        let mut state = self.state();
+        // What is not committed yet is dropped first: deleting all documents removes
+        // the committed ones only.
+        state.writer.rollback().map_err(failed)?;
+        state.writer.delete_all_documents().map_err(failed)?;
+        state.recent.clear();
+        state.dirty = true;
+        Ok(())
+    }
+
+    /// Marks the rebuild done: what was suspect before it is covered.
+    pub(crate) fn rebuilt(&self) {
+        let mut state = self.state();
+        state.stale = false;
+        let suspects = std::mem::take(&mut state.suspects);
+        if let Some(journal) = state.journal.as_mut() {
+            for line in suspects.into_values().flatten() {
+                journal.done(line);
+            }
+        }
+    }
+
+    /// Commits what is pending (if anything) so that reads see it.
+    pub(crate) fn refresh(&self) -> Result<(), Failure> {
+        let mut state = self.state();
+        if state.dirty {
+            self.inner.commit(&mut state)?;
+        }
+        Ok(())
+    }
+
+    /// A page of sessions matching `filter` in `order`, after `after`: up to `limit`
+    /// entries, and the key to continue after when there are more. Reads what is
+    /// committed ([`Catalog::refresh`] first).
+    pub(crate) fn page(
+        &self,
+        filter: &Filter,
+        order: Order,
+        after: Option<After>,
+        limit: usize,
+    ) -> Result<(Vec<Entry>, Option<After>), Failure> {
+        let f = self.inner.f;
+        let key_field = match (order, filter.roots_only) {
+            (Order::Created, _) => "created",
+            (Order::Activity, true) => "family_activity",
+            (Order::Activity, false) => "activity",
+        };
+        let mut must: Vec<Box<dyn Query>> = vec![term(f.doc, "session")];
+        let mut add_term = |field: Field, value: &Option<String>| {
+            if let Some(v) = value {
+                must.push(term(field, v));
+            }
+        };
+        add_term(f.principal, &filter.principal);
+        add_term(f.model, &filter.model);
+        add_term(f.parent, &filter.parent);
+        add_term(f.root, &filter.family);
+        if filter.roots_only {
+            must.push(term(f.is_root, "yes"));
+        }
+        let key = match key_field {
+            "created" => f.created,
+            "family_activity" => f.family_activity,
+            _ => f.activity,
+        };
+        if let Some(since) = filter.since {
+            let activity = if filter.roots_only {
+                f.family_activity
+            } else {
+                f.activity
+            };
+            must.push(Box::new(RangeQuery::new(
+                Bound::Included(Term::from_field_i64(activity, since)),
+                Bound::Unbounded,
+            )));
+        }
+        if let Some(after) = after {
+            must.push(Box::new(RangeQuery::new(
+                Bound::Unbounded,
+                Bound::Included(Term::from_field_i64(key, after.key)),
+            )));
+        }
+        let query = BooleanQuery::new(must.into_iter().map(|q| (Occur::Must, q)).collect());
+        let searcher = self.inner.reader.searcher();
+        let field_name = key_field.to_string();
+        let collector =
+            TopDocs::with_limit(limit + 1).order_by(move |segment: &tantivy::SegmentReader| {
+                let fast = segment.fast_fields();
+                let keys = fast
+                    .i64(&field_name)
+                    .map(|c| c.first_or_default_col(i64::MIN));
+                let ties = fast.u64("tie").map(|c| c.first_or_default_col(0));
+                move |doc: tantivy::DocId| {
+                    let (Ok(keys), Ok(ties)) = (&keys, &ties) else {
+                        return (i64::MIN, 0u64);
+                    };
+                    let k = (keys.get_val(doc), ties.get_val(doc));
+                    match after {
+                        // At the cursor's time only what sorts after it (below it).
+                        Some(a) if k.0 == a.key && k.1 >= a.tie => (i64::MIN, 0),
+                        _ => k,
+                    }
+                }
+            });
+        let found = searcher.search(&query, &collector).map_err(failed)?;
+        // Excluded documents sort last, so more than `limit` valid ones means more.
+        let valid: Vec<_> = found
+            .into_iter()
+            .filter(|((k, _), _)| *k != i64::MIN)
+            .collect();
+        let more = valid.len() > limit;
+        let mut out = Vec::with_capacity(limit.min(valid.len()));
+        let mut next = None;
+        for ((key, tie), address) in valid.into_iter().take(limit) {
+            let doc: TantivyDocument = searcher.doc(address).map_err(failed)?;
+            out.push(self.inner.decode(&doc));
+            next = Some(After { key, tie });
+        }
+        Ok((out, if more { next } else { None }))
+    }
+
+    /// How many sessions match `filter`.
+    pub(crate) fn count(&self, filter: &Filter) -> Result<u64, Failure> {
+        let f = self.inner.f;
+        let mut must: Vec<Box<dyn Query>> = vec![term(f.doc, "session")];
+        if filter.roots_only {
+            must.push(term(f.is_root, "yes"));
+        }
+        for (field, value) in [
+            (f.principal, &filter.principal),
+            (f.model, &filter.model),
+            (f.parent, &filter.parent),
+            (f.root, &filter.family),
+        ] {
+            if let Some(v) = value {
+                must.push(term(field, v));
+            }
+        }
+        let query = BooleanQuery::new(must.into_iter().map(|q| (Occur::Must, q)).collect());
+        let searcher = self.inner.reader.searcher();
+        Ok(searcher.search(&query, &Count).map_err(failed)? as u64)
+    }
+
+    /// Search hits for `text` (words all required, `"phrases"` in quotes), best first,
+    /// from `offset`, up to `limit`; and how many there are.
+    pub(crate) fn search(
+        &self,
+        text: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Vec<Hit>, usize, Box<dyn Query>), Failure> {
+        let f = self.inner.f;
+        let mut parser = QueryParser::for_index(
+            &self.inner.index,
+            vec![f.content, f.title, f.branch, f.models],
+        );
+        parser.set_conjunction_by_default();
+        let (query, _) = parser.parse_query_lenient(text);
+        let searcher = self.inner.reader.searcher();
+        let (found, total) = searcher
+            .search(
+                &query,
+                &(
+                    TopDocs::with_limit(limit.max(1))
+                        .and_offset(offset)
+                        .order_by_score(),
+                    Count,
+                ),
+            )
+            .map_err(failed)?;
+        let mut hits = Vec::with_capacity(found.len());
+        for (score, address) in found.into_iter().take(limit) {
+            let doc: TantivyDocument = searcher.doc(address).map_err(failed)?;
+            if let Some(session) = text_of(&doc, f.tsid) {
+                hits.push(Hit::Turn {
+                    session,
+                    index: u64_of(&doc, f.index),
+                    score,
+                });
+            } else if let Some(session) = text_of(&doc, f.ssid) {
+                hits.push(Hit::Session { session, score });
+            }
+        }
+        Ok((hits, total, query))
+    }
+
+    /// The highlighted fragment of `text` that best matches `query` (from
+    /// [`Catalog::search`]): the fragment and the byte ranges of its matches.
+    pub(crate) fn snippet(
+        &self,
+        query: &dyn Query,
+        text: &str,
+        chars: usize,
+    ) -> Result<(String, Vec<(usize, usize)>), Failure> {
+        let searcher = self.inner.reader.searcher();
+        let mut generator =
+            tantivy::snippet::SnippetGenerator::create(&searcher, query, self.inner.f.content)
+                .map_err(failed)?;
+        generator.set_max_num_chars(chars);
+        let snippet = generator.snippet(text);
+        let ranges = snippet
+            .highlighted()
+            .iter()
+            .map(|r| (r.start, r.end))
+            .collect();
+        Ok((snippet.fragment().to_string(), ranges))
+    }
+}
+
+impl Drop for Catalog {
+    /// Commits what is pending, so that the next open has nothing to replay.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.committer.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+        let mut state = self.inner.lock();
+        if state.dirty {
+            let _ = self.inner.commit(&mut state);
+        }
+    }
+}
+
+fn term(field: Field, value: &str) -> Box<dyn Query> {
+    Box::new(TermQuery::new(
+        Term::from_field_text(field, value),
+        IndexRecordOption::Basic,
+    ))
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn commit(&self, state: &mut State) -> Result<(), Failure> {
+        let mark = match state.journal.as_mut() {
+            Some(journal) => journal.mark().map_err(failed)?,
+            None => Mark::default(),
+        };
+        let payload = serde_json::to_string(&Payload {
+            version: VERSION,
+            journal: mark,
+        })
+        .map_err(failed)?;
+        let mut prepared = state.writer.prepare_commit().map_err(failed)?;
+        prepared.set_payload(&payload);
+        prepared.commit().map_err(failed)?;
+        self.reader.reload().map_err(failed)?;
+        state.recent.clear();
+        state.dirty = false;
+        if let Some(journal) = &state.journal {
+            journal.prune(mark);
+        }
+        Ok(())
+    }
+
+    /// The entry of `id`: written since the last commit, else as committed.
+    fn entry(&self, state: &State, id: &str) -> Result<Option<Entry>, Failure> {
+        if let Some(entry) = state.recent.get(id) {
+            return Ok(Some(entry.clone()));
+        }
+        let searcher: Searcher = self.reader.searcher();
+        let found = searcher
+            .search(
+                &TermQuery::new(
+                    Term::from_field_text(self.f.ssid, id),
+                    IndexRecordOption::Basic,
+                ),
+                &TopDocs::with_limit(1)
+                    .order_by(|_: &tantivy::SegmentReader| |_: tantivy::DocId| 0u8),
+            )
+            .map_err(failed)?;
+        let Some((_, address)) = found.into_iter().next() else {
+            return Ok(None);
+        };
+        let doc: TantivyDocument = searcher.doc(address).map_err(failed)?;
+        Ok(Some(self.decode(&doc)))
+    }
+
+    /// Changes the entry of `id` with `change`; an entry the index lacks makes the
+    /// session suspect instead.
+    fn patch(
+        &self,
+        state: &mut State,
+        id: &str,
+        change: impl FnOnce(&mut Entry),
+    ) -> Result<(), Failure> {
+        if state.suspects.contains_key(id) {
+            return Ok(()); // derived whole before the next read
+        }
+        match self.entry(state, id)? {
+            Some(mut entry) => {
+                change(&mut entry);
+                self.write_entry(state, entry);
+            }
+            None => {
+                state.suspects.entry(id.to_string()).or_default();
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_op(&self, state: &mut State, op: Op) -> Result<(), Failure> {
+        match op {
+            Op::Created(entry) => {
+                let (id, parent, root, activity) = (
+                    entry.id.clone(),
+                    entry.parent.clone(),
+                    entry.root.clone(),
+                    entry.activity,
+                );
+                state
+                    .suspects
+                    .remove(&id)
+                    .into_iter()
+                    .flatten()
+                    .for_each(|l| {
+                        if let Some(j) = state.journal.as_mut() {
+                            j.done(l);
+                        }
+                    });
+                self.write_entry(state, entry);
+                if let Some(parent) = parent {
+                    self.patch(state, &parent, |p| p.forks += 1)?;
+                }
+                if root != id {
+                    self.patch(state, &root, |r| {
+                        r.family += 1;
+                        r.family_activity = r.family_activity.max(activity);
+                    })?;
+                }
+            }
+            Op::Appended { session, turns } => {
+                for turn in &turns {
+                    self.add_turn(state, &session, turn)?;
+                }
+                state.dirty = true;
+                let mut root = None;
+                self.patch(state, &session, |e| {
+                    for turn in &turns {
+                        e.length = e.length.max(turn.index + 1);
+                        e.activity = e.activity.max(turn.at);
+                        e.family_activity = e.family_activity.max(turn.at);
+                        if let Some(model) = &turn.model {
+                            e.models.insert(model.clone());
+                        }
+                    }
+                    if e.root != e.id {
+                        root = Some((e.root.clone(), e.activity));
+                    }
+                })?;
+                if let Some((root, activity)) = root {
+                    self.patch(state, &root, |r| {
+                        r.family_activity = r.family_activity.max(activity)
+                    })?;
+                }
+            }
+            Op::Suspect(id) => {
+                state.suspects.entry(id).or_default();
+            }
+            Op::Dropped(id) => {
+                let before = self.entry(state, &id)?;
+                state
+                    .writer
+                    .delete_term(Term::from_field_text(self.f.ssid, &id));
+                state
+                    .writer
+                    .delete_term(Term::from_field_text(self.f.tsid, &id));
+                state.recent.remove(&id);
+                state.dirty = true;
+                if let Some(before) = before {
+                    if let Some(parent) = &before.parent {
+                        self.patch(state, parent, |p| p.forks = p.forks.saturating_sub(1))?;
+                    }
+                    if before.root != id {
+                        self.patch(state, &before.root, |r| {
+                            r.family = r.family.saturating_sub(1)
+                        })?;
+                    }
+                }
+            }
+            Op::All => state.stale = true,
+        }
+        Ok(())
+    }
+
+    fn write_entry(&self, state: &mut State, entry: Entry) {
+        let f = self.f;
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.doc, "session");
+        doc.add_text(f.ssid, &entry.id);
+        if let Some(parent) = &entry.parent {
+            doc.add_text(f.parent, parent);
+        }
+        doc.add_text(f.root, &entry.root);
+        doc.add_text(f.is_root, if entry.parent.is_none() { "yes" } else { "no" });
+        if let Some(principal) = &entry.principal {
+            doc.add_text(f.principal, principal);
+        }
+        for model in &entry.models {
+            doc.add_text(f.model, model);
+            doc.add_text(f.models, model);
+        }
+        if let Some(title) = &entry.title {
+            doc.add_text(f.title, title);
+        }
+        doc.add_text(f.branch, &entry.branch);
+        doc.add_i64(f.created, entry.created);
+        doc.add_i64(f.activity, entry.activity);
+        doc.add_i64(f.family_activity, entry.family_activity);
+        doc.add_u64(f.tie, tie(&entry.id));
+        doc.add_u64(f.length, entry.length);
+        doc.add_u64(f.own_start, entry.own_start);
+        doc.add_u64(f.depth, entry.depth);
+        doc.add_u64(f.forks, entry.forks);
+        doc.add_u64(f.family, entry.family);
+        state
+            .writer
+            .delete_term(Term::from_field_text(f.ssid, &entry.id));
+        if state.writer.add_document(doc).is_err() {
+            state.stale = true;
+        }
+        state.dirty = true;
+        state.recent.insert(entry.id.clone(), entry);
+    }
+
+    fn add_turn(&self, state: &mut State, session: &str, turn: &TurnDoc) -> Result<(), Failure> {
+        let f = self.f;
+        let key = format!("{session}\u{1f}{}", turn.index);
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.doc, "turn");
+        doc.add_text(f.tsid, session);
+        doc.add_text(f.tkey, &key);
+        doc.add_u64(f.index, turn.index);
+        doc.add_text(f.role, &turn.role);
+        doc.add_text(f.content, &turn.content);
+        doc.add_i64(f.activity, turn.at);
+        // Writing a turn twice (a write and a derivation racing) keeps one.
+        state
+            .writer
+            .delete_term(Term::from_field_text(f.tkey, &key));
+        state.writer.add_document(doc).map_err(failed)?;
+        Ok(())
+    }
+
+    fn decode(&self, doc: &TantivyDocument) -> Entry {
+        let f = self.f;
+        Entry {
+            id: text_of(doc, f.ssid).unwrap_or_default(),
+            parent: text_of(doc, f.parent),
+            root: text_of(doc, f.root).unwrap_or_default(),
+            principal: text_of(doc, f.principal),
+            title: text_of(doc, f.title),
+            branch: text_of(doc, f.branch).unwrap_or_default(),
+            created: i64_of(doc, f.created),
+            activity: i64_of(doc, f.activity),
+            family_activity: i64_of(doc, f.family_activity),
+            length: u64_of(doc, f.length),
+            own_start: u64_of(doc, f.own_start),
+            depth: u64_of(doc, f.depth),
+            forks: u64_of(doc, f.forks),
+            family: u64_of(doc, f.family),
+            models: doc
+                .get_all(f.model)
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+        }
+    }
+}
+
+/// A write's changes for the catalog, gathered before it commits: its ops, and the
+/// journal lines noted for their sessions. Applied after the commit; dropped unapplied
+/// (the write failed), its lines are let go.
+pub(crate) struct Pending {
+    inner: Arc<Inner>,
+    ops: Vec<Op>,
+    lines: Vec<(String, Line)>,
+}
+
+impl Catalog {
+    /// Gathers a write's changes (see [`Pending`]).
+    pub(crate) fn begin(&self) -> Pending {
+        Pending {
+            inner: Arc::clone(&self.inner),
+            ops: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+}
+
+impl Pending {
+    /// Adds `op` about `session`, noting the session in the journal first.
+    pub(crate) fn push(&mut self, session: &str, op: Op) {
+        if !self.lines.iter().any(|(s, _)| s == session) {
+            let mut state = self.inner.lock();
+            match state.journal.as_mut().map(|j| j.note(session)) {
+                Some(Ok(line)) => self.lines.push((session.to_string(), line)),
+                Some(Err(_)) => state.stale = true,
+                None => {}
+            }
+        }
+        if let Op::Created(entry) = &op {
+            // Created whole: what the same write said of it before is moot.
+            self.ops
+                .retain(|o| !matches!(o, Op::Suspect(s) if *s == entry.id));
+        }
+        if let Op::Suspect(id) = &op {
+            if self
+                .ops
+                .iter()
+                .any(|o| matches!(o, Op::Created(e) if e.id == *id))
+            {
+                return;
+            }
+        }
+        self.ops.push(op);
+    }
+
+    /// Hands the committed write's changes to the catalog.
+    pub(crate) fn apply(mut self) {
+        let ops = std::mem::take(&mut self.ops);
+        let lines = std::mem::take(&mut self.lines);
+        let inner = &self.inner;
+        let mut state = inner.lock();
+        for op in ops {
+            if inner.apply_op(&mut state, op).is_err() {
+                // The index could not take it: rebuilt from the RDF at the next read.
+                state.stale = true;
+            }
+        }
+        let State {
+            journal, suspects, ..
+        } = &mut *state;
+        for (session, line) in lines {
+            match suspects.get_mut(&session) {
+                Some(held) => held.push(line),
+                None => {
+                    if let Some(journal) = journal.as_mut() {
+                        journal.done(line);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.lines.is_empty() {
+            return;
+        }
+        let mut state = self.inner.lock();
+        if let Some(journal) = state.journal.as_mut() {
+            for (_, line) in self.lines.drain(..) {
+                journal.done(line);
+            }
+        }
+    }
+}
