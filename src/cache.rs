@@ -20,7 +20,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// The default budget of cached replay records, in bytes of their text.
-pub(crate) const DEFAULT_TURN_BUDGET: usize = 256 << 20;
+pub(crate) const DEFAULT_TURN_BUDGET: usize = 64 << 20;
+
+/// The most sessions whose facts, lengths and heads are kept: past it they are all
+/// dropped (they refill from the store), so that a store of a million sessions, listed
+/// or imported, does not keep a million entries in memory.
+const MAX_SESSIONS: usize = 1 << 16;
 
 /// What one cached turn is charged beyond its text (the struct and its bookkeeping).
 const TURN_OVERHEAD: usize = 160;
@@ -79,6 +84,7 @@ impl Cache {
     /// Records facts and length a reader computed, if nothing was dropped since `epoch`.
     pub(crate) fn fill_facts(&mut self, epoch: u64, facts: &Facts) {
         if self.epoch == epoch {
+            self.bound();
             let key = facts.iri.as_str();
             self.lengths.entry(key.to_string()).or_insert(facts.length);
             self.facts
@@ -156,6 +162,7 @@ impl Cache {
 
     /// Records the turn an append just committed (under the write lock) and its digest.
     pub(crate) fn appended(&mut self, session: &str, turn: ReplayRecord, digest: String) {
+        self.bound();
         self.lengths.insert(session.to_string(), turn.index + 1);
         self.heads.insert(session.to_string(), (turn.index, digest));
         // Extend cached turns only where they reach up to the new one.
@@ -163,6 +170,15 @@ impl Cache {
             if own.start + own.turns.len() as u64 == turn.index {
                 self.push(session, own.start, &[Arc::new(turn)]);
             }
+        }
+    }
+
+    /// Drops facts, lengths and heads once they hold [`MAX_SESSIONS`] sessions.
+    fn bound(&mut self) {
+        if self.facts.len().max(self.lengths.len()).max(self.heads.len()) >= MAX_SESSIONS {
+            self.facts.clear();
+            self.lengths.clear();
+            self.heads.clear();
         }
     }
 

@@ -279,7 +279,7 @@ impl Store {
     }
 
     /// Caps the replay records the read cache keeps, in bytes of their text (default
-    /// 256 MiB; 0 turns record caching off). Sessions are evicted oldest-cached first.
+    /// 64 MiB; 0 turns record caching off). Sessions are evicted oldest-cached first.
     pub fn with_replay_cache(self, bytes: usize) -> Self {
         *self.cache() = Cache::new(bytes);
         self

@@ -8,7 +8,7 @@ use oxigraph::model::{
 };
 use oxigraph::sparql::{CancellationToken, QueryResults, SparqlEvaluator};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 /// The file in a store directory where `forktrail serve` leaves the SPARQL URL it
@@ -26,7 +26,18 @@ pub(crate) struct Embedded {
     /// until the directory is opened again, so the next write (or read, if no handle is
     /// left) opens it anew: once there is room, writes go on without a restart.
     full: AtomicBool,
+    /// Bytes of quads committed since the last flush of RocksDB's memory tables (on
+    /// disk only), and whether a flush is under way.
+    unflushed: Arc<AtomicU64>,
+    flushing: Arc<AtomicBool>,
 }
+
+/// How many bytes of quads a store on disk takes in before its memory tables are
+/// flushed. Oxigraph sizes them for bulk throughput (128 MiB per column family, up to
+/// six each), and the write-ahead log is kept until they are flushed: without this, a
+/// long ingest grows the process by gigabytes and leaves a log that the next open
+/// replays for many seconds.
+const FLUSH_AFTER_BYTES: u64 = 48 << 20;
 
 impl Embedded {
     pub(crate) fn in_memory() -> Result<Self> {
@@ -38,6 +49,8 @@ impl Embedded {
             store: Arc::new(RwLock::new(Some(store))),
             path,
             full: AtomicBool::new(false),
+            unflushed: Arc::default(),
+            flushing: Arc::default(),
         }
     }
 
@@ -116,6 +129,34 @@ impl Embedded {
         e
     }
 
+    /// Counts `bytes` committed; past [`FLUSH_AFTER_BYTES`], flushes the memory tables
+    /// on a thread of its own (writes go on meanwhile), which also lets RocksDB recycle
+    /// its write-ahead log.
+    fn took(&self, bytes: u64) {
+        if self.path.is_none() {
+            return;
+        }
+        let total = self.unflushed.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if total < FLUSH_AFTER_BYTES || self.flushing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.unflushed.store(0, Ordering::Relaxed);
+        let (slot, flushing) = (Arc::clone(&self.store), Arc::clone(&self.flushing));
+        let spawned = std::thread::Builder::new()
+            .name("forktrail-flush".into())
+            .spawn(move || {
+                let store = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
+                if let Some(store) = store {
+                    // A failed flush is tried again after the next few megabytes.
+                    let _ = store.flush();
+                }
+                flushing.store(false, Ordering::Release);
+            });
+        if spawned.is_err() {
+            self.flushing.store(false, Ordering::Release);
+        }
+    }
+
     fn full_error(&self, detail: &str) -> Error {
         Error::StorageFull {
             path: self.path.clone().unwrap_or_default(),
@@ -188,7 +229,10 @@ impl Backend for Embedded {
 
     fn commit(&self, change: Change) -> Result<()> {
         let store = self.writable()?;
-        write_change(&store, change).map_err(|e| self.checked(e))
+        let bytes = change_bytes(&change);
+        write_change(&store, change).map_err(|e| self.checked(e))?;
+        self.took(bytes);
+        Ok(())
     }
 
     /// Oxigraph's bulk loader: sorted files written beside the store and added in one
@@ -325,6 +369,34 @@ impl Backend for Embedded {
             self.current()
                 .and_then(|s| s.backup(dir).map_err(Error::Store)),
         )
+    }
+}
+
+/// About what a change puts in the memory tables: each quad's index entries (six,
+/// of four encoded terms) and its literal's text.
+fn change_bytes(change: &Change) -> u64 {
+    change
+        .inserts
+        .iter()
+        .chain(&change.removes)
+        .map(|q| {
+            let text = match &q.object {
+                oxigraph::model::Term::Literal(l) => l.value().len(),
+                _ => 0,
+            };
+            (400 + text) as u64
+        })
+        .sum()
+}
+
+impl Drop for Embedded {
+    /// A store on disk is flushed when closed, so that the next open replays no log.
+    fn drop(&mut self) {
+        if self.path.is_some() {
+            if let Some(store) = self.slot().as_ref() {
+                let _ = store.flush();
+            }
+        }
     }
 }
 
