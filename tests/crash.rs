@@ -159,6 +159,51 @@ impl Acked {
         self.count += 1;
     }
 
+    /// Checks that the catalog's pages list `listed` (every session, with its length)
+    /// and that search finds the last acknowledged appends where they are.
+    fn check_catalog(&self, s: &Store, listed: &[forktrail::SessionInfo], round: u64) {
+        let mut paged = BTreeMap::new();
+        let mut cursor = None;
+        loop {
+            let page = s
+                .sessions(&forktrail::SessionQuery {
+                    limit: Some(200),
+                    cursor,
+                    order: forktrail::SessionOrder::Created,
+                    ..Default::default()
+                })
+                .unwrap();
+            for x in page.sessions {
+                assert!(paged.insert(x.session.to_string(), x.length).is_none());
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        let stored: BTreeMap<String, u64> = listed
+            .iter()
+            .map(|i| (i.session.to_string(), i.length))
+            .collect();
+        assert_eq!(paged, stored, "round {round}: the catalog's pages");
+        for ((id, index), content) in self.appends.iter().rev().take(10) {
+            let phrase: Vec<&str> = content.split(' ').take(2).collect();
+            let hits = s
+                .search(&forktrail::SearchQuery {
+                    text: format!("\"{}\"", phrase.join(" ")),
+                    limit: Some(100),
+                    ..Default::default()
+                })
+                .unwrap();
+            assert!(
+                hits.hits
+                    .iter()
+                    .any(|h| h.session.as_str() == id && h.index == Some(*index)),
+                "round {round}: search misses {id} {index} ({content:?})"
+            );
+        }
+    }
+
     /// Checks every acknowledged operation against the reopened store.
     fn check(&self, s: &Store) {
         let sid = |id: &str| SessionId::new(id.to_string()).unwrap();
@@ -296,7 +341,8 @@ fn acknowledged_writes_survive_sigkill_and_nothing_is_half_made() {
         assert!(report.is_clean(), "round {round}: {:?}", report.problems);
         // Replays read the record index, which a kill may leave short or torn: they
         // must still be what the RDF holds.
-        for info in s.list().unwrap() {
+        let listed = s.list().unwrap();
+        for info in &listed {
             assert_eq!(
                 s.replay(&info.session, None).unwrap(),
                 s.replay_sparql(&info.session, None).unwrap(),
@@ -304,6 +350,9 @@ fn acknowledged_writes_survive_sigkill_and_nothing_is_half_made() {
                 info.session
             );
         }
+        // The catalog, which a kill leaves behind its journal, pages exactly the
+        // sessions the store holds, with their lengths, and finds the last appends.
+        acked.check_catalog(&s, &listed, round);
     }
     // The rounds wrote something worth checking.
     assert!(
