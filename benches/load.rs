@@ -104,13 +104,15 @@ fn send(tallies: &Tallies, kind: &'static str, request: reqwest::blocking::Reque
 
 /// The sessions of the demo tree, the deepest first.
 fn sessions(base: &str) -> Vec<String> {
-    let list: Vec<Value> = client()
-        .get(format!("{base}/sessions"))
+    let page: Value = client()
+        .get(format!("{base}/sessions?limit=1000"))
         .send()
         .unwrap()
         .json()
         .unwrap();
-    let mut sessions: Vec<(u64, String)> = list
+    let mut sessions: Vec<(u64, String)> = page["sessions"]
+        .as_array()
+        .unwrap()
         .iter()
         .map(|s| {
             (

@@ -175,7 +175,13 @@ impl Cache {
 
     /// Drops facts, lengths and heads once they hold [`MAX_SESSIONS`] sessions.
     fn bound(&mut self) {
-        if self.facts.len().max(self.lengths.len()).max(self.heads.len()) >= MAX_SESSIONS {
+        if self
+            .facts
+            .len()
+            .max(self.lengths.len())
+            .max(self.heads.len())
+            >= MAX_SESSIONS
+        {
             self.facts.clear();
             self.lengths.clear();
             self.heads.clear();

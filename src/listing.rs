@@ -118,6 +118,8 @@ pub struct SessionSummary {
     /// Token totals of the regenerations and runs that produced it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenTotals>,
+    /// The digest of its last turn: equal heads, equal histories.
+    pub head_digest: Option<String>,
 }
 
 /// A page of sessions.
@@ -332,7 +334,13 @@ impl Store {
         let id = |text: &str| SessionId::new(text.to_string());
         let session = id(&e.id)?;
         let is_root = e.parent.is_none();
-        let tokens = self.tokens_of(&self.session_iri(&session))?;
+        let iri = self.session_iri(&session);
+        let tokens = self.tokens_of(&iri)?;
+        let head_digest = match self.facts_of(iri.as_ref())? {
+            Some(f) if f.length > f.own_start() => Some(self.rdf().digest(&f, f.length - 1)?),
+            Some(f) => f.base_digest,
+            None => None,
+        };
         Ok(SessionSummary {
             branch: e.branch,
             title: e.title,
@@ -351,6 +359,7 @@ impl Store {
             family_activity: is_root.then(|| time_text(e.family_activity)).flatten(),
             models: e.models.into_iter().collect(),
             tokens,
+            head_digest,
             session,
         })
     }

@@ -150,9 +150,46 @@ fn price_schema() -> Value {
 const TOOLS: &[Tool] = &[
     Tool {
         name: "list_sessions",
-        description: "List every session: id, branch, parent, fork point, length, title.",
+        description: "A page of sessions, newest activity first: id, branch, parent, fork \
+                      point, length, own turns, forks, models, last activity, title; and \
+                      `next`, the cursor of the next page (null on the last). Filters: \
+                      principal, model, roots, parent (children of a session), family \
+                      (a session's whole tree), since (RFC 3339).",
         writes: false,
-        schema: || object(json!({}), &[]),
+        schema: || {
+            object(
+                json!({
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "description": "Sessions per page (default 50)." },
+                    "cursor": { "type": "string", "description": "The `next` of the page before." },
+                    "order": { "type": "string", "enum": ["activity", "created"], "description": "activity (default): newest activity first; created: newest first, each session once while they grow." },
+                    "principal": { "type": "string" },
+                    "model": { "type": "string" },
+                    "roots": { "type": "boolean" },
+                    "parent": session_arg(),
+                    "family": session_arg(),
+                    "since": { "type": "string", "description": "Only sessions active at or after this time (RFC 3339)." }
+                }),
+                &[],
+            )
+        },
+    },
+    Tool {
+        name: "search",
+        description: "Search turn contents, titles, branch labels and models: words (all \
+                      required) and \"phrases\" in quotes, best first. Each hit names the \
+                      session that stores the turn, its index and role, and a snippet with \
+                      the matches' byte ranges; `next` pages on.",
+        writes: false,
+        schema: || {
+            object(
+                json!({
+                    "text": { "type": "string" },
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 1000 },
+                    "cursor": { "type": "string" }
+                }),
+                &["text"],
+            )
+        },
     },
     Tool {
         name: "show_session",
@@ -547,7 +584,7 @@ impl McpServer {
             "ping" => Ok(json!({})),
             "tools/list" => Ok(json!({ "tools": self.tools() })),
             "tools/call" => self.call(params),
-            "resources/list" => self.resources(),
+            "resources/list" => self.resources(&params),
             "resources/templates/list" => Ok(json!({
                 "resourceTemplates": [{
                     "uriTemplate": format!("{RESOURCE_PREFIX}{{session}}{RESOURCE_SUFFIX}"),
@@ -646,8 +683,14 @@ impl McpServer {
         let store = &*self.store;
         match name {
             "list_sessions" => {
-                no_more(&args)?;
-                json_of(json!({ "sessions": store.list()? }))
+                let query: crate::SessionQuery = serde_json::from_value(Value::Object(args))
+                    .map_err(|e| Error::InvalidInput(format!("list_sessions: {e}")))?;
+                json_of(store.sessions(&query)?)
+            }
+            "search" => {
+                let query: crate::SearchQuery = serde_json::from_value(Value::Object(args))
+                    .map_err(|e| Error::InvalidInput(format!("search: {e}")))?;
+                json_of(store.search(&query)?)
             }
             "show_session" => {
                 let session = session(&mut args, "session")?;
@@ -806,9 +849,26 @@ impl McpServer {
         json_of(comparison)
     }
 
-    fn resources(&self) -> std::result::Result<Value, RpcError> {
-        let sessions = self.store.list().map_err(internal)?;
-        let resources: Vec<Value> = sessions
+    /// One page of replay resources (newest sessions first), with `nextCursor`.
+    fn resources(&self, params: &Value) -> std::result::Result<Value, RpcError> {
+        let cursor = params
+            .get("cursor")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let page = self
+            .store
+            .sessions(&crate::SessionQuery {
+                cursor,
+                order: crate::SessionOrder::Created,
+                limit: Some(crate::DEFAULT_PAGE),
+                ..Default::default()
+            })
+            .map_err(|e| match e {
+                Error::InvalidInput(m) => RpcError::invalid_params(m),
+                other => internal(other),
+            })?;
+        let resources: Vec<Value> = page
+            .sessions
             .iter()
             .map(|s| {
                 let title = s.title.clone().unwrap_or_else(|| s.session.to_string());
@@ -820,7 +880,11 @@ impl McpServer {
                 })
             })
             .collect();
-        Ok(json!({ "resources": resources }))
+        let mut reply = json!({ "resources": resources });
+        if let Some(next) = page.next {
+            reply["nextCursor"] = json!(next);
+        }
+        Ok(reply)
     }
 
     fn read_resource(&self, params: Value) -> std::result::Result<Value, RpcError> {

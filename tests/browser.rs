@@ -223,7 +223,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// The demo session on `branch`.
 fn session_on(sessions: &Value, branch: &str) -> String {
-    sessions
+    sessions["sessions"]
         .as_array()
         .unwrap()
         .iter()
@@ -269,11 +269,29 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
             assert!(tree.contains(&format!(">{label}<")), "{label} in the tree");
         }
         screenshot(&c, "tree.png").await;
-        // The sessions page lists the four; its tree link leads back.
+        // The sessions page lists the tree, its forks under its root; search finds a
+        // turn through the index, marked, and leads to it.
         click(&c, Locator::LinkText("Sessions")).await;
-        wait_for_text(&c, "4 of 4 sessions", 10).await;
+        wait_for_text(&c, "4 sessions in 1 trees", 10).await;
         let rows = c.find_all(Locator::Css("tbody tr")).await.unwrap();
-        assert_eq!(rows.len(), 4, "the demo's four sessions");
+        assert_eq!(rows.len(), 4, "the demo's root and its three forks");
+        let forks = c.find_all(Locator::Css("tbody tr.fork")).await.unwrap();
+        assert_eq!(forks.len(), 3);
+        type_into(&c, "#q", "cheaper").await;
+        click(&c, Locator::Css("form[role=search] button")).await;
+        let hits = wait_for_text(&c, "hits, best first", 10).await;
+        assert!(hits.contains("1 hits"), "{hits}");
+        let mark = c.find(Locator::Css("ol.hits mark")).await.unwrap();
+        assert_eq!(mark.text().await.unwrap().to_lowercase(), "cheaper");
+        click(&c, Locator::Css("ol.hits li a")).await;
+        wait_for_path(&c, &format!("/ui/sessions/{budget}"), "", 10).await;
+        let url = c.current_url().await.unwrap();
+        assert!(
+            url.fragment().is_some_and(|f| f.starts_with("turn-")),
+            "{url}: the hit's turn"
+        );
+        click(&c, Locator::LinkText("Sessions")).await;
+        wait_for_text(&c, "4 sessions in 1 trees", 10).await;
         click(
             &c,
             Locator::Css(&format!("a[href='/ui/sessions/{root}/tree']")),
@@ -309,7 +327,7 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         let refused = wait_for_text(&c, "Token needed", 10).await;
         assert!(refused.contains("Nothing was changed"), "{refused}");
         let after = rest(&base, "/sessions").await;
-        assert_eq!(after.as_array().unwrap().len(), 4, "no fork was made");
+        assert_eq!(after["total"], 4, "no fork was made");
 
         // The token, typed once, kept for the tab; then Fork from here on turn 2.
         c.goto(&format!("{base}{budget_path}")).await.unwrap();
@@ -507,7 +525,7 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
             .unwrap();
         assert!(tokens > 0);
         assert_eq!(
-            rest(&base, "/jobs").await,
+            rest(&base, "/jobs").await["jobs"],
             json!([]),
             "the estimate ran nothing"
         );

@@ -158,9 +158,17 @@ fn new_append_fork_replay_print_the_documented_json() {
     assert_eq!(branches[0]["forked_at_index"], 1);
     assert_eq!(branches[0]["own_turns"], 1);
     assert!(branches[0]["created_at"].is_string());
-    let list = cli.json(&["list", "--json"]);
-    assert_eq!(list.as_array().unwrap().len(), 2);
-    assert_eq!(list[0]["session"], "s1");
+    let page = cli.json(&["list", "--json"]);
+    assert_eq!(
+        (page["total"].as_u64(), page["next"].is_null()),
+        (Some(2), true)
+    );
+    let list = page["sessions"].as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    // Newest activity first: the fork took its turn last.
+    assert_eq!(list[0]["session"], child.as_str());
+    assert_eq!(list[1]["session"], "s1");
+    assert_eq!(list[1]["forks"], 1);
     let show = cli.json(&["show", &child, "--json"]);
     assert_eq!(
         (show["length"].as_u64(), show["own_turns"].as_u64()),
@@ -419,7 +427,8 @@ fn an_all_digit_id_can_be_bound_as_a_string_by_quoting_it() {
 
 fn ids_by_branch(cli: &Cli) -> std::collections::HashMap<String, String> {
     let list = cli.json(&["list", "--json"]);
-    list.as_array()
+    list["sessions"]
+        .as_array()
         .unwrap()
         .iter()
         .map(|s| {
@@ -450,7 +459,7 @@ fn demo_prints_a_tree_of_depth_2_a_replay_and_an_audit() {
     );
     // Running it twice adds a second tree instead of failing.
     cli.ok(&["demo"]);
-    assert_eq!(cli.json(&["list", "--json"]).as_array().unwrap().len(), 8);
+    assert_eq!(cli.json(&["list", "--json"])["total"], 8);
 }
 
 #[test]

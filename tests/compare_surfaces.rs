@@ -600,7 +600,7 @@ mod rest {
         );
         // Listed, and the same request again is the same comparison (200, no call).
         let listed: Value = s.get("/comparisons").json().unwrap();
-        assert!(listed
+        assert!(listed["comparisons"]
             .as_array()
             .unwrap()
             .iter()

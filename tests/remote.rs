@@ -418,7 +418,8 @@ fn the_copy_command_moves_a_directory_store_to_a_server_and_back() {
             &os("--json"),
         ]);
         assert!(ok, "{err}");
-        let all: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+        let page: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let all = page["sessions"].as_array().unwrap();
         let mut heads: Vec<String> = all
             .iter()
             .map(|s| format!("{} {} {}", s["session"], s["length"], s["head_digest"]))

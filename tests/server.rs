@@ -404,15 +404,45 @@ fn rest_routes_follow_the_cli_semantics() {
         s.get("/sessions/r1/tree", "").json::<Value>().unwrap()["children"][0]["session"],
         "r2"
     );
-    assert!(
-        s.get("/sessions", "")
-            .json::<Value>()
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .len()
-            >= 6
+    let page = s.get("/sessions", "").json::<Value>().unwrap();
+    assert!(page["sessions"].as_array().unwrap().len() >= 6, "{page}");
+    assert!(page["total"].as_u64().unwrap() >= 6);
+    // A page at a time, with the cursor of the next; filters as the CLI's.
+    let first = s
+        .get("/sessions?limit=2&order=created", "")
+        .json::<Value>()
+        .unwrap();
+    assert_eq!(first["sessions"].as_array().unwrap().len(), 2);
+    let next = first["next"].as_str().unwrap();
+    let second = s
+        .get(
+            &format!("/sessions?limit=2&order=created&cursor={next}"),
+            "",
+        )
+        .json::<Value>()
+        .unwrap();
+    assert_ne!(
+        first["sessions"][0]["session"],
+        second["sessions"][0]["session"]
     );
+    let bobs = s
+        .get("/sessions?principal=bob", "")
+        .json::<Value>()
+        .unwrap();
+    assert!(bobs["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["principal"] == "bob"));
+    let children = s.get("/sessions?parent=r1", "").json::<Value>().unwrap();
+    assert_eq!(children["sessions"][0]["session"], "r2");
+    let refused = s.get("/sessions?limit=0", "");
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let refused = s.get("/sessions?colour=red", "");
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let found = s.get("/search?q=hi", "").json::<Value>().unwrap();
+    assert_eq!(found["hits"][0]["session"], "r1", "{found}");
+    assert_eq!(found["hits"][0]["index"], 0);
     // Errors: JSON with the CLI's message and a fitting status.
     for (r, status, code) in [
         (
@@ -1223,7 +1253,11 @@ fn regenerate_over_rest_answers_202_with_a_job_that_completes() {
         .unwrap();
     assert_eq!(replay.as_array().unwrap().len(), 3);
     let listed: Value = server.get("/jobs", "application/json").json().unwrap();
-    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        (listed["total"].as_u64(), listed["next"].is_null()),
+        (Some(1), true)
+    );
     let cancel = server.post_json(&format!("/jobs/{id}/cancel"), Some(TOKEN), json!({}));
     assert_eq!(
         cancel.json::<Value>().unwrap()["status"],

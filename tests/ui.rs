@@ -16,6 +16,7 @@ const TOKEN: &str = "ui-token";
 struct Ui {
     base: String,
     tree: demo::DemoTree,
+    store: Arc<Store>,
 }
 
 fn start(store: Arc<Store>) -> Ui {
@@ -24,10 +25,11 @@ fn start(store: Arc<Store>) -> Ui {
 
 fn start_with(store: Arc<Store>, config: ServerConfig) -> Ui {
     let tree = demo::build(&store).unwrap();
-    let addr = common::serve_in_process(store, config);
+    let addr = common::serve_in_process(Arc::clone(&store), config);
     Ui {
         base: format!("http://{addr}"),
         tree,
+        store,
     }
 }
 
@@ -69,6 +71,53 @@ fn page(ui: &Ui, path: &str) -> (u16, HeaderMap, String) {
     (status, headers, r.text().unwrap())
 }
 
+/// The session and index of the best hit for `text`, as the library finds it.
+fn store_hit(ui: &Ui, text: &str) -> (String, u64) {
+    let hit = ui
+        .store
+        .search(&forktrail::SearchQuery {
+            text: text.into(),
+            ..Default::default()
+        })
+        .unwrap()
+        .hits
+        .remove(0);
+    (hit.session.to_string(), hit.index.unwrap())
+}
+
+#[test]
+fn the_sessions_page_pages_trees_newest_first() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start(Arc::clone(&store));
+    // 30 more trees: 31 in all, 25 a page.
+    let mut made = Vec::new();
+    for n in 0..30 {
+        let id = store
+            .create_session(forktrail::NewSession {
+                title: Some(format!("tree number {n}")),
+                ..Default::default()
+            })
+            .unwrap();
+        made.push(id);
+    }
+    let (_, _, first) = page(&ui, "/");
+    assert!(first.contains("34 sessions in 31 trees"), "{first}");
+    assert_eq!(first.matches("<tr class=\"root\">").count(), 25);
+    let next = first
+        .split("rel=\"next\" href=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a link to the next page")
+        .replace("&amp;", "&");
+    let (_, _, second) = page(&ui, &next);
+    assert_eq!(second.matches("<tr class=\"root\">").count(), 6);
+    assert!(!second.contains("rel=\"next\""), "the last page");
+    for id in &made {
+        let on = |page: &str| page.contains(&format!("href=\"/ui/sessions/{id}\"")) as u8;
+        assert_eq!(on(&first) + on(&second), 1, "{id} on exactly one page");
+    }
+}
+
 #[test]
 fn the_sessions_page_lists_every_session_and_searches_them() {
     let ui = start(Arc::new(Store::in_memory().unwrap()));
@@ -93,22 +142,35 @@ fn the_sessions_page_lists_every_session_and_searches_them() {
             "{id}"
         );
     }
-    assert!(html.contains("4 of 4 sessions"), "{html}");
-    // Search by branch and by principal, case ignored; no match is an empty list.
-    let (_, _, found) = page(&ui, "/?q=BUDGET");
-    assert!(found.contains("1 of 4 sessions") && found.contains(ui.tree.budget.as_str()));
-    let (_, _, found) = page(&ui, "/?q=alice+booking");
-    assert!(found.contains("1 of 4 sessions") && found.contains(ui.tree.booking.as_str()));
-    // By the model of their own turns, and by content.
-    let (_, _, found) = page(&ui, &format!("/?q={}", demo::MODEL_B.to_uppercase()));
-    assert!(found.contains("2 of 4 sessions"), "{found}");
+    assert!(html.contains("4 sessions in 1 trees"), "{html}");
+    // The root row counts the forks of its tree.
+    let root_row = html.split("<tr class=\"root\">").nth(1).unwrap();
     assert!(
-        found.contains(ui.tree.model_swap.as_str()) && found.contains(ui.tree.booking.as_str())
+        root_row.contains("<td class=\"number\">3</td>"),
+        "{root_row}"
+    );
+    // Search: every word must occur, case aside, across contents, titles, branch
+    // labels and models; each hit links to its turn.
+    let (_, _, found) = page(&ui, "/?q=BUDGET");
+    assert!(found.contains(ui.tree.budget.as_str()), "{found}");
+    let (_, _, found) = page(&ui, &format!("/?q={}", demo::MODEL_B.to_uppercase()));
+    assert!(
+        found.contains(ui.tree.model_swap.as_str()) && found.contains(ui.tree.booking.as_str()),
+        "{found}"
     );
     let (_, _, found) = page(&ui, "/?q=cheaper");
-    assert!(found.contains("1 of 4 sessions") && found.contains(ui.tree.budget.as_str()));
+    assert!(found.contains(ui.tree.budget.as_str()), "{found}");
+    assert!(found.contains("<mark>cheaper</mark>"), "{found}");
+    let hit = store_hit(&ui, "cheaper");
+    assert!(
+        found.contains(&format!(
+            "href=\"/ui/sessions/{}?from=0#turn-{}\"",
+            hit.0, hit.1
+        )),
+        "{found}"
+    );
     let (_, _, none) = page(&ui, "/?q=nobody-here");
-    assert!(none.contains("0 of 4 sessions"));
+    assert!(none.contains("0 hits"), "{none}");
     let (status, _, css) = page(&ui, "/ui/style.css");
     assert_eq!(status, 200);
     assert!(css.contains("li.turn"));

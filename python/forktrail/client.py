@@ -7,11 +7,17 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 __all__ = ["Client", "ForktrailError"]
 
 JSON = Dict[str, Any]
+
+
+def _query(params: Dict[str, Any]) -> str:
+    """A query string of the parameters that are set."""
+    given = {k: v for k, v in params.items() if v is not None}
+    return "?" + urllib.parse.urlencode(given) if given else ""
 
 
 class ForktrailError(Exception):
@@ -89,9 +95,53 @@ class Client:
 
     # -- sessions -------------------------------------------------------------------
 
-    def list_sessions(self) -> List[JSON]:
-        """Every session: id, branch, parent, fork point, length, title, …"""
-        return self._request("GET", "/sessions")
+    def list_sessions(
+        self,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        order: Optional[str] = None,
+        principal: Optional[str] = None,
+        model: Optional[str] = None,
+        roots: bool = False,
+        parent: Optional[str] = None,
+        family: Optional[str] = None,
+        since: Optional[str] = None,
+    ) -> JSON:
+        """A page of sessions, newest activity first: ``{"sessions", "total", "next"}``.
+
+        Pass ``next`` back as ``cursor`` for the following page, or use
+        :meth:`iter_sessions`. ``order`` is ``activity`` (default) or ``created``;
+        the filters are those of ``forktrail list``.
+        """
+        params = {
+            "limit": limit,
+            "cursor": cursor,
+            "order": order,
+            "principal": principal,
+            "model": model,
+            "roots": "true" if roots else None,
+            "parent": parent,
+            "family": family,
+            "since": since,
+        }
+        return self._request("GET", "/sessions" + _query(params))
+
+    def iter_sessions(self, page_size: int = 200, **filters: Any) -> Iterator[JSON]:
+        """Every session matching ``filters`` (those of :meth:`list_sessions`), a page
+        at a time."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.list_sessions(limit=page_size, cursor=cursor, **filters)
+            yield from page["sessions"]
+            cursor = page["next"]
+            if cursor is None:
+                return
+
+    def search(self, text: str, limit: Optional[int] = None, cursor: Optional[str] = None) -> JSON:
+        """Hits over turn contents, titles, branch labels and models, best first:
+        ``{"hits": [{"session", "index", "role", "snippet", "highlights", "score", …}],
+        "total", "next"}``. Words are all required; ``"phrases"`` go in quotes."""
+        return self._request("GET", "/search" + _query({"q": text, "limit": limit, "cursor": cursor}))
 
     def create_session(
         self,

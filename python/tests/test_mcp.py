@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - the Rust wrapper insists on it in CI
 
 TOOLS = {
     "list_sessions",
+    "search",
     "show_session",
     "replay_session",
     "list_branches",
@@ -132,6 +133,18 @@ class McpTest(unittest.IsolatedAsyncioTestCase):
         # What the MCP server wrote is there for the CLI.
         replay = cli(self.store, "replay", fork, "--json")
         self.assertEqual([t["content"] for t in json.loads(replay.stdout)][2], "What about the bus?")
+
+    async def test_lists_sessions_a_page_at_a_time_and_searches(self) -> None:
+        async with self.connect() as session:
+            page = result(await session.call_tool("list_sessions", {"limit": 1}))
+            self.assertEqual([s["session"] for s in page["sessions"]], ["trip"])
+            self.assertEqual((page["total"], page["next"]), (1, None))
+            self.assertEqual(page["sessions"][0]["title"], "Paris trip")
+            found = result(await session.call_tool("search", {"text": "cheaper"}))
+            self.assertEqual([(h["session"], h["index"]) for h in found["hits"]], [("trip", 2)])
+            refused = await session.call_tool("list_sessions", {"colour": "red"})
+            self.assertTrue(refused.is_error)
+            self.assertIn("unknown field", refused.content[0].text)
 
     async def test_writes_are_refused_without_allow_writes(self) -> None:
         async with self.connect() as session:

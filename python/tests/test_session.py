@@ -211,3 +211,39 @@ class SessionTest(unittest.IsolatedAsyncioTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ListingTest(unittest.TestCase):
+    """Client.iter_sessions and Client.search against a real `forktrail serve`."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = Server()
+        cls.client = Client(cls.server.url, token=TOKEN)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.close()
+
+    def test_iter_sessions_walks_every_page_once(self) -> None:
+        made = {self.client.create_session(principal="pager") for _ in range(7)}
+        page = self.client.list_sessions(limit=3, principal="pager")
+        self.assertEqual((len(page["sessions"]), page["total"]), (3, 7))
+        self.assertIsNotNone(page["next"])
+        seen = [s["session"] for s in self.client.iter_sessions(page_size=2, principal="pager", order="created")]
+        self.assertEqual(len(seen), 7)
+        self.assertEqual(set(seen), made)
+        with self.assertRaises(ForktrailError) as refused:
+            self.client.list_sessions(cursor="not-a-cursor")
+        self.assertEqual((refused.exception.status, refused.exception.code), (400, "invalid_input"))
+
+    def test_search_finds_a_turn_just_appended(self) -> None:
+        sid = self.client.create_session(title="night trains")
+        index = self.client.append(sid, "user", "Is the Nightjet to Vienna running in December?")
+        found = self.client.search('"nightjet to vienna"')
+        self.assertEqual([(h["session"], h["index"]) for h in found["hits"]], [(sid, index)])
+        hit = found["hits"][0]
+        marked = [hit["snippet"][a:b].lower() for a, b in hit["highlights"]]
+        self.assertIn("nightjet", marked)
+        self.assertEqual(self.client.search("nightjet budapest")["hits"], [])
+

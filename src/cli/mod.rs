@@ -158,8 +158,20 @@ enum Command {
     Branches(tree::BranchesArgs),
     /// Print a session and its descendants.
     Tree(tree::TreeArgs),
-    /// List every session.
+    /// List sessions, a page at a time: newest activity first, filtered by principal,
+    /// model, roots, parent, family or time.
+    ///
+    /// A page costs the same however many sessions the store holds. It prints the
+    /// cursor of the next page on standard error; --all prints every page.
     List(sessions::ListArgs),
+    /// Search turn contents, titles, branch labels and models: words and "phrases",
+    /// best first.
+    Search(sessions::SearchArgs),
+    /// Rebuild the catalog (pages of sessions, search) from the RDF.
+    ///
+    /// The catalog is derived: safe to delete, rebuilt by this or by the first read
+    /// that finds it missing or damaged. Writes wait while it is rebuilt.
+    Reindex(sessions::ReindexArgs),
     /// Delete a session (refused if it has children, unless --cascade).
     Delete(sessions::DeleteArgs),
     /// Remove a session's last turn (refused if it is inherited, or a fork, an anchor or
@@ -381,6 +393,8 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Branches(args) => args.run(out, &store),
         Command::Tree(args) => args.run(out, &store),
         Command::List(args) => args.run(out, &store),
+        Command::Search(args) => args.run(out, &store),
+        Command::Reindex(args) => args.run(out, &store),
         Command::Delete(args) => args.run(out, &store),
         Command::Pop(args) => args.run(out, &store),
         Command::Detach(args) => args.run(out, &store),

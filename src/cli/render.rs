@@ -7,8 +7,8 @@
 use forktrail::demo::{DemoTree, MODEL_A};
 use forktrail::{
     queries, AnchorInfo, ArmReport, BranchInfo, ComparePlan, Comparison, CostStatus, DeletePlan,
-    DetachPlan, FoundBy, Job, Kind, NamedQuery, Role, SessionDiff, SessionInfo, Store, TreeNode,
-    Turn,
+    DetachPlan, FoundBy, Job, Kind, NamedQuery, Role, SearchPage, SessionDiff, SessionInfo,
+    SessionPage, SessionSummary, Store, TreeNode, Turn,
 };
 use oxigraph::io::{RdfFormat, RdfSerializer};
 use oxigraph::model::Term;
@@ -517,21 +517,66 @@ pub fn diff(
     Ok(())
 }
 
-pub fn list(out: &mut dyn Write, sessions: &[SessionInfo]) -> io::Result<()> {
-    let rows: Vec<Vec<String>> = sessions
-        .iter()
-        .map(|s| {
-            vec![
-                s.session.to_string(),
-                s.branch.clone(),
-                s.parent.as_ref().map_or("-".into(), ToString::to_string),
-                s.length.to_string(),
-                s.title.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    let headers = ["SESSION", "BRANCH", "PARENT", "TURNS", "TITLE"];
-    table_or(out, "no sessions", &headers, &rows)
+const SESSION_HEADERS: [&str; 8] = [
+    "SESSION", "BRANCH", "PARENT", "TURNS", "OWN", "FORKS", "ACTIVE", "TITLE",
+];
+
+fn session_row(s: &SessionSummary) -> Vec<String> {
+    vec![
+        s.session.to_string(),
+        s.branch.clone(),
+        s.parent.as_ref().map_or("-".into(), ToString::to_string),
+        s.length.to_string(),
+        s.own_turns.to_string(),
+        s.forks.to_string(),
+        s.last_activity.clone().unwrap_or_else(|| "-".into()),
+        s.title.clone().unwrap_or_default(),
+    ]
+}
+
+/// A page of sessions as a table.
+pub fn session_page(out: &mut dyn Write, page: &SessionPage) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = page.sessions.iter().map(session_row).collect();
+    table_or(out, "no sessions", &SESSION_HEADERS, &rows)
+}
+
+/// One page of `list --all`: the header before the first.
+pub fn session_rows(
+    out: &mut dyn Write,
+    sessions: &[SessionSummary],
+    first: bool,
+) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = sessions.iter().map(session_row).collect();
+    if rows.is_empty() {
+        return if first {
+            writeln!(out, "no sessions")
+        } else {
+            Ok(())
+        };
+    }
+    let text = table(&SESSION_HEADERS, &rows);
+    let body = if first {
+        text.as_str()
+    } else {
+        text.split_once('\n').map_or("", |(_, rest)| rest)
+    };
+    write!(out, "{body}")
+}
+
+/// Search hits, best first: where each is, and the matching text.
+pub fn search_page(out: &mut dyn Write, page: &SearchPage) -> io::Result<()> {
+    if page.hits.is_empty() {
+        return writeln!(out, "no hits");
+    }
+    for hit in &page.hits {
+        let at = match (hit.index, hit.role) {
+            (Some(index), Some(role)) => format!("{}@{index} {role}", hit.session),
+            _ => format!("{} (session)", hit.session),
+        };
+        let snippet = hit.snippet.replace('\n', " ");
+        writeln!(out, "{at} [{}]: {snippet}", hit.branch)?;
+    }
+    Ok(())
 }
 
 pub fn delete(out: &mut dyn Write, plan: &DeletePlan, dry_run: bool) -> io::Result<()> {

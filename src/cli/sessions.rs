@@ -1,8 +1,12 @@
-//! Sessions and their turns: `new`, `append`, `replay`, `show`, `list`, `delete`.
+//! Sessions and their turns: `new`, `append`, `replay`, `show`, `list`, `search`,
+//! `reindex`, `delete`.
 
 use super::{emit, print_json, render, utf8, CliResult, Out};
 use clap::Args;
-use forktrail::{DeleteOptions, Kind, NewSession, NewTurn, Role, SessionId, Store};
+use forktrail::{
+    DeleteOptions, Kind, NewSession, NewTurn, Role, SearchQuery, SessionId, SessionOrder,
+    SessionQuery, Store, MAX_PAGE,
+};
 use serde_json::json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -156,15 +160,149 @@ impl ShowArgs {
 
 #[derive(Args)]
 pub(super) struct ListArgs {
-    /// Print a JSON array of session facts.
+    /// Sessions per page (default 50, at most 1,000).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Go on where a page ended: the cursor it printed.
+    #[arg(long, conflicts_with = "all")]
+    cursor: Option<String>,
+    /// Every page, printed as it comes (with --json: one JSON object per line).
+    #[arg(long)]
+    all: bool,
+    /// activity: newest activity first (a session that gains a turn moves up);
+    /// created: newest first, each session once however they grow.
+    #[arg(long, default_value = "activity")]
+    order: SessionOrder,
+    /// Only the sessions of this principal.
+    #[arg(long)]
+    principal: Option<String>,
+    /// Only sessions with an own turn attributed to this model.
+    #[arg(long)]
+    model: Option<String>,
+    /// Only roots (each with its fork count; with --order activity, by its whole
+    /// family's newest activity).
+    #[arg(long)]
+    roots: bool,
+    /// Only the direct children of this session.
+    #[arg(long)]
+    parent: Option<SessionId>,
+    /// Only the sessions of this session's family: its root and every fork below.
+    #[arg(long)]
+    family: Option<SessionId>,
+    /// Only sessions active at or after this time (RFC 3339: 2026-11-01T00:00:00Z).
+    #[arg(long)]
+    since: Option<String>,
+    /// Print the page as JSON: {"sessions", "total", "next"}.
     #[arg(long)]
     json: bool,
 }
 
 impl ListArgs {
+    fn query(&self, cursor: Option<String>) -> SessionQuery {
+        SessionQuery {
+            limit: self.limit.or(self.all.then_some(MAX_PAGE)),
+            cursor,
+            order: self.order,
+            principal: self.principal.clone(),
+            model: self.model.clone(),
+            roots: self.roots,
+            parent: self.parent.as_ref().map(ToString::to_string),
+            family: self.family.as_ref().map(ToString::to_string),
+            since: self.since.clone(),
+        }
+    }
+
     pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
-        emit(out, self.json, &store.list()?, |out, s| {
-            render::list(out, s)
+        if !self.all {
+            let page = store.sessions(&self.query(self.cursor.clone()))?;
+            emit(out, self.json, &page, render::session_page)?;
+            if let (Some(next), false) = (&page.next, self.json) {
+                eprintln!(
+                    "{} of {} sessions; next page: forktrail list --cursor {next} (with the \
+                     same filters), or --all",
+                    page.sessions.len(),
+                    page.total
+                );
+            }
+            return Ok(());
+        }
+        let mut cursor = None;
+        let mut first = true;
+        loop {
+            let page = store.sessions(&self.query(cursor))?;
+            if self.json {
+                for s in &page.sessions {
+                    writeln!(out, "{}", serde_json::to_string(s)?)?;
+                }
+            } else {
+                render::session_rows(out, &page.sessions, first)?;
+            }
+            first = false;
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+#[derive(Args)]
+pub(super) struct SearchArgs {
+    /// Words (every one must occur) and "phrases" in quotes, over turn contents, titles,
+    /// branch labels and models.
+    #[arg(required = true)]
+    text: Vec<String>,
+    /// Hits per page (default 50, at most 1,000).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Go on where a page of hits ended.
+    #[arg(long)]
+    cursor: Option<String>,
+    /// Print {"hits": [{"session", "index", "role", "snippet", "highlights", "score",
+    /// …}], "total", "next"}.
+    #[arg(long)]
+    json: bool,
+}
+
+impl SearchArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        let page = store.search(&SearchQuery {
+            text: self.text.join(" "),
+            limit: self.limit,
+            cursor: self.cursor,
+        })?;
+        emit(out, self.json, &page, render::search_page)?;
+        if let (Some(next), false) = (&page.next, self.json) {
+            eprintln!(
+                "{} of {} hits; next page: --cursor {next}",
+                page.hits.len(),
+                page.total
+            );
+        }
+        Ok(())
+    }
+}
+
+#[derive(Args)]
+pub(super) struct ReindexArgs {
+    /// Print {"sessions", "turns", "millis"}.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ReindexArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        let progress = |done: u64, total: u64| eprint!("\rindexed {done} of {total} sessions");
+        let report = store.reindex((!self.json).then_some(&progress as &dyn Fn(u64, u64)))?;
+        if !self.json && report.sessions > 0 {
+            eprintln!();
+        }
+        emit(out, self.json, &report, |out, r| {
+            writeln!(
+                out,
+                "rebuilt the catalog: {} sessions, {} turns in {} ms",
+                r.sessions, r.turns, r.millis
+            )
         })
     }
 }

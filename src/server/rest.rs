@@ -23,6 +23,7 @@ use std::sync::Arc;
 pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/sessions", get(list).post(create))
+        .route("/search", get(search))
         .route("/sessions/{id}", get(show).delete(delete))
         .route("/sessions/{id}/turns", get(turns).post(append))
         .route("/sessions/{id}/pop", post(pop))
@@ -157,8 +158,38 @@ fn created_unless(nothing_new: bool) -> StatusCode {
     }
 }
 
-async fn list(state: Shared) -> Reply {
-    Ok(Json(blocking(&state, |s| s.list()).await?).into_response())
+/// `GET /sessions?limit=&cursor=&order=&principal=&model=&roots=&parent=&family=&since=`:
+/// a page of sessions, newest activity first, with the `next` cursor.
+async fn list(state: Shared, Params(query): Params<crate::SessionQuery>) -> Reply {
+    Ok(Json(blocking(&state, move |s| s.sessions(&query)).await?).into_response())
+}
+
+/// The query string of `GET /search`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchParams {
+    q: String,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// `GET /search?q=&limit=&cursor=`: hits over turn contents, titles, branch labels and
+/// models, best first.
+async fn search(state: Shared, Params(p): Params<SearchParams>) -> Reply {
+    let query = crate::SearchQuery {
+        text: p.q,
+        limit: p.limit,
+        cursor: p.cursor,
+    };
+    Ok(Json(blocking(&state, move |s| s.search(&query)).await?).into_response())
+}
+
+/// `?limit=&cursor=` of a paged list.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PageParams {
+    limit: Option<usize>,
+    cursor: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -507,8 +538,11 @@ pub(super) async fn start_regeneration(
     Ok(job)
 }
 
-async fn jobs(state: Shared) -> Reply {
-    Ok(Json(blocking(&state, |s| s.jobs()).await?).into_response())
+/// `GET /jobs?limit=&cursor=`: regeneration jobs, newest first, `{"jobs", "total",
+/// "next"}`.
+async fn jobs(state: Shared, Params(p): Params<PageParams>) -> Reply {
+    let page = blocking(&state, move |s| s.jobs_page(p.limit, p.cursor.as_deref())).await?;
+    Ok(Json(json!({"jobs": page.items, "total": page.total, "next": page.next})).into_response())
 }
 
 async fn job(state: Shared, Path(job): Path<String>) -> Reply {
@@ -563,8 +597,17 @@ pub(super) async fn start_comparison(
 }
 
 /// `GET /comparisons`: every comparison, oldest first, with its figures.
-async fn comparisons(state: Shared) -> Reply {
-    Ok(Json(blocking(&state, |s| s.comparisons()).await?).into_response())
+/// `GET /comparisons?limit=&cursor=`: comparisons with their figures, newest first,
+/// `{"comparisons", "total", "next"}`.
+async fn comparisons(state: Shared, Params(p): Params<PageParams>) -> Reply {
+    let page = blocking(&state, move |s| {
+        s.comparisons_page(p.limit, p.cursor.as_deref())
+    })
+    .await?;
+    Ok(Json(json!({
+        "comparisons": page.items, "total": page.total, "next": page.next
+    }))
+    .into_response())
 }
 
 /// `GET /comparisons/{id}`: a comparison (or the one a run id is part of) with the

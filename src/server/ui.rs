@@ -213,58 +213,32 @@ pub(super) fn token_field(id: &str) -> Markup {
 struct Search {
     #[serde(default)]
     q: String,
+    cursor: Option<String>,
 }
 
-/// Whether a session's facts contain every word (case ignored).
-fn matches(s: &SessionInfo, words: &[String]) -> bool {
-    let text = format!(
-        "{} {} {} {} {}",
-        s.session,
-        s.branch,
-        s.title.as_deref().unwrap_or(""),
-        s.principal.as_deref().unwrap_or(""),
-        s.models.join(" ")
-    )
-    .to_lowercase();
-    words.iter().all(|word| text.contains(word.as_str()))
+/// Forks shown under each tree on the sessions page (the tree page has them all).
+const FORKS_SHOWN: usize = 3;
+/// Trees (or hits) per page of the sessions page.
+const TREES_SHOWN: usize = 25;
+
+/// A session's name for people: its title, else its branch label, with the id after.
+fn named(id: &SessionId, title: Option<&str>, branch: &str) -> Markup {
+    html! {
+        a href=(format!("/ui/sessions/{id}")) { (title.unwrap_or(branch)) }
+        " " span.id { (id) }
+    }
 }
 
-fn words(query: &str) -> Vec<String> {
-    query.split_whitespace().map(str::to_lowercase).collect()
-}
-
-/// `GET /?q=`: every session, filtered by the search over id, branch, title, principal,
-/// and the content and models of its own turns.
+/// `GET /?q=&cursor=`: the session trees, newest activity first, a page at a time, each
+/// root with its fork count and its latest forks; or, with `q`, the search hits, each
+/// linking to its turn.
 async fn sessions(state: Shared, Query(search): Query<Search>) -> Page {
     let q = search.q.trim().to_string();
-    let text = q.clone();
-    let (all, found, activity) = read(&state.0, move |store| {
-        let all = store.list()?;
-        let mut activity = std::collections::HashMap::new();
-        for row in store.select(&crate::queries::SESSION_ACTIVITY, &[])? {
-            if let (Some(Term::Literal(id)), Some(Term::Literal(at))) =
-                (row.get("id"), row.get("lastActivity"))
-            {
-                activity.insert(id.value().to_string(), at.value().to_string());
-            }
-        }
-        let mut found = HashSet::new();
-        if !text.is_empty() {
-            let bound = [("text", Term::from(Literal::new_simple_literal(&text)))];
-            for row in store.select(&crate::queries::SEARCH_TURNS, &bound)? {
-                if let Some(Term::Literal(id)) = row.get("id") {
-                    found.insert(id.value().to_string());
-                }
-            }
-        }
-        Ok((all, found, activity))
-    })
-    .await?;
-    let words = words(&q);
-    let shown: Vec<&SessionInfo> = all
-        .iter()
-        .filter(|s| matches(s, &words) || found.contains(s.session.as_str()))
-        .collect();
+    let body = if q.is_empty() {
+        trees_page(&state.0, search.cursor).await?
+    } else {
+        hits_page(&state.0, q.clone(), search.cursor).await?
+    };
     Ok(page(
         &state.0,
         StatusCode::OK,
@@ -274,35 +248,168 @@ async fn sessions(state: Shared, Query(search): Query<Search>) -> Page {
             form method="get" action="/" role="search" {
                 label for="q" { "Search" }
                 input #q name="q" type="search" value=(q)
-                    placeholder="id, branch, title, principal, model or content";
+                    placeholder="words or \"a phrase\": contents, titles, branches, models";
                 button type="submit" { "Search" }
             }
-            p.count { (shown.len()) " of " (all.len()) " sessions" }
-            table {
-                thead { tr {
-                    th { "Session" } th { "Branch" } th { "Title" } th { "Principal" }
-                    th { "Turns" } th { "Own" } th { "Parent" } th { "Last activity" } th { "Tree" }
-                } }
-                tbody {
-                    @for s in &shown {
-                        tr {
-                            td { a href=(format!("/ui/sessions/{}", s.session)) { (s.session) } }
-                            td { (s.branch) }
-                            td { (s.title.as_deref().unwrap_or("")) }
-                            td { (s.principal.as_deref().unwrap_or("")) }
-                            td.number { (s.length) }
-                            td.number { (s.own_turns) }
-                            td { @if let Some(p) = &s.parent {
-                                a href=(format!("/ui/sessions/{p}")) { (p) }
-                            } }
-                            td { (activity.get(s.session.as_str()).or(s.created_at.as_ref()).map_or("", String::as_str)) }
-                            td { a href=(format!("/ui/sessions/{}/tree", s.session)) { "tree" } }
+            (body)
+        },
+    ))
+}
+
+async fn trees_page(state: &Arc<AppState>, cursor: Option<String>) -> Result<Markup, Response> {
+    let (roots, forks, total) = read(state, move |store| {
+        let roots = store.sessions(&crate::SessionQuery {
+            roots: true,
+            limit: Some(TREES_SHOWN),
+            cursor,
+            ..Default::default()
+        })?;
+        let mut forks = Vec::new();
+        for root in &roots.sessions {
+            let family = store.sessions(&crate::SessionQuery {
+                family: Some(root.session.to_string()),
+                limit: Some(FORKS_SHOWN + 1),
+                ..Default::default()
+            })?;
+            let latest: Vec<_> = family
+                .sessions
+                .into_iter()
+                .filter(|s| s.session != root.session)
+                .take(FORKS_SHOWN)
+                .collect();
+            forks.push(latest);
+        }
+        let total = store.sessions(&crate::SessionQuery {
+            limit: Some(1),
+            ..Default::default()
+        })?;
+        Ok((roots, forks, total.total))
+    })
+    .await?;
+    Ok(html! {
+        p.count { (total) " sessions in " (roots.total) " trees, newest activity first" }
+        table.sessions {
+            thead { tr {
+                th { "Session" } th { "Principal" } th { "Turns" } th { "Forks" }
+                th { "Models" } th { "Last activity" } th { "Tree" }
+            } }
+            tbody {
+                @for (root, forks) in roots.sessions.iter().zip(&forks) {
+                    tr.root {
+                        td { (named(&root.session, root.title.as_deref(), &root.branch)) }
+                        td { (root.principal.as_deref().unwrap_or("")) }
+                        td.number { (root.length) }
+                        td.number { (root.family.unwrap_or(0)) }
+                        td { (root.models.join(", ")) }
+                        td { (root.family_activity.as_deref().or(root.last_activity.as_deref()).unwrap_or("")) }
+                        td { a href=(format!("/ui/sessions/{}/tree", root.session)) { "tree" } }
+                    }
+                    @for fork in forks {
+                        tr.fork {
+                            td { "↳ " (named(&fork.session, fork.title.as_deref(), &fork.branch))
+                                 " at " (fork.forked_at_index.unwrap_or(0)) }
+                            td { (fork.principal.as_deref().unwrap_or("")) }
+                            td.number { (fork.length) " (" (fork.own_turns) " own)" }
+                            td.number { (fork.forks) }
+                            td { (fork.models.join(", ")) }
+                            td { (fork.last_activity.as_deref().unwrap_or("")) }
+                            td {}
                         }
+                    }
+                    @if root.family.unwrap_or(0) as usize > forks.len() {
+                        tr.more { td colspan="7" {
+                            a href=(format!("/ui/sessions/{}/tree", root.session)) {
+                                "all " (root.family.unwrap_or(0)) " forks of this tree"
+                            }
+                        } }
                     }
                 }
             }
-        },
-    ))
+        }
+        nav.pager aria-label="pages of sessions" {
+            a href="/" { "Newest" }
+            @if let Some(next) = &roots.next {
+                " " a rel="next" href=(format!("/?cursor={next}")) { "Older trees →" }
+            }
+        }
+    })
+}
+
+async fn hits_page(
+    state: &Arc<AppState>,
+    q: String,
+    cursor: Option<String>,
+) -> Result<Markup, Response> {
+    let text = q.clone();
+    let found = read(state, move |store| {
+        store.search(&crate::SearchQuery {
+            text,
+            limit: Some(TREES_SHOWN),
+            cursor,
+        })
+    })
+    .await?;
+    let encoded: String = url::form_urlencoded::byte_serialize(q.as_bytes()).collect();
+    Ok(html! {
+        p.count { (found.total) " hits, best first" }
+        @if found.hits.is_empty() {
+            p { "Nothing matches. Every word must occur; put a phrase in quotes." }
+        }
+        ol.hits {
+            @for hit in &found.hits {
+                li {
+                    @if let Some(index) = hit.index {
+                        a href=(format!("/ui/sessions/{}?from={}#turn-{index}", hit.session,
+                                        index / html::PAGE * html::PAGE)) {
+                            (hit.title.as_deref().unwrap_or(&hit.branch)) ", turn " (index)
+                        }
+                        " " span.role { (hit.role.map_or("", |r| r.as_str())) }
+                    } @else {
+                        a href=(format!("/ui/sessions/{}", hit.session)) {
+                            (hit.title.as_deref().unwrap_or(&hit.branch))
+                        }
+                        " " span.role { "session" }
+                    }
+                    " " span.id { (hit.session) }
+                    p.snippet { (marked(&hit.snippet, &hit.highlights)) }
+                }
+            }
+        }
+        @if let Some(next) = &found.next {
+            nav.pager aria-label="pages of hits" {
+                a rel="next" href=(format!("/?q={encoded}&cursor={next}")) { "More hits →" }
+            }
+        }
+    })
+}
+
+/// The words of a tree search, lower-cased.
+fn words(query: &str) -> Vec<String> {
+    query.split_whitespace().map(str::to_lowercase).collect()
+}
+
+/// `text` with the byte ranges `marks` in `<mark>`.
+fn marked(text: &str, marks: &[(usize, usize)]) -> Markup {
+    let mut at = 0;
+    let mut parts = Vec::new();
+    for &(start, end) in marks {
+        if start < at
+            || end > text.len()
+            || !text.is_char_boundary(start)
+            || !text.is_char_boundary(end)
+        {
+            continue;
+        }
+        parts.push((false, &text[at..start]));
+        parts.push((true, &text[start..end]));
+        at = end;
+    }
+    parts.push((false, &text[at..]));
+    html! {
+        @for (mark, part) in parts {
+            @if mark { mark { (part) } } @else { (part) }
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
