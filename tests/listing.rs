@@ -478,3 +478,47 @@ fn a_write_behind_forktrails_back_is_seen_after_clear_caches() {
     assert_eq!(after.total, before - 1);
     assert!(after.sessions.iter().all(|x| x.session != victim));
 }
+
+#[test]
+fn many_sessions_go_in_through_one_bulk_load_all_or_nothing() {
+    for s in stores() {
+        let batch = |ids: &[&str]| {
+            ids.iter()
+                .map(|id| {
+                    (
+                        NewSession {
+                            id: Some(id.to_string()),
+                            principal: Some("importer".into()),
+                            ..Default::default()
+                        },
+                        vec![
+                            NewTurn::new(Role::User, format!("question for {id}")),
+                            NewTurn::new(Role::Assistant, "an answer about zanzibar")
+                                .model("model-z"),
+                        ],
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let before = quads(&s);
+        // A duplicate id, or one the store has, refuses the whole batch.
+        let e = s.import_sessions(batch(&["b1", "b2", "b1"])).unwrap_err();
+        assert!(e.to_string().contains("given twice"), "{e}");
+        assert_eq!(quads(&s), before, "{}", s.kind);
+        let ids = s.import_sessions(batch(&["b1", "b2", "b3"])).unwrap();
+        assert_eq!(ids.len(), 3);
+        let e = s.import_sessions(batch(&["b4", "b2"])).unwrap_err();
+        assert!(e.to_string().contains("already exists"), "{e}");
+        assert_eq!(s.replay(&ids[2], None).unwrap().len(), 2, "{}", s.kind);
+        let page = page(
+            &s,
+            SessionQuery {
+                model: Some("model-z".into()),
+                ..Default::default()
+            },
+        );
+        assert_eq!(page.total, 3, "{}", s.kind);
+        assert_eq!(hits(&s, "zanzibar").len(), 3, "{}", s.kind);
+        assert!(s.verify(None).unwrap().is_clean());
+    }
+}

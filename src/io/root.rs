@@ -15,6 +15,7 @@ use crate::store::Store;
 use crate::write::{check_turn, ANONYMOUS};
 use crate::Label;
 use oxigraph::model::NamedNode;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 
 /// A root session being built: its facts and its checked turns.
@@ -61,117 +62,193 @@ impl Store {
         root: RootBuilder,
         progress: Option<&dyn Fn(u64, u64)>,
     ) -> Result<SessionId> {
-        let RootBuilder {
-            id,
-            principal,
-            title,
-            turns,
-            ..
-        } = root;
-        let iri = self.session_iri(&id);
+        Ok(self.add_roots(vec![root], progress)?.remove(0))
+    }
+
+    /// Adds new root sessions, each with its turns, all or nothing, in one run of the
+    /// bulk loader: the fast way in for many sessions at once (a whole folder of logs,
+    /// an archive). Each session and turn is checked as `create_session` and `append`
+    /// check them; an id that is taken, or given twice, refuses the whole batch.
+    ///
+    /// ```
+    /// use forktrail::{NewSession, NewTurn, Role, Store};
+    /// let store = Store::in_memory()?;
+    /// let ids = store.import_sessions(vec![
+    ///     (NewSession::default(), vec![NewTurn::new(Role::User, "hello")]),
+    ///     (NewSession::default(), vec![NewTurn::new(Role::User, "hi"), NewTurn::new(Role::Assistant, "hey")]),
+    /// ])?;
+    /// assert_eq!(store.replay(&ids[1], None)?.len(), 2);
+    /// # Ok::<(), forktrail::Error>(())
+    /// ```
+    pub fn import_sessions(
+        &self,
+        sessions: impl IntoIterator<Item = (NewSession, Vec<NewTurn>)>,
+    ) -> Result<Vec<SessionId>> {
+        let mut roots = Vec::new();
+        for (session, turns) in sessions {
+            let mut root = RootBuilder::new(self.limits, session)?;
+            for turn in turns {
+                root.append(turn)?;
+            }
+            roots.push(root);
+        }
+        self.add_roots(roots, None)
+    }
+
+    /// Adds `roots` in one bulk load, all or nothing; `progress` is told `(turns
+    /// written, turns)` as they go in.
+    pub(crate) fn add_roots(
+        &self,
+        roots: Vec<RootBuilder>,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> Result<Vec<SessionId>> {
         let mut tx = self.write()?;
-        if self.exists(&id)? {
-            return Err(Error::Conflict(format!(
-                "session {id} already exists in the store; delete it first or import into \
-                 another store"
-            )));
+        let mut ids = HashSet::new();
+        for root in &roots {
+            if !ids.insert(root.id.clone()) {
+                return Err(Error::Conflict(format!(
+                    "session {} is given twice in one import",
+                    root.id
+                )));
+            }
+            if self.exists(&root.id)? {
+                return Err(Error::Conflict(format!(
+                    "session {} already exists in the store; delete it first or import into \
+                     another store",
+                    root.id
+                )));
+            }
         }
         // One moment for the whole import: when its turns were recorded.
         let created = rdf::now();
-        let node = session_quads(
-            &self.iris,
-            &SessionRecord {
-                id: id.as_str(),
-                branch: Label::MAIN,
-                principal: &principal,
-                title: title.as_deref(),
-                depth: 0,
-                fork_root: &iri,
-                created: &created,
-            },
-            None,
-        );
-        let principal_iri = self.iris.agent(&principal);
-        let total = turns.len() as u64;
-        let mut declared: HashSet<NamedNode> = HashSet::new();
-        let mut prev = String::new();
-        let mut run = tx.indexes_records().then(Run::default);
-        // Noted before the load, so that a crash past it leaves the session to the
-        // catalog to derive again.
-        tx.forget(&iri);
-        let catalog = tx.catalogs();
         let at = crate::store::micros(Some(created.value()));
-        let mut docs = Vec::new();
-        let turn_quads = turns
-            .into_iter()
-            .enumerate()
-            .flat_map(|(index, (turn, software))| {
-                let index = index as u64;
-                let mut w = GraphWriter::new(iri.clone());
-                let by = match &software {
-                    Some(agent) => {
-                        let agent_iri = self.iris.agent(agent);
-                        if declared.insert(agent_iri.clone()) {
-                            w.agent(&self.iris, agent);
+        let total: u64 = roots.iter().map(|r| r.turns.len() as u64).sum();
+        let catalog = tx.catalogs();
+        let records = tx.indexes_records();
+        let declared: RefCell<HashSet<NamedNode>> = RefCell::default();
+        let written = Cell::new(0u64);
+        // What each session leaves besides its quads: catalog documents, records.
+        let side: Vec<RefCell<(Vec<TurnDoc>, Option<Run>)>> = roots
+            .iter()
+            .map(|_| RefCell::new((Vec::new(), records.then(Run::default))))
+            .collect();
+        let mut facts = Vec::with_capacity(roots.len());
+        for root in &roots {
+            let iri = self.session_iri(&root.id);
+            // Noted before the load, so that a crash past it leaves the session to the
+            // catalog to derive again.
+            tx.forget(&iri);
+            facts.push(root_facts(
+                &root.id,
+                &iri,
+                self.iris.agent(&root.principal),
+                root.title.clone(),
+                &created,
+                root.turns.len() as u64,
+            ));
+        }
+        let quads = roots.into_iter().enumerate().flat_map(|(r, root)| {
+            let RootBuilder {
+                id,
+                principal,
+                title,
+                turns,
+                ..
+            } = root;
+            let iri = self.session_iri(&id);
+            let node = session_quads(
+                &self.iris,
+                &SessionRecord {
+                    id: id.as_str(),
+                    branch: Label::MAIN,
+                    principal: &principal,
+                    title: title.as_deref(),
+                    depth: 0,
+                    fork_root: &iri,
+                    created: &created,
+                },
+                None,
+            );
+            let principal_iri = self.iris.agent(&principal);
+            let (side, declared, written, created) = (&side[r], &declared, &written, &created);
+            let mut prev = String::new();
+            let turns = turns
+                .into_iter()
+                .enumerate()
+                .flat_map(move |(index, (turn, software))| {
+                    let index = index as u64;
+                    let mut w = GraphWriter::new(iri.clone());
+                    let by = match &software {
+                        Some(agent) => {
+                            let agent_iri = self.iris.agent(agent);
+                            if declared.borrow_mut().insert(agent_iri.clone()) {
+                                w.agent(&self.iris, agent);
+                            }
+                            agent_iri
                         }
-                        agent_iri
+                        None => principal_iri.clone(),
+                    };
+                    let digest =
+                        rdf::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
+                    turn_quads(
+                        &self.iris,
+                        &mut w,
+                        &TurnRecord {
+                            session: id.as_str(),
+                            index,
+                            turn: &turn,
+                            by: &by,
+                            digest: &digest,
+                            created,
+                        },
+                    );
+                    let mut side = side.borrow_mut();
+                    if catalog {
+                        side.0.push(TurnDoc::of(index, &turn, at));
                     }
-                    None => principal_iri.clone(),
-                };
-                let digest = rdf::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
-                turn_quads(
-                    &self.iris,
-                    &mut w,
-                    &TurnRecord {
-                        session: id.as_str(),
-                        index,
-                        turn: &turn,
-                        by: &by,
-                        digest: &digest,
-                        created: &created,
-                    },
-                );
-                if catalog {
-                    docs.push(TurnDoc::of(index, &turn, at));
-                }
-                // The record index gets the session's file once the import is in, so
-                // the first replay after it reads no RDF.
-                if let Some(run) = &mut run {
-                    let NewTurn {
-                        role,
-                        kind,
-                        content,
-                        ..
-                    } = turn;
-                    run.push(&Entry {
-                        index,
-                        role,
-                        kind,
-                        content,
-                        branch: None,
-                        digest: digest.clone(),
-                    });
-                }
-                prev = digest;
-                if let Some(progress) = progress {
-                    if index % 256 == 255 || index + 1 == total {
-                        progress(index + 1, total);
+                    // The record index gets the session's file once the import is in,
+                    // so the first replay after it reads no RDF.
+                    if let Some(run) = &mut side.1 {
+                        let NewTurn {
+                            role,
+                            kind,
+                            content,
+                            ..
+                        } = turn;
+                        run.push(&Entry {
+                            index,
+                            role,
+                            kind,
+                            content,
+                            branch: None,
+                            digest: digest.clone(),
+                        });
                     }
-                }
-                w.quads
-            });
-        self.backend()
-            .bulk_load(&mut node.into_iter().chain(turn_quads))?;
-        tx.created(
-            &root_facts(&id, &iri, principal_iri, title, &created, total),
-            None,
-        );
-        tx.indexed_turns(&iri, docs);
-        if let Some(run) = run {
-            tx.imported(&iri, 0, run);
+                    prev = digest;
+                    written.set(written.get() + 1);
+                    if let Some(progress) = progress {
+                        let n = written.get();
+                        if n % 256 == 0 || n == total {
+                            progress(n, total);
+                        }
+                    }
+                    w.quads
+                });
+            node.into_iter().chain(turns)
+        });
+        self.backend().bulk_load(&mut { quads })?;
+        let mut out = Vec::with_capacity(facts.len());
+        for (facts, side) in facts.into_iter().zip(side) {
+            let (docs, run) = side.into_inner();
+            tx.created(&facts, None);
+            tx.indexed_turns(&facts.iri, docs);
+            if let Some(run) = run {
+                tx.imported(&facts.iri, 0, run);
+            }
+            out.push(facts.id);
         }
         tx.commit()?;
-        Ok(id)
+        Ok(out)
     }
 }
 
