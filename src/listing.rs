@@ -671,7 +671,7 @@ impl Store {
                 (After { key, tie }, id)
             })
             .collect();
-        keyed.sort_by(|a, b| (b.0.key, b.0.tie).cmp(&(a.0.key, a.0.tie)));
+        keyed.sort_by_key(|(k, _)| std::cmp::Reverse((k.key, k.tie)));
         let start = after.map_or(0, |a| {
             keyed
                 .iter()

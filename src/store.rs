@@ -604,6 +604,15 @@ pub(crate) fn micros(text: Option<&str>) -> i64 {
     crate::rdf::instant(text).map_or(0, |t| t.timestamp_micros())
 }
 
+/// What an appended turn carries besides its replay record.
+pub(crate) struct AppendedFacts<'a> {
+    pub(crate) kind: Kind,
+    pub(crate) digest: String,
+    pub(crate) model: Option<String>,
+    /// Its `dcterms:created` lexical form.
+    pub(crate) at: &'a str,
+}
+
 /// A turn a write appends, as the record index and the read cache take it.
 pub(crate) struct Appended {
     session: NamedNode,
@@ -754,11 +763,14 @@ impl<'s> WriteTx<'s> {
         iri: &NamedNode,
         own_start: u64,
         record: ReplayRecord,
-        kind: Kind,
-        digest: String,
-        model: Option<String>,
-        at: &str,
+        facts: AppendedFacts<'_>,
     ) {
+        let AppendedFacts {
+            kind,
+            digest,
+            model,
+            at,
+        } = facts;
         let turn = TurnDoc {
             index: record.index,
             role: record.role.as_str().to_string(),

@@ -13,7 +13,7 @@ use crate::rdf::{
     self, detach_change, detach_copy, fork_request_quads, session_quads, turn_quads, ForkRecord,
     GraphWriter, SessionNode, SessionRecord, TurnRecord,
 };
-use crate::store::{Store, WriteTx};
+use crate::store::{AppendedFacts, Store, WriteTx};
 use oxigraph::model::NamedNode;
 
 pub(crate) const ANONYMOUS: &str = "anonymous";
@@ -257,10 +257,12 @@ impl Store {
             &facts.iri,
             facts.own_start(),
             record,
-            kind,
-            digest.clone(),
-            model,
-            created.value(),
+            AppendedFacts {
+                kind,
+                digest: digest.clone(),
+                model,
+                at: created.value(),
+            },
         );
         Ok((index, digest))
     }

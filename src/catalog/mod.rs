@@ -159,6 +159,10 @@ pub(crate) enum Hit {
     },
 }
 
+/// A search's hits (one page), how many there are in all, and the parsed query (for
+/// re-checking a hit against the store's current content).
+pub(crate) type Found = (Vec<Hit>, usize, Box<dyn Query>);
+
 /// The catalog of one store.
 pub(crate) struct Catalog {
     inner: Arc<Inner>,
@@ -617,12 +621,7 @@ impl Catalog {
 
     /// Search hits for `text` (words all required, `"phrases"` in quotes), best first,
     /// from `offset`, up to `limit`; and how many there are.
-    pub(crate) fn search(
-        &self,
-        text: &str,
-        offset: usize,
-        limit: usize,
-    ) -> Result<(Vec<Hit>, usize, Box<dyn Query>), Failure> {
+    pub(crate) fn search(&self, text: &str, offset: usize, limit: usize) -> Result<Found, Failure> {
         let f = self.inner.f;
         let mut parser = QueryParser::for_index(
             &self.inner.index,

@@ -23,6 +23,9 @@ const PREFIXES: &str = "PREFIX ft: <https://w3id.org/forktrail/ns#> \
                         PREFIX prov: <http://www.w3.org/ns/prov#> \
                         PREFIX dcterms: <http://purl.org/dc/terms/> ";
 
+/// A session's id and creation time (`xsd:dateTime` lexical form), as listed.
+pub(crate) type SessionRow = (String, Option<String>);
+
 impl Rdf<'_> {
     /// The sessions whose family root is `root` (itself included, for a root).
     pub(crate) fn family_members(&self, root: &NamedNode) -> Result<Vec<NamedNode>> {
@@ -30,10 +33,7 @@ impl Rdf<'_> {
     }
 
     /// How many sessions match `filter`, and each one's id and creation time.
-    pub(crate) fn session_rows(
-        &self,
-        filter: &SessionFilter,
-    ) -> Result<(u64, Vec<(String, Option<String>)>)> {
+    pub(crate) fn session_rows(&self, filter: &SessionFilter) -> Result<(u64, Vec<SessionRow>)> {
         let mut where_ =
             String::from("?s a ft:Session ; ft:sessionId ?id ; dcterms:created ?created . ");
         if let Some(principal) = &filter.principal {
