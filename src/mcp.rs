@@ -682,16 +682,8 @@ impl McpServer {
     fn run_tool(&self, name: &str, mut args: Map<String, Value>) -> Result<Value> {
         let store = &*self.store;
         match name {
-            "list_sessions" => {
-                let query: crate::SessionQuery = serde_json::from_value(Value::Object(args))
-                    .map_err(|e| Error::InvalidInput(format!("list_sessions: {e}")))?;
-                json_of(store.sessions(&query)?)
-            }
-            "search" => {
-                let query: crate::SearchQuery = serde_json::from_value(Value::Object(args))
-                    .map_err(|e| Error::InvalidInput(format!("search: {e}")))?;
-                json_of(store.search(&query)?)
-            }
+            "list_sessions" => json_of(store.sessions(&rest(args)?)?),
+            "search" => json_of(store.search(&rest(args)?)?),
             "show_session" => {
                 let session = session(&mut args, "session")?;
                 no_more(&args)?;

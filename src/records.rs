@@ -41,6 +41,21 @@ pub(crate) struct Entry {
     pub(crate) digest: String,
 }
 
+impl Entry {
+    /// The entry of new turn `turn`, written at `index` with `digest` in its session's
+    /// branch.
+    pub(crate) fn new_turn(index: u64, turn: crate::model::NewTurn, digest: String) -> Entry {
+        Entry {
+            index,
+            role: turn.role,
+            kind: turn.kind,
+            content: turn.content,
+            branch: None,
+            digest,
+        }
+    }
+}
+
 /// Whether `entries` chain: each one's digest is the digest of its fields after the
 /// one before it (`base` before the first). With the last digest equal to the store's,
 /// that vouches for every record, as the store's own digest chain does for its turns.

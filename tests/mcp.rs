@@ -94,7 +94,7 @@ fn jsonrpc_errors_for_what_is_not_a_tool_result() {
     let replies = replies.as_array().unwrap();
     assert_eq!(replies.len(), 2);
     assert_eq!(replies[0]["result"], json!({}));
-    assert_eq!(replies[1]["result"]["tools"].as_array().unwrap().len(), 14);
+    assert_eq!(replies[1]["result"]["tools"].as_array().unwrap().len(), 15);
 }
 
 #[test]

@@ -103,22 +103,7 @@ impl Store {
         progress: Option<&dyn Fn(u64, u64)>,
     ) -> Result<Vec<SessionId>> {
         let mut tx = self.write()?;
-        let mut ids = HashSet::new();
-        for root in &roots {
-            if !ids.insert(root.id.clone()) {
-                return Err(Error::Conflict(format!(
-                    "session {} is given twice in one import",
-                    root.id
-                )));
-            }
-            if self.exists(&root.id)? {
-                return Err(Error::Conflict(format!(
-                    "session {} already exists in the store; delete it first or import into \
-                     another store",
-                    root.id
-                )));
-            }
-        }
+        self.all_new(&roots)?;
         // One moment for the whole import: when its turns were recorded.
         let created = rdf::now();
         let at = crate::store::micros(Some(created.value()));
@@ -132,20 +117,11 @@ impl Store {
             .iter()
             .map(|_| RefCell::new((Vec::new(), records.then(Run::default))))
             .collect();
-        let mut facts = Vec::with_capacity(roots.len());
-        for root in &roots {
-            let iri = self.session_iri(&root.id);
+        let facts: Vec<SessionNode> = roots.iter().map(|r| self.root_facts(r, &created)).collect();
+        for facts in &facts {
             // Noted before the load, so that a crash past it leaves the session to the
             // catalog to derive again.
-            tx.forget(&iri);
-            facts.push(root_facts(
-                &root.id,
-                &iri,
-                self.iris.agent(&root.principal),
-                root.title.clone(),
-                &created,
-                root.turns.len() as u64,
-            ));
+            tx.forget(&facts.iri);
         }
         let quads = roots.into_iter().enumerate().flat_map(|(r, root)| {
             let RootBuilder {
@@ -209,20 +185,7 @@ impl Store {
                     // The record index gets the session's file once the import is in,
                     // so the first replay after it reads no RDF.
                     if let Some(run) = &mut side.1 {
-                        let NewTurn {
-                            role,
-                            kind,
-                            content,
-                            ..
-                        } = turn;
-                        run.push(&Entry {
-                            index,
-                            role,
-                            kind,
-                            content,
-                            branch: None,
-                            digest: digest.clone(),
-                        });
+                        run.push(&Entry::new_turn(index, turn, digest.clone()));
                     }
                     prev = digest;
                     written.set(written.get() + 1);
@@ -250,23 +213,38 @@ impl Store {
         tx.commit()?;
         Ok(out)
     }
-}
 
-/// The facts of a new root session as the catalog takes them.
-fn root_facts(
-    id: &SessionId,
-    iri: &NamedNode,
-    principal: NamedNode,
-    title: Option<String>,
-    created: &oxigraph::model::Literal,
-    length: u64,
-) -> SessionNode {
-    let mut facts = SessionNode::lineage(id.clone(), iri.clone(), None, None);
-    facts.branch = Label::MAIN.to_string();
-    facts.fork_root = Some(iri.clone());
-    facts.principal = Some(principal);
-    facts.title = title;
-    facts.created = Some(created.value().to_string());
-    facts.length = length;
-    facts
+    /// The facts of new root session `root` as the catalog takes them.
+    fn root_facts(&self, root: &RootBuilder, created: &oxigraph::model::Literal) -> SessionNode {
+        let iri = self.session_iri(&root.id);
+        let mut facts = SessionNode::lineage(root.id.clone(), iri.clone(), None, None);
+        facts.branch = Label::MAIN.to_string();
+        facts.fork_root = Some(iri);
+        facts.principal = Some(self.iris.agent(&root.principal));
+        facts.title = root.title.clone();
+        facts.created = Some(created.value().to_string());
+        facts.length = root.turns.len() as u64;
+        facts
+    }
+
+    /// Refuses `roots` unless each is new: not in the store, not given twice.
+    fn all_new(&self, roots: &[RootBuilder]) -> Result<()> {
+        let mut ids = HashSet::new();
+        for root in roots {
+            if !ids.insert(root.id.clone()) {
+                return Err(Error::Conflict(format!(
+                    "session {} is given twice in one import",
+                    root.id
+                )));
+            }
+            if self.exists(&root.id)? {
+                return Err(Error::Conflict(format!(
+                    "session {} already exists in the store; delete it first or import into \
+                     another store",
+                    root.id
+                )));
+            }
+        }
+        Ok(())
+    }
 }
