@@ -249,18 +249,7 @@ impl Store {
         let Some(catalog) = &self.catalog else {
             return self.sessions_by_sparql(query, limit);
         };
-        let filter = Filter {
-            principal: query.principal.clone(),
-            model: query.model.clone(),
-            roots_only: query.roots,
-            parent: query.parent.clone(),
-            family: query
-                .family
-                .as_deref()
-                .map(|id| self.family_root(id))
-                .transpose()?,
-            since: since_micros(query.since.as_deref())?,
-        };
+        let filter = self.filter_of(query)?;
         let (order, kind) = match (query.order, query.roots) {
             (SessionOrder::Created, _) => (Order::Created, 'c'),
             (SessionOrder::Activity, true) => (Order::Activity, 'f'),
@@ -294,6 +283,33 @@ impl Store {
         Err(catalog_error(
             "the catalog keeps disagreeing with the store: run `forktrail reindex`".into(),
         ))
+    }
+
+    /// How many sessions `query`'s filters match (its page, order and cursor aside):
+    /// the `total` of [`Store::sessions`] without reading a page.
+    pub fn count_sessions(&self, query: &SessionQuery) -> Result<u64> {
+        let Some(catalog) = &self.catalog else {
+            return Ok(self.sessions_by_sparql(query, 1)?.total);
+        };
+        let filter = self.filter_of(query)?;
+        self.settle_catalog()?;
+        catalog.count(&filter).map_err(catalog_error)
+    }
+
+    /// The catalog's filter of `query`.
+    fn filter_of(&self, query: &SessionQuery) -> Result<Filter> {
+        Ok(Filter {
+            principal: query.principal.clone(),
+            model: query.model.clone(),
+            roots_only: query.roots,
+            parent: query.parent.clone(),
+            family: query
+                .family
+                .as_deref()
+                .map(|id| self.family_root(id))
+                .transpose()?,
+            since: since_micros(query.since.as_deref())?,
+        })
     }
 
     /// The root of the family of session `id`.
@@ -831,6 +847,22 @@ impl Store {
             .jobs()?
             .into_iter()
             .map(|j| (micros(j.created_at.as_deref()), j.job.clone(), j))
+            .collect();
+        keyset(keyed, limit, cursor)
+    }
+
+    /// A page of the forks of session `id` ([`Store::branches`]), newest first (`limit`
+    /// default 50, at most 1,000).
+    pub fn branches_page(
+        &self,
+        id: &SessionId,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> Result<Page<crate::model::BranchInfo>> {
+        let keyed = self
+            .branches(id)?
+            .into_iter()
+            .map(|b| (micros(b.created_at.as_deref()), b.session.to_string(), b))
             .collect();
         keyset(keyed, limit, cursor)
     }

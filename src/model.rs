@@ -1026,6 +1026,13 @@ pub struct TreeNode {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenTotals>,
     pub children: Vec<TreeNode>,
+    /// How many children are left out ([`crate::Store::tree_within`]'s limit).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub more_children: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -244,7 +244,14 @@ impl Store {
         if self.across_network() {
             return Ok(());
         }
-        let quads = self.approx_len()?;
+        let quads = std::cell::OnceCell::new();
+        let size = || -> Result<usize> {
+            if let Some(n) = quads.get() {
+                return Ok(*n);
+            }
+            let n = self.approx_len()?;
+            Ok(*quads.get_or_init(|| n))
+        };
         // A triple pattern's matches, counted with its constants up to a cap (past it,
         // taken as the whole store).
         let rows = |p: &spargebra::term::TriplePattern| -> f64 {
@@ -274,8 +281,9 @@ impl Store {
                 TermPattern::Variable(v) => bound(v).map(Term::as_ref),
                 _ => None,
             };
+            let whole = || size().unwrap_or(usize::MAX) as f64;
             if subject.is_none() && predicate.is_none() && object.is_none() {
-                return quads as f64;
+                return whole();
             }
             let n = self
                 .backend()
@@ -283,12 +291,12 @@ impl Store {
                 .take(CAP)
                 .count();
             if n == CAP {
-                quads as f64
+                whole()
             } else {
                 n as f64
             }
         };
-        crate::query_check::check_cost(pattern, quads, &rows)
+        crate::query_check::check_cost(pattern, &size, &rows)
     }
 
     /// [`Store::query_named`] with a dataset and a cancellation token, as
@@ -361,7 +369,7 @@ impl Store {
         for (name, value) in bindings {
             let variable = Variable::new(*name)
                 .map_err(|e| Error::InvalidInput(format!("invalid variable name {name:?}: {e}")))?;
-            // Only projected variables are substituted: any other binding would be
+            // Only projected variables are bound: any other binding would be
             // dropped without a word, and the query would answer for every value.
             if !projection.contains(&variable) {
                 let names: Vec<String> = projection
@@ -437,12 +445,9 @@ impl Store {
                 _ => None,
             };
             let iri = self.session_iri(&level_id);
-            nodes.push(SessionNode::lineage(
-                level_id,
-                iri,
-                parent,
-                int(level, "forkedAtIndex"),
-            ));
+            // A detached fork keeps its fork point, but no longer inherits below it.
+            let forked_at = parent.as_ref().and(int(level, "forkedAtIndex"));
+            nodes.push(SessionNode::lineage(level_id, iri, parent, forked_at));
         }
         let chain = Chain::new(nodes).expect("the query found the session");
         let end = up_to.map_or(u64::MAX, |n| n.saturating_add(1));

@@ -641,19 +641,63 @@ impl Store {
 
     /// `id` and all its descendants.
     pub fn tree(&self, id: &SessionId) -> Result<TreeNode> {
-        let facts = self.require(id)?;
-        let mut seen = HashSet::new();
-        self.subtree(facts, &mut seen)
+        self.tree_within(id, usize::MAX)
     }
 
-    fn subtree(&self, f: SessionNode, seen: &mut HashSet<NamedNode>) -> Result<TreeNode> {
-        seen.insert(f.iri.clone());
-        let mut children = Vec::new();
-        for child in self.children_of(&f.iri)? {
-            if !seen.contains(&child.iri) {
-                children.push(self.subtree(child, seen)?);
-            }
+    /// `id` and its descendants, breadth first, `limit` sessions at most (`id` among
+    /// them): a session whose children did not all fit says how many are left out in
+    /// [`TreeNode::more_children`].
+    pub fn tree_within(&self, id: &SessionId, limit: usize) -> Result<TreeNode> {
+        struct Node {
+            facts: SessionNode,
+            children: Vec<usize>,
+            more: u64,
         }
+        let facts = self.require(id)?;
+        let mut seen = HashSet::from([facts.iri.clone()]);
+        let mut nodes = vec![Node {
+            facts,
+            children: Vec::new(),
+            more: 0,
+        }];
+        let mut room = limit.saturating_sub(1);
+        let mut next = 0;
+        while next < nodes.len() {
+            for child in self.children_of(&nodes[next].facts.iri)? {
+                if !seen.insert(child.iri.clone()) {
+                    continue;
+                }
+                if room == 0 {
+                    nodes[next].more += 1;
+                    continue;
+                }
+                room -= 1;
+                let at = nodes.len();
+                nodes[next].children.push(at);
+                nodes.push(Node {
+                    facts: child,
+                    children: Vec::new(),
+                    more: 0,
+                });
+            }
+            next += 1;
+        }
+        // Children come after their parent: built from the last, each node's children
+        // are ready when it is.
+        let mut built: Vec<Option<TreeNode>> = Vec::with_capacity(nodes.len());
+        built.resize_with(nodes.len(), || None);
+        for (i, node) in nodes.into_iter().enumerate().rev() {
+            let children = node
+                .children
+                .iter()
+                .filter_map(|&c| built[c].take())
+                .collect();
+            built[i] = Some(self.tree_node(node.facts, children, node.more)?);
+        }
+        Ok(built[0].take().expect("the root is built last"))
+    }
+
+    fn tree_node(&self, f: SessionNode, children: Vec<TreeNode>, more: u64) -> Result<TreeNode> {
         let (models, tokens) = (self.rdf().models(&f.iri)?, self.tokens_of(&f.iri)?);
         Ok(TreeNode {
             models,
@@ -664,6 +708,7 @@ impl Store {
             length: f.length,
             summary: f.summary,
             children,
+            more_children: more,
         })
     }
 }

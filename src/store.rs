@@ -202,6 +202,13 @@ impl Store {
     /// The number of quads, counted again when the last count is 10 s old (counting
     /// reads the whole store).
     pub(crate) fn approx_len(&self) -> Result<usize> {
+        // Counting a store on disk reads every quad (seconds at a million sessions): the
+        // catalog's documents give the size closely enough, a turn being about eight
+        // quads and a session about twenty.
+        if let (Some(catalog), Some(_)) = (&self.catalog, self.path()) {
+            let (sessions, turns) = catalog.sizes();
+            return Ok((sessions * 20 + turns * 8) as usize);
+        }
         let mut counted = self.counted.lock().unwrap_or_else(|p| p.into_inner());
         match *counted {
             Some((at, n)) if at.elapsed() < Duration::from_secs(10) => Ok(n),

@@ -161,12 +161,13 @@ fn filters_pick_principal_model_roots_children_family_and_time() {
         )
         .unwrap();
         let deep = s.fork(&fork, ForkOptions::default()).unwrap().session;
+        // Each filter's page holds all it matches, and its total (and the count alone)
+        // says as many.
         let ids = |q: SessionQuery| -> BTreeSet<SessionId> {
-            page(&s, q)
-                .sessions
-                .into_iter()
-                .map(|x| x.session)
-                .collect()
+            let listed = page(&s, q.clone());
+            assert_eq!(listed.total, listed.sessions.len() as u64, "{}", s.kind);
+            assert_eq!(s.count_sessions(&q).unwrap(), listed.total, "{}", s.kind);
+            listed.sessions.into_iter().map(|x| x.session).collect()
         };
         let set =
             |v: &[&SessionId]| -> BTreeSet<SessionId> { v.iter().map(|&x| x.clone()).collect() };
@@ -212,6 +213,15 @@ fn filters_pick_principal_model_roots_children_family_and_time() {
                 ..Default::default()
             }),
             set(&[&root, &fork, &deep]),
+            "{}",
+            s.kind
+        );
+        assert_eq!(
+            ids(SessionQuery {
+                since: Some("2000-01-01T00:00:00Z".into()),
+                ..Default::default()
+            }),
+            set(&[&root, &other, &fork, &deep]),
             "{}",
             s.kind
         );

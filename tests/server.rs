@@ -366,13 +366,8 @@ fn rest_routes_follow_the_cli_semantics() {
         json!({"at": 1, "label": "alt", "dry_run": true}),
     );
     assert_eq!(dry.status(), StatusCode::OK);
-    assert!(s
-        .get("/sessions/r1/branches", "")
-        .json::<Value>()
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .is_empty());
+    let none = s.get("/sessions/r1/branches", "").json::<Value>().unwrap();
+    assert_eq!(none, json!({"branches": [], "total": 0, "next": null}));
     let plan: Value = s
         .post_json(
             "/sessions/r1/fork",
@@ -397,7 +392,7 @@ fn rest_routes_follow_the_cli_semantics() {
         2
     );
     assert_eq!(
-        s.get("/sessions/r1/branches", "").json::<Value>().unwrap()[0]["branch"],
+        s.get("/sessions/r1/branches", "").json::<Value>().unwrap()["branches"][0]["branch"],
         "alt"
     );
     assert_eq!(
@@ -523,6 +518,79 @@ fn rest_routes_follow_the_cli_semantics() {
         s.get("/sessions/r2/replay", "").json::<Value>().unwrap()[0]["content"],
         "hi"
     );
+}
+
+#[test]
+fn a_wide_familys_branches_come_in_pages_and_its_tree_within_a_limit() {
+    let s = start(with_token());
+    s.post_json("/sessions", Some(TOKEN), json!({"id": "wide"}));
+    s.post_json(
+        "/sessions/wide/turns",
+        Some(TOKEN),
+        json!({"role": "user", "content": "hi"}),
+    );
+    for n in 0..5 {
+        let r = s.post_json(
+            "/sessions/wide/fork",
+            Some(TOKEN),
+            json!({"id": format!("f{n}"), "label": format!("l{n}")}),
+        );
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+    s.post_json("/sessions/f0/fork", Some(TOKEN), json!({"id": "g0"}));
+    // Pages of two: every fork once, the total on each page, no next on the last.
+    let (mut seen, mut cursor, mut pages) = (Vec::new(), None::<String>, 0);
+    loop {
+        let url = match &cursor {
+            Some(c) => format!("/sessions/wide/branches?limit=2&cursor={c}"),
+            None => "/sessions/wide/branches?limit=2".to_string(),
+        };
+        let page: Value = s.get(&url, "").json().unwrap();
+        assert_eq!(page["total"], 5, "{page}");
+        assert!(page["branches"].as_array().unwrap().len() <= 2, "{page}");
+        for b in page["branches"].as_array().unwrap() {
+            seen.push(b["session"].as_str().unwrap().to_string());
+        }
+        pages += 1;
+        match page["next"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    seen.sort();
+    assert_eq!(
+        (seen, pages),
+        (
+            vec!["f0", "f1", "f2", "f3", "f4"]
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+            3
+        )
+    );
+    // The tree, breadth first: the root and two forks fit in three; the root says how
+    // many children it leaves out.
+    let tree: Value = s.get("/sessions/wide/tree?limit=3", "").json().unwrap();
+    assert_eq!(tree["children"].as_array().unwrap().len(), 2, "{tree}");
+    assert_eq!(tree["more_children"], 3, "{tree}");
+    for child in tree["children"].as_array().unwrap() {
+        assert!(child["children"].as_array().unwrap().is_empty(), "{tree}");
+    }
+    // Room for all: seven sessions, g0 under f0, nothing left out.
+    let tree: Value = s.get("/sessions/wide/tree", "").json().unwrap();
+    assert!(tree.get("more_children").is_none(), "{tree}");
+    let f0 = tree["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["session"] == "f0")
+        .unwrap();
+    assert_eq!(f0["children"][0]["session"], "g0", "{tree}");
+    for bad in ["limit=0", "limit=10001"] {
+        let r = s.get(&format!("/sessions/wide/tree?{bad}"), "");
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{bad}");
+        assert!(r.text().unwrap().contains("limit"), "{bad}");
+    }
 }
 
 #[test]
@@ -1462,13 +1530,13 @@ fn shipped_queries_are_listed_and_run_by_name_with_bound_inputs() {
         .iter()
         .find(|q| q["name"] == "audit-turn-origin")
         .unwrap();
-    assert_eq!(origin["inputs"], json!(["id", "index"]));
+    assert_eq!(origin["inputs"], json!(["id", "at"]));
     assert!(origin["help"]
         .as_str()
         .unwrap()
         .starts_with("Audit: which agent"));
     let r = s.get(
-        &format!("/queries/audit-turn-origin?id={}&index=3", s.tree.booking),
+        &format!("/queries/audit-turn-origin?id={}&at=3", s.tree.booking),
         "text/csv",
     );
     assert_eq!(r.status(), StatusCode::OK);
@@ -1477,7 +1545,7 @@ fn shipped_queries_are_listed_and_run_by_name_with_bound_inputs() {
     assert!(csv.contains("search_trains"), "{csv}");
     let r = s.get("/queries/audit-turn-origin?model=x", "");
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    assert!(r.text().unwrap().contains("takes id, index"));
+    assert!(r.text().unwrap().contains("takes id, at"));
     let r = s.get("/queries/no-such-query", "");
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     // A hostile value is a value.

@@ -1220,3 +1220,45 @@ fn an_endpoint_off_this_machine_needs_the_server_to_allow_it_and_a_budget_with_p
         assert_eq!(common::quads(&store), before, "nothing written");
     }
 }
+
+#[test]
+fn a_wide_familys_tree_page_shows_500_sessions_and_says_how_many_more() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start(Arc::clone(&store));
+    let root = ui.tree.root.clone();
+    let before = store.tree(&root).unwrap();
+    fn count(n: &forktrail::TreeNode) -> usize {
+        1 + n.children.iter().map(count).sum::<usize>()
+    }
+    let family = count(&before);
+    let extra = 520 - family;
+    for _ in 0..extra {
+        store
+            .fork(&root, forktrail::ForkOptions::default())
+            .unwrap();
+    }
+    let (status, _, html) = page(&ui, &format!("/ui/sessions/{root}/tree"));
+    assert_eq!(status, 200);
+    // 520 sessions: 500 shown, the 20 the root's list had no room for said so.
+    assert_eq!(html.matches("<li class=\"node").count(), 500, "nodes shown");
+    let parts: Vec<&str> = html.split(" more fork").collect();
+    let left_out: usize = parts[..parts.len() - 1]
+        .iter()
+        .map(|before| {
+            let digits: String = before
+                .chars()
+                .rev()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits
+                .chars()
+                .rev()
+                .collect::<String>()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(left_out, 20, "the notes of the rest");
+    // The library's tree has them all.
+    assert_eq!(count(&store.tree(&root).unwrap()), 520);
+}

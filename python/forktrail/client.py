@@ -217,13 +217,26 @@ class Client:
         body = {"at": at, **options}
         return self._request("POST", self._session(session) + "/fork", {k: v for k, v in body.items() if v is not None})
 
-    def branches(self, session: str) -> List[JSON]:
-        """The direct forks of a session: id, label, fork point, own turns."""
-        return self._request("GET", self._session(session) + "/branches")
+    def branches(self, session: str, page_size: int = 200) -> List[JSON]:
+        """The direct forks of a session, newest first: id, label, fork point, own
+        turns (read a page at a time)."""
+        out: List[JSON] = []
+        cursor: Optional[str] = None
+        while True:
+            page = self._request(
+                "GET",
+                self._session(session) + "/branches" + _query({"limit": page_size, "cursor": cursor}),
+            )
+            out.extend(page["branches"])
+            cursor = page["next"]
+            if cursor is None:
+                return out
 
-    def tree(self, session: str) -> JSON:
-        """A session and its descendants, nested."""
-        return self._request("GET", self._session(session) + "/tree")
+    def tree(self, session: str, limit: Optional[int] = None) -> JSON:
+        """A session and its descendants, nested, breadth first up to ``limit``
+        sessions (the server's default 1,000): a session whose children did not all fit
+        has ``more_children``."""
+        return self._request("GET", self._session(session) + "/tree" + _query({"limit": limit}))
 
     def diff(self, a: str, b: str) -> JSON:
         """How two sessions relate and the turns where they part."""

@@ -458,6 +458,19 @@ impl Catalog {
         Ok(())
     }
 
+    /// About how many sessions and turns the committed index holds (deleted documents
+    /// not yet merged away included).
+    pub(crate) fn sizes(&self) -> (u64, u64) {
+        let searcher = self.inner.reader.searcher();
+        let f = self.inner.f;
+        let count = |value: &str| {
+            searcher
+                .doc_freq(&Term::from_field_text(f.doc, value))
+                .unwrap_or(0)
+        };
+        (count("session"), count("turn"))
+    }
+
     /// Marks `ids` suspect: derived from the RDF before the next read.
     pub(crate) fn suspect(&self, ids: &[String]) {
         let mut state = self.state();
@@ -523,35 +536,12 @@ impl Catalog {
             (Order::Activity, true) => "family_activity",
             (Order::Activity, false) => "activity",
         };
-        let mut must: Vec<Box<dyn Query>> = vec![term(f.doc, "session")];
-        let mut add_term = |field: Field, value: &Option<String>| {
-            if let Some(v) = value {
-                must.push(term(field, v));
-            }
-        };
-        add_term(f.principal, &filter.principal);
-        add_term(f.model, &filter.model);
-        add_term(f.parent, &filter.parent);
-        add_term(f.root, &filter.family);
-        if filter.roots_only {
-            must.push(term(f.is_root, "yes"));
-        }
+        let mut must = self.filter_clauses(filter);
         let key = match key_field {
             "created" => f.created,
             "family_activity" => f.family_activity,
             _ => f.activity,
         };
-        if let Some(since) = filter.since {
-            let activity = if filter.roots_only {
-                f.family_activity
-            } else {
-                f.activity
-            };
-            must.push(Box::new(RangeQuery::new(
-                Bound::Included(Term::from_field_i64(activity, since)),
-                Bound::Unbounded,
-            )));
-        }
         if let Some(after) = after {
             must.push(Box::new(RangeQuery::new(
                 Bound::Unbounded,
@@ -597,13 +587,10 @@ impl Catalog {
         Ok((out, if more { next } else { None }))
     }
 
-    /// How many sessions match `filter`.
-    pub(crate) fn count(&self, filter: &Filter) -> Result<u64, Failure> {
+    /// The clauses a session matching `filter` meets.
+    fn filter_clauses(&self, filter: &Filter) -> Vec<Box<dyn Query>> {
         let f = self.inner.f;
         let mut must: Vec<Box<dyn Query>> = vec![term(f.doc, "session")];
-        if filter.roots_only {
-            must.push(term(f.is_root, "yes"));
-        }
         for (field, value) in [
             (f.principal, &filter.principal),
             (f.model, &filter.model),
@@ -614,6 +601,26 @@ impl Catalog {
                 must.push(term(field, v));
             }
         }
+        if filter.roots_only {
+            must.push(term(f.is_root, "yes"));
+        }
+        if let Some(since) = filter.since {
+            let activity = if filter.roots_only {
+                f.family_activity
+            } else {
+                f.activity
+            };
+            must.push(Box::new(RangeQuery::new(
+                Bound::Included(Term::from_field_i64(activity, since)),
+                Bound::Unbounded,
+            )));
+        }
+        must
+    }
+
+    /// How many sessions match `filter`.
+    pub(crate) fn count(&self, filter: &Filter) -> Result<u64, Failure> {
+        let must = self.filter_clauses(filter);
         let query = BooleanQuery::new(must.into_iter().map(|q| (Occur::Must, q)).collect());
         let searcher = self.inner.reader.searcher();
         Ok(searcher.search(&query, &Count).map_err(failed)? as u64)

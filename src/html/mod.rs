@@ -292,13 +292,19 @@ fn tree_node(node: &TreeNode, view: &TreeView<'_>) -> (Markup, bool) {
     let open = view.hits.is_none() || below;
     let markup = html! {
         li.node.current[here] {
-            @if node.children.is_empty() {
+            @if node.children.is_empty() && node.more_children == 0 {
                 (label) (turns)
             } @else {
                 details open[open] {
                     summary { (label) }
                     (turns)
-                    ul { @for (child, _) in &children { (child) } }
+                    ul {
+                        @for (child, _) in &children { (child) }
+                        @if node.more_children > 0 {
+                            li.more { (node.more_children) " more fork"
+                                @if node.more_children != 1 { "s" } " not shown" }
+                        }
+                    }
                 }
             }
         }

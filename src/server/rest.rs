@@ -351,12 +351,52 @@ async fn fork(
     Ok((created_unless(dry_run || plan.reused), Json(plan)).into_response())
 }
 
-async fn branches(state: Shared, Session(session): Session) -> Reply {
-    Ok(Json(blocking(&state, move |s| s.branches(&session)).await?).into_response())
+/// `GET /sessions/{id}/branches?limit=&cursor=`: a page of the session's forks, newest
+/// first.
+async fn branches(
+    state: Shared,
+    Session(session): Session,
+    Params(p): Params<PageParams>,
+) -> Reply {
+    let page = blocking(&state, move |s| {
+        s.branches_page(&session, p.limit, p.cursor.as_deref())
+    })
+    .await?;
+    Ok(
+        Json(json!({"branches": page.items, "total": page.total, "next": page.next}))
+            .into_response(),
+    )
 }
 
-async fn tree(state: Shared, Session(session): Session) -> Reply {
-    Ok(Json(blocking(&state, move |s| s.tree(&session)).await?).into_response())
+/// `?limit=` of a tree: how many sessions it shows at most.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TreeParams {
+    limit: Option<usize>,
+}
+
+/// The sessions a tree shows unless asked for fewer or more, and the most it shows.
+const TREE_SHOWN: usize = 1_000;
+const TREE_MOST: usize = 10_000;
+
+/// `GET /sessions/{id}/tree?limit=`: the session and its descendants, breadth first, up
+/// to `limit` sessions (default 1,000, at most 10,000); a session whose children did
+/// not all fit says how many are left out (`more_children`).
+async fn tree(state: Shared, Session(session): Session, Params(p): Params<TreeParams>) -> Reply {
+    let limit = match p.limit.unwrap_or(TREE_SHOWN) {
+        0 => {
+            return Err(ApiError::bad_request(
+                "limit 0: ask for at least one session",
+            ))
+        }
+        n if n > TREE_MOST => {
+            return Err(ApiError::bad_request(format!(
+                "limit {n} is above the most a tree shows ({TREE_MOST})"
+            )))
+        }
+        n => n,
+    };
+    Ok(Json(blocking(&state, move |s| s.tree_within(&session, limit)).await?).into_response())
 }
 
 /// `DELETE /sessions/{id}?cascade=&dry_run=`: what was (or would be) deleted.

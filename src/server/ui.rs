@@ -216,10 +216,12 @@ struct Search {
     cursor: Option<String>,
 }
 
-/// Forks shown under each tree on the sessions page (the tree page has them all).
+/// Forks shown under each tree on the sessions page (the tree page, up to [`TREE_SHOWN`]).
 const FORKS_SHOWN: usize = 3;
 /// Trees (or hits) per page of the sessions page.
 const TREES_SHOWN: usize = 25;
+/// The sessions a family's tree page shows at most, breadth first.
+const TREE_SHOWN: usize = 500;
 
 /// A session's name for people: its title, else its branch label, with the id after.
 fn named(id: &SessionId, title: Option<&str>, branch: &str) -> Markup {
@@ -279,11 +281,8 @@ async fn trees_page(state: &Arc<AppState>, cursor: Option<String>) -> Result<Mar
                 .collect();
             forks.push(latest);
         }
-        let total = store.sessions(&crate::SessionQuery {
-            limit: Some(1),
-            ..Default::default()
-        })?;
-        Ok((roots, forks, total.total))
+        let total = store.count_sessions(&crate::SessionQuery::default())?;
+        Ok((roots, forks, total))
     })
     .await?;
     Ok(html! {
@@ -668,7 +667,7 @@ async fn tree(state: Shared, Path(id): Path<String>, Query(view): Query<TreeQuer
     let read_id = id.clone();
     let (root, turns) = read(&state, move |store| {
         let root_id = store.info(&read_id)?.fork_root;
-        let root = store.tree(&root_id)?;
+        let root = store.tree_within(&root_id, TREE_SHOWN)?;
         let turns = match (listing, search) {
             (Some(user_only), _) => html::family_turns(store, &root_id, user_only)?,
             (None, true) => html::family_turns(store, &root_id, false)?,
@@ -774,7 +773,7 @@ async fn provenance(state: Shared, Path((id, index)): Path<(String, String)>) ->
                 "id",
                 Term::from(Literal::new_simple_literal(read_id.as_str())),
             ),
-            ("index", Term::from(Literal::from(index as i64))),
+            ("at", Term::from(Literal::from(index as i64))),
         ];
         let rows: Vec<Vec<(String, String)>> = store
             .select(&query, &bindings)?

@@ -267,7 +267,8 @@ impl Backend for Embedded {
         if let Some(token) = query.cancellation {
             evaluator = evaluator.with_cancellation_token(token);
         }
-        let mut prepared = evaluator.for_query(query.query);
+        let (bound, blank) = super::bind(query.query, query.bindings);
+        let mut prepared = evaluator.for_query(bound);
         let dataset = prepared.dataset_mut();
         if !query.default_graphs.is_empty() {
             dataset.set_default_graph(
@@ -290,7 +291,7 @@ impl Backend for Embedded {
         if prepared.dataset().is_default_dataset() {
             prepared.dataset_mut().set_default_graph_as_union();
         }
-        for (variable, value) in query.bindings {
+        for (variable, value) in blank {
             prepared = prepared.substitute_variable(variable, value);
         }
         prepared

@@ -23,6 +23,8 @@ use oxigraph::model::{
     Variable,
 };
 use oxigraph::sparql::{CancellationToken, QueryEvaluationError, QueryResults};
+use spargebra::algebra::GraphPattern;
+use spargebra::term::GroundTerm;
 use std::path::Path;
 
 /// Quads read by pattern.
@@ -171,5 +173,148 @@ pub(crate) fn evaluation_error(e: QueryEvaluationError) -> Error {
             Error::Query("SERVICE is not allowed: forktrail never calls other endpoints".into())
         }
         other => Error::Query(other.to_string()),
+    }
+}
+
+/// `query` with `bindings` as a one-row `VALUES` block at the start of its outermost
+/// group: the projection, ordering, filters and binds above see the values, as with
+/// Oxigraph's substitution, and an engine that plans the query knows them (Oxigraph
+/// plans before it substitutes: a bound `?id` it does not know of can start a fork
+/// chain's walk from every session). Blank nodes, which a `VALUES` block cannot hold,
+/// are given back.
+pub(crate) fn bind(
+    query: spargebra::Query,
+    bindings: Vec<(Variable, Term)>,
+) -> (spargebra::Query, Vec<(Variable, Term)>) {
+    let mut variables = Vec::new();
+    let mut row = Vec::new();
+    let mut blank = Vec::new();
+    for (variable, value) in bindings {
+        let value = match value {
+            Term::NamedNode(n) => GroundTerm::NamedNode(n),
+            Term::Literal(l) => GroundTerm::Literal(l),
+            other => {
+                blank.push((variable, other));
+                continue;
+            }
+        };
+        variables.push(variable);
+        row.push(Some(value));
+    }
+    if variables.is_empty() {
+        return (query, blank);
+    }
+    let values = GraphPattern::Values {
+        variables,
+        bindings: vec![row],
+    };
+    let bound = match query {
+        spargebra::Query::Select {
+            dataset,
+            pattern,
+            base_iri,
+        } => spargebra::Query::Select {
+            dataset,
+            pattern: with_values(pattern, values),
+            base_iri,
+        },
+        spargebra::Query::Construct {
+            template,
+            dataset,
+            pattern,
+            base_iri,
+        } => spargebra::Query::Construct {
+            template,
+            dataset,
+            pattern: with_values(pattern, values),
+            base_iri,
+        },
+        spargebra::Query::Describe {
+            dataset,
+            pattern,
+            base_iri,
+        } => spargebra::Query::Describe {
+            dataset,
+            pattern: with_values(pattern, values),
+            base_iri,
+        },
+        spargebra::Query::Ask {
+            dataset,
+            pattern,
+            base_iri,
+        } => spargebra::Query::Ask {
+            dataset,
+            pattern: with_values(pattern, values),
+            base_iri,
+        },
+    };
+    (bound, blank)
+}
+
+/// Joins `values` under the solution modifiers, filters, binds and the left side of
+/// joins and optionals of `pattern`: first in its outermost group.
+fn with_values(pattern: GraphPattern, values: GraphPattern) -> GraphPattern {
+    use GraphPattern as P;
+    let inner = |p: Box<P>| Box::new(with_values(*p, values.clone()));
+    match pattern {
+        P::Project {
+            inner: i,
+            variables,
+        } => P::Project {
+            inner: inner(i),
+            variables,
+        },
+        P::Distinct { inner: i } => P::Distinct { inner: inner(i) },
+        P::Reduced { inner: i } => P::Reduced { inner: inner(i) },
+        P::Slice {
+            inner: i,
+            start,
+            length,
+        } => P::Slice {
+            inner: inner(i),
+            start,
+            length,
+        },
+        P::OrderBy {
+            inner: i,
+            expression,
+        } => P::OrderBy {
+            inner: inner(i),
+            expression,
+        },
+        P::Filter { expr, inner: i } => P::Filter {
+            expr,
+            inner: inner(i),
+        },
+        P::Extend {
+            inner: i,
+            variable,
+            expression,
+        } => P::Extend {
+            inner: inner(i),
+            variable,
+            expression,
+        },
+        P::Join { left, right } => P::Join {
+            left: inner(left),
+            right,
+        },
+        P::LeftJoin {
+            left,
+            right,
+            expression,
+        } => P::LeftJoin {
+            left: inner(left),
+            right,
+            expression,
+        },
+        P::Minus { left, right } => P::Minus {
+            left: inner(left),
+            right,
+        },
+        other => P::Join {
+            left: Box::new(values),
+            right: Box::new(other),
+        },
     }
 }

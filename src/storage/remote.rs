@@ -7,7 +7,7 @@
 //! transaction. Every request is counted, so tests and benchmarks can bound them.
 
 use super::http_auth::Credentials;
-use super::{Backend, Change, Quads, Sparql};
+use super::{bind, Backend, Change, Quads, Sparql};
 use crate::error::{Error, Result};
 use oxigraph::io::{RdfFormat, RdfParser};
 use oxigraph::model::{
@@ -21,7 +21,6 @@ use oxigraph::sparql::{
     CancellationToken, QueryResults, QuerySolution, QuerySolutionIter, QueryTripleIter,
 };
 use spargebra::algebra::GraphPattern;
-use spargebra::term::GroundTerm;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Read;
@@ -408,7 +407,13 @@ impl Backend for Remote {
             spargebra::Query::Construct { .. } | spargebra::Query::Describe { .. } => GRAPH_ACCEPT,
             _ => RESULTS_ACCEPT,
         };
-        let bound = bind(query.query, query.bindings)?;
+        let (bound, blank) = bind(query.query, query.bindings);
+        if let Some((variable, node)) = blank.first() {
+            return Err(Error::InvalidInput(format!(
+                "?{} cannot be bound to {node} on a remote store",
+                variable.as_str()
+            )));
+        }
         let is_ask = matches!(bound, spargebra::Query::Ask { .. });
         let text = ask_as_select(bound).to_string();
         let mut form: Vec<(&str, &str)> = vec![("query", &text)];
@@ -656,143 +661,6 @@ fn ask_as_select(query: spargebra::Query) -> spargebra::Query {
     }
 }
 
-/// `query` with `bindings` as a one-row `VALUES` block at the start of its outermost
-/// group: the projection, ordering, filters and binds above see the values, as with
-/// Oxigraph's substitution.
-fn bind(query: spargebra::Query, bindings: Vec<(Variable, Term)>) -> Result<spargebra::Query> {
-    if bindings.is_empty() {
-        return Ok(query);
-    }
-    let mut variables = Vec::new();
-    let mut row = Vec::new();
-    for (variable, value) in bindings {
-        let value = match value {
-            Term::NamedNode(n) => GroundTerm::NamedNode(n),
-            Term::Literal(l) => GroundTerm::Literal(l),
-            other => {
-                return Err(Error::InvalidInput(format!(
-                    "?{} cannot be bound to {other} on a remote store",
-                    variable.as_str()
-                )))
-            }
-        };
-        variables.push(variable);
-        row.push(Some(value));
-    }
-    let values = GraphPattern::Values {
-        variables,
-        bindings: vec![row],
-    };
-    Ok(match query {
-        spargebra::Query::Select {
-            dataset,
-            pattern,
-            base_iri,
-        } => spargebra::Query::Select {
-            dataset,
-            pattern: with_values(pattern, values),
-            base_iri,
-        },
-        spargebra::Query::Construct {
-            template,
-            dataset,
-            pattern,
-            base_iri,
-        } => spargebra::Query::Construct {
-            template,
-            dataset,
-            pattern: with_values(pattern, values),
-            base_iri,
-        },
-        spargebra::Query::Describe {
-            dataset,
-            pattern,
-            base_iri,
-        } => spargebra::Query::Describe {
-            dataset,
-            pattern: with_values(pattern, values),
-            base_iri,
-        },
-        spargebra::Query::Ask {
-            dataset,
-            pattern,
-            base_iri,
-        } => spargebra::Query::Ask {
-            dataset,
-            pattern: with_values(pattern, values),
-            base_iri,
-        },
-    })
-}
-
-/// Joins `values` under the solution modifiers, filters, binds and the left side of
-/// joins and optionals of `pattern`: first in its outermost group.
-fn with_values(pattern: GraphPattern, values: GraphPattern) -> GraphPattern {
-    use GraphPattern as P;
-    let inner = |p: Box<P>| Box::new(with_values(*p, values.clone()));
-    match pattern {
-        P::Project {
-            inner: i,
-            variables,
-        } => P::Project {
-            inner: inner(i),
-            variables,
-        },
-        P::Distinct { inner: i } => P::Distinct { inner: inner(i) },
-        P::Reduced { inner: i } => P::Reduced { inner: inner(i) },
-        P::Slice {
-            inner: i,
-            start,
-            length,
-        } => P::Slice {
-            inner: inner(i),
-            start,
-            length,
-        },
-        P::OrderBy {
-            inner: i,
-            expression,
-        } => P::OrderBy {
-            inner: inner(i),
-            expression,
-        },
-        P::Filter { expr, inner: i } => P::Filter {
-            expr,
-            inner: inner(i),
-        },
-        P::Extend {
-            inner: i,
-            variable,
-            expression,
-        } => P::Extend {
-            inner: inner(i),
-            variable,
-            expression,
-        },
-        P::Join { left, right } => P::Join {
-            left: inner(left),
-            right,
-        },
-        P::LeftJoin {
-            left,
-            right,
-            expression,
-        } => P::LeftJoin {
-            left: inner(left),
-            right,
-            expression,
-        },
-        P::Minus { left, right } => P::Minus {
-            left: inner(left),
-            right,
-        },
-        other => P::Join {
-            left: Box::new(values),
-            right: Box::new(other),
-        },
-    }
-}
-
 /// The first 300 characters of an error body.
 fn clip(body: &str) -> String {
     match body.char_indices().nth(300) {
@@ -818,7 +686,7 @@ mod tests {
                 oxigraph::model::Literal::from(3).into(),
             )],
         )
-        .unwrap()
+        .0
         .to_string();
         let values = bound.find("VALUES").expect("a VALUES block");
         assert!(values < bound.find("FILTER").unwrap(), "{bound}");
@@ -836,7 +704,7 @@ mod tests {
             Variable::new("want").unwrap(),
             oxigraph::model::Literal::from(2).into(),
         );
-        let sent = ask_as_select(bind(query, vec![want]).unwrap()).to_string();
+        let sent = ask_as_select(bind(query, vec![want]).0).to_string();
         let reparsed: spargebra::Query = sent.parse().unwrap();
         let spargebra::Query::Select { dataset, .. } = &reparsed else {
             panic!("not a SELECT: {sent}");
