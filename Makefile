@@ -17,7 +17,7 @@ PEERS_VENV ?= $(HOME)/.cache/forktrail/peers-venv
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser python demo serve test lint crash-test bench-peers load-test
+.PHONY: deps llm virtuoso browser python demo serve test lint crash-test bench-peers load-test bench-scale
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -107,6 +107,14 @@ crash-test: deps
 # writers); fails unless no request got a 5xx and the writers held (benches/load.rs).
 load-test: deps
 	$(CARGO) bench --bench load
+
+# A store that stays fast at a million sessions: builds 1,000,000 sessions and ~5,000,000
+# turns on RocksDB through the bulk path and prints the curve at 10k, 100k and 1M (pages,
+# filters, search, replay, tree, the shipped audits, forktrail serve's first page and
+# RSS, a kill -9 mid-ingest, disk per turn). Release build; ~25 GB of disk in a temp dir
+# (FORKTRAIL_SCALE_DIR to choose), FORKTRAIL_SCALE_SESSIONS for another largest size.
+bench-scale: deps
+	$(CARGO) bench --bench scale
 
 # forktrail's core figures on RocksDB next to the same workloads on LangGraph's SQLite
 # checkpointer and the OpenAI Agents SDK's AdvancedSQLiteSession, in one run, printed as
