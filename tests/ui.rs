@@ -1241,6 +1241,10 @@ fn a_wide_familys_tree_page_shows_500_sessions_and_says_how_many_more() {
     assert_eq!(status, 200);
     // 520 sessions: 500 shown, the 20 the root's list had no room for said so.
     assert_eq!(html.matches("<li class=\"node").count(), 500, "nodes shown");
+    assert!(
+        html.contains("500 of 520 sessions, breadth first"),
+        "the count"
+    );
     let parts: Vec<&str> = html.split(" more fork").collect();
     let left_out: usize = parts[..parts.len() - 1]
         .iter()

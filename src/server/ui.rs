@@ -665,15 +665,23 @@ async fn tree(state: Shared, Path(id): Path<String>, Query(view): Query<TreeQuer
     };
     let search = !view.q.trim().is_empty();
     let read_id = id.clone();
-    let (root, turns) = read(&state, move |store| {
+    let (root, turns, family) = read(&state, move |store| {
         let root_id = store.info(&read_id)?.fork_root;
         let root = store.tree_within(&root_id, TREE_SHOWN)?;
+        // Counted only when the tree was cut: how many the whole family holds.
+        let family = match cut(&root) {
+            true => Some(store.count_sessions(&crate::SessionQuery {
+                family: Some(root_id.to_string()),
+                ..Default::default()
+            })?),
+            false => None,
+        };
         let turns = match (listing, search) {
             (Some(user_only), _) => html::family_turns(store, &root_id, user_only)?,
             (None, true) => html::family_turns(store, &root_id, false)?,
             (None, false) => html::OwnTurns::new(),
         };
-        Ok((root, turns))
+        Ok((root, turns, family))
     })
     .await?;
     let words = words(&view.q);
@@ -714,7 +722,9 @@ async fn tree(state: Shared, Path(id): Path<String>, Query(view): Query<TreeQuer
                 button type="submit" { "Show" }
             }
             p.count {
-                (count(&root)) " sessions"
+                (count(&root))
+                @if let Some(family) = family { " of " (family) " sessions, breadth first" }
+                @else { " sessions" }
                 @if let Some(n) = matching { ", " (n) " matching (unfolded)" }
             }
             (html::tree(&root, &tree_view))
@@ -724,6 +734,11 @@ async fn tree(state: Shared, Path(id): Path<String>, Query(view): Query<TreeQuer
 
 fn count(node: &TreeNode) -> usize {
     1 + node.children.iter().map(count).sum::<usize>()
+}
+
+/// Whether a tree left children out anywhere.
+fn cut(node: &TreeNode) -> bool {
+    node.more_children > 0 || node.children.iter().any(cut)
 }
 
 /// The branches under `node` that match the search words.
