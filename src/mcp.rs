@@ -217,9 +217,20 @@ const TOOLS: &[Tool] = &[
     },
     Tool {
         name: "list_branches",
-        description: "The direct children (forks) of a session: id, label, fork point.",
+        description: "A page of the direct children (forks) of a session, newest first: \
+                      id, label, fork point; `total`, and `next`, the cursor of the next \
+                      page (null on the last).",
         writes: false,
-        schema: || object(json!({ "session": session_arg() }), &["session"]),
+        schema: || {
+            object(
+                json!({
+                    "session": session_arg(),
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "description": "Forks per page (default 50)." },
+                    "cursor": { "type": "string", "description": "The `next` of the page before." }
+                }),
+                &["session"],
+            )
+        },
     },
     Tool {
         name: "fork_session",
@@ -702,8 +713,11 @@ impl McpServer {
             }
             "list_branches" => {
                 let session = session(&mut args, "session")?;
+                let limit: Option<usize> = optional(&mut args, "limit")?;
+                let cursor: Option<String> = optional(&mut args, "cursor")?;
                 no_more(&args)?;
-                json_of(json!({ "branches": store.branches(&session)? }))
+                let page = store.branches_page(&session, limit, cursor.as_deref())?;
+                json_of(json!({"branches": page.items, "total": page.total, "next": page.next}))
             }
             "fork_session" => {
                 let parent = session(&mut args, "session")?;

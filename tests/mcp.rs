@@ -170,6 +170,52 @@ fn a_session_through_tool_calls() {
 }
 
 /// Polls `job_status` until the job is no longer running.
+#[test]
+fn list_branches_pages_a_wide_parent_each_fork_once() {
+    let (store, server) = server(false);
+    for n in 0..7 {
+        fork_at(
+            &store,
+            &sid("s"),
+            1 + n % 4,
+            &format!("f{n}"),
+            &format!("b{n}"),
+        );
+    }
+    let mut seen = Vec::new();
+    let mut cursor = Value::Null;
+    loop {
+        let mut args = json!({"session": "s", "limit": 3});
+        if !cursor.is_null() {
+            args["cursor"] = cursor.clone();
+        }
+        let (error, text) = call(&server, "list_branches", args);
+        assert!(!error, "{text}");
+        let page: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(page["total"], 7);
+        let branches = page["branches"].as_array().unwrap();
+        assert!(branches.len() <= 3);
+        seen.extend(
+            branches
+                .iter()
+                .map(|b| b["session"].as_str().unwrap().to_string()),
+        );
+        cursor = page["next"].clone();
+        if cursor.is_null() {
+            break;
+        }
+    }
+    seen.sort();
+    let all: Vec<String> = (0..7).map(|n| format!("f{n}")).collect();
+    assert_eq!(seen, all, "every fork once across the pages");
+    let (error, text) = call(
+        &server,
+        "list_branches",
+        json!({"session": "s", "limit": 0}),
+    );
+    assert!(error && text.contains("limit"), "{text}");
+}
+
 fn settled(server: &McpServer, job: &str) -> Value {
     for _ in 0..600 {
         let (error, text) = call(server, "job_status", json!({ "job": job }));
