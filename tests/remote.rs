@@ -371,6 +371,57 @@ fn a_store_copied_to_a_remote_one_and_back_is_the_same_store() {
     );
 }
 
+#[test]
+fn a_copy_too_big_for_one_request_goes_in_batches_parents_first_and_loses_nothing() {
+    let source = Store::in_memory().unwrap();
+    for r in 0..30 {
+        let root = session_with(&source, &format!("r{r}"), 6);
+        let fork = fork_at(&source, &root, 3, &format!("f{r}"), "f");
+        append_n(&source, &fork, 2);
+        if r % 5 == 0 {
+            let deeper = fork_at(&source, &fork, 4, &format!("g{r}"), "g");
+            append_n(&source, &deeper, 1);
+        }
+    }
+    let all = quads(&source);
+    assert!(all.len() > 5 * 500, "{} quads: several imports", all.len());
+    // Virtuoso refuses a fenced update of this many quads in one request.
+    for remote in [common::remote(), common::virtuoso()].into_iter().flatten() {
+        let report = source.copy_to(&remote).unwrap();
+        assert_eq!(report.sessions.len(), 66, "{}", remote.kind);
+        assert_eq!(report.verified, 66);
+        assert_eq!(report.quads as usize, all.len(), "each quad counted once");
+        assert_eq!(heads(&remote), heads(&source), "{}", remote.kind);
+        let back = Store::in_memory().unwrap();
+        remote.copy_to(&back).unwrap();
+        assert_eq!(quads(&back), all, "{}: every quad came back", remote.kind);
+        assert_eq!(
+            back.replay(&sid("g25"), None).unwrap(),
+            source.replay(&sid("g25"), None).unwrap()
+        );
+    }
+}
+
+#[test]
+fn a_copy_refused_part_way_says_what_the_destination_holds() {
+    // Virtuoso compiles a fenced update into SQL and refuses one past 10,000 lines:
+    // a 500-turn session in one import is past it, a 100-turn one is not.
+    let Some(virtuoso) = common::virtuoso() else {
+        return;
+    };
+    let source = Store::in_memory().unwrap();
+    session_with(&source, "short", 100);
+    session_with(&source, "long", 500);
+    let err = source.copy_to(&virtuoso).unwrap_err().to_string();
+    assert!(
+        err.contains("the copy stopped after 1 of 2 sessions, which the destination now holds"),
+        "{}",
+        &err[..err.len().min(400)]
+    );
+    let there: Vec<_> = heads(&virtuoso).into_iter().map(|h| (h.0, h.1)).collect();
+    assert_eq!(there, vec![("short".to_string(), 100)]);
+}
+
 #[cfg(feature = "rocksdb")]
 #[test]
 fn the_copy_command_moves_a_directory_store_to_a_server_and_back() {

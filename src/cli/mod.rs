@@ -264,11 +264,14 @@ enum Command {
     /// a remote store, or a store held by `forktrail serve` (reach it with --store URL),
     /// is copied and checked session by session. Open the backup with --store DIR.
     Backup(transfer::BackupArgs),
-    /// Copy every session of one store into another (embedded or remote), all or
-    /// nothing, then check each copied session's length and head digest.
+    /// Copy every session of one store into another (embedded or remote), then check
+    /// each copied session's length and head digest.
     ///
-    /// Moves a store between a directory and a SPARQL 1.1 store, either way. The
-    /// destination is created if it is a directory; a session already there is refused.
+    /// Moves a store between a directory and a SPARQL 1.1 store, either way, in imports
+    /// of about 500 quads (one request each on a remote store; parents before forks;
+    /// each all or nothing). The destination is created if it is a directory; a session
+    /// already there is refused before anything is written. If an import fails, the
+    /// error says how many sessions the destination holds by then.
     /// Credentials for a remote --to come from FORKTRAIL_TO_TOKEN, or FORKTRAIL_TO_USER
     /// and FORKTRAIL_TO_PASSWORD (those of --from, as for --store, from FORKTRAIL_STORE_*).
     Copy(transfer::CopyArgs),

@@ -4,9 +4,10 @@
 use crate::error::{Error, Result};
 use crate::model::{SessionId, SessionInfo};
 use crate::store::Store;
-use oxigraph::io::RdfFormat;
+use oxigraph::io::{RdfFormat, RdfSerializer};
+use oxigraph::model::Quad;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// What [`Store::copy_to`] moved, and what it checked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -22,27 +23,43 @@ pub struct CopyReport {
     pub verified: usize,
 }
 
+/// At most how many quads (and about how many bytes of N-Quads) go into the
+/// destination in one import, which is one request on a remote store: servers cap a
+/// request, and Virtuoso compiles a fenced update of 1,000 quads into more than the
+/// 10,000 lines of SQL it takes (500 pass; it also refuses a request over 10 MB).
+const BATCH_QUADS: usize = 500;
+const BATCH_BYTES: usize = 4 << 20;
+
 impl Store {
-    /// Copies every session of this store into `dest`, all or nothing (one import),
-    /// then reads every copied session back from `dest` and compares its length and
-    /// head digest with this store's.
+    /// Copies every session of this store into `dest`, then reads every copied session
+    /// back from `dest` and compares its length and head digest with this store's.
     ///
-    /// Refused, with nothing written, when a session already exists in `dest`. Writers
-    /// of this store may go on meanwhile: a session they change between the listing and
-    /// the export is reported as changed during the copy (copy again, or stop them).
+    /// Sessions go in batches of about 500 quads, parents before their forks,
+    /// each batch one import (all or nothing, one request on a remote store), so a copy
+    /// of any size stays within what a SPARQL server takes in one request and what this
+    /// process holds in memory. Refused, with nothing written, when a session already
+    /// exists in `dest`. A batch that fails stops the copy: the error says how many
+    /// sessions the destination holds by then. Writers of this store may go on
+    /// meanwhile: a session they change between the listing and the export is reported
+    /// as changed during the copy (copy again, or stop them).
     pub fn copy_to(&self, dest: &Store) -> Result<CopyReport> {
-        let before = self.list()?;
-        let mut nquads = Vec::new();
-        self.export(None, crate::ExportFormat::NQuads, &mut nquads)?;
-        let quads = nquads
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .count() as u64;
-        let sessions = dest.import_graphs(nquads.as_slice(), RdfFormat::NQuads)?;
+        let mut before = self.list()?;
+        let there: BTreeSet<SessionId> = dest.list()?.into_iter().map(|s| s.session).collect();
+        if let Some(s) = before.iter().find(|s| there.contains(&s.session)) {
+            return Err(Error::Conflict(format!(
+                "session {} already exists in the destination; nothing copied: delete it \
+                 there first or copy into another store",
+                s.session
+            )));
+        }
+        // Parents first: a fork's parent is one level less deep (the sort is stable, so
+        // oldest first within a level).
+        before.sort_by_key(|s| s.depth);
+        let (quads, copied) = self.copy_batches(dest, &before)?;
         let copied: BTreeMap<SessionId, SessionInfo> = dest
             .list()?
             .into_iter()
-            .filter(|s| sessions.contains(&s.session))
+            .filter(|s| copied.contains(&s.session))
             .map(|s| (s.session.clone(), s))
             .collect();
         let mut verified = 0;
@@ -73,12 +90,102 @@ impl Store {
                  writers first"
             )));
         }
+        before.sort_by(|a, b| (&a.created_at, &a.session).cmp(&(&b.created_at, &b.session)));
         Ok(CopyReport {
             own_turns: before.iter().map(|s| s.own_turns).sum(),
             sessions: before.into_iter().map(|s| s.session).collect(),
             quads,
             verified,
         })
+    }
+
+    /// Writes `sessions` (parents first) into `dest` in imports of about [`BATCH_BYTES`]
+    /// each; returns the quads written (agent declarations, which each batch repeats
+    /// for the turns it holds, counted once) and the sessions the imports reported.
+    fn copy_batches(
+        &self,
+        dest: &Store,
+        sessions: &[SessionInfo],
+    ) -> Result<(u64, BTreeSet<SessionId>)> {
+        let rdf = self.rdf();
+        let mut agents_sent = HashSet::new();
+        let mut quads = 0u64;
+        let mut copied = BTreeSet::new();
+        let mut batch = Batch::default();
+        for (n, session) in sessions.iter().enumerate() {
+            let graph = rdf.graph(self.session_iri(&session.session).as_ref())?;
+            let agents = rdf.agent_declarations(&graph)?;
+            quads += graph.len() as u64;
+            for agent in &agents {
+                quads += u64::from(agents_sent.insert(agent.clone()));
+            }
+            batch.add(graph, agents)?;
+            if batch.bytes.len() >= BATCH_BYTES
+                || batch.quads >= BATCH_QUADS
+                || n + 1 == sessions.len()
+            {
+                let ids = dest
+                    .import_graphs(batch.bytes.as_slice(), RdfFormat::NQuads)
+                    .map_err(|e| stopped(e, copied.len(), sessions.len()))?;
+                copied.extend(ids);
+                batch = Batch::default();
+            }
+        }
+        Ok((quads, copied))
+    }
+}
+
+/// One import of a batched copy: its N-Quads, and the agent declarations in it.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    quads: usize,
+    agents: HashSet<Quad>,
+}
+
+impl Batch {
+    fn add(&mut self, graph: Vec<Quad>, agents: Vec<Quad>) -> Result<()> {
+        let write_err = |e| Error::io("cannot write the copy's N-Quads", e);
+        let mut w = RdfSerializer::from_format(RdfFormat::NQuads).for_writer(&mut self.bytes);
+        for quad in &graph {
+            w.serialize_quad(quad).map_err(write_err)?;
+        }
+        self.quads += graph.len();
+        for agent in agents {
+            if !self.agents.contains(&agent) {
+                w.serialize_quad(&agent).map_err(write_err)?;
+                self.quads += 1;
+                self.agents.insert(agent);
+            }
+        }
+        w.finish().map_err(write_err)?;
+        Ok(())
+    }
+}
+
+/// The error of a batch that failed after `done` of `all` sessions were copied.
+fn stopped(e: Error, done: usize, all: usize) -> Error {
+    if done == 0 {
+        return e;
+    }
+    let note = format!(
+        "the copy stopped after {done} of {all} sessions, which the destination now holds \
+         (delete them there, or copy into an empty store)"
+    );
+    match e {
+        Error::Conflict(m) => Error::Conflict(format!("{m}; {note}")),
+        Error::InvalidInput(m) => Error::InvalidInput(format!("{m}; {note}")),
+        // Its detail may end in the whole update: the note goes first.
+        Error::Remote { url, detail } => Error::Remote {
+            url,
+            detail: format!("{note}; the next import: {detail}"),
+        },
+        Error::Io { context, source } => Error::Io {
+            context: format!("{context} ({note})"),
+            source,
+        },
+        // The rest name a condition (a full disk, a lock) the note would only blur.
+        other => other,
     }
 }
 
