@@ -23,7 +23,9 @@
 //! `make bench-scale` (not in `.ci/run`: the 1M stage takes a while and ~20 GB of disk).
 //! `FORKTRAIL_SCALE_SESSIONS` sets the largest size (default 1,000,000);
 //! `FORKTRAIL_SCALE_DIR` where the store goes (default: a temp dir); `FORKTRAIL_BENCH_JSON=1`
-//! prints one JSON object.
+//! prints one JSON object. `FORKTRAIL_SCALE_WRITER=DIR` only grows a store in DIR until
+//! killed (noting its RSS); `FORKTRAIL_SCALE_PROBE=DIR` times tree, show and replay of a
+//! depth-3 fork of such a store, three times a minute apart.
 
 use forktrail::{
     ForkOptions, NamedQuery, NewSession, NewTurn, Role, SearchQuery, SessionId, SessionOrder,
@@ -576,6 +578,34 @@ fn writer(dir: &Path) {
     grow(&store, &mut Built::default(), &mut corpus, usize::MAX / 8);
 }
 
+/// Times tree, show and replay of a depth-3 fork of an existing store, now and after
+/// its background compactions had two minutes.
+fn probe(dir: &Path) {
+    let store = Store::open(dir).unwrap();
+    let rows = store
+        .query(
+            "SELECT ?id WHERE { ?s <https://w3id.org/forktrail/ns#forkDepth> 3 ; \
+             <https://w3id.org/forktrail/ns#sessionId> ?id } LIMIT 1",
+            &[],
+        )
+        .unwrap();
+    let oxigraph::sparql::QueryResults::Solutions(mut rows) = rows else {
+        panic!("not a SELECT")
+    };
+    let row = rows.next().unwrap().unwrap();
+    let Some(Term::Literal(id)) = row.get("id") else {
+        panic!("no depth-3 fork")
+    };
+    let fork: SessionId = id.value().parse().unwrap();
+    for round in 0..3 {
+        let tree = median_ms(21, || store.tree(&fork).unwrap());
+        let show = median_ms(21, || store.info(&fork).unwrap());
+        let replay = median_ms(21, || store.replay(&fork, None).unwrap());
+        eprintln!("round {round}: tree {tree:.4} ms, show {show:.4} ms, replay {replay:.4} ms");
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
 /// Kills a writer mid-ingest, then times the next open to its first page.
 fn killed_mid_ingest(dir: &Path) -> BTreeMap<String, Value> {
     use std::io::BufRead;
@@ -607,6 +637,10 @@ fn killed_mid_ingest(dir: &Path) -> BTreeMap<String, Value> {
 fn main() {
     if let Some(dir) = std::env::var_os("FORKTRAIL_SCALE_WRITER") {
         writer(Path::new(&dir));
+        return;
+    }
+    if let Some(dir) = std::env::var_os("FORKTRAIL_SCALE_PROBE") {
+        probe(Path::new(&dir));
         return;
     }
     if !std::env::args().any(|a| a == "--bench") {
