@@ -56,7 +56,8 @@ mod write;
 pub use durability::Durability;
 pub use error::{Error, Result};
 pub use io::{
-    BackupReport, CopyReport, ExportFormat, ImportFormat, TranscriptOptions, TranscriptReport,
+    BackupReport, CopyReport, ExportFormat, ImportFormat, SharedCopy, TranscriptOptions,
+    TranscriptReport,
 };
 pub use listing::{
     Page, ReindexReport, SearchHit, SearchPage, SearchQuery, SessionOrder, SessionPage,

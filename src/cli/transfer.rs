@@ -17,6 +17,12 @@ pub(super) struct ImportArgs {
     /// nothing.
     #[arg(long)]
     skip_invalid: bool,
+    /// Store a session whose first turns repeat a stored session's as a new root, whole.
+    /// By default it becomes a fork of that session holding only the turns past what
+    /// they share (found by the turns' digests; a shared prefix of system turns alone
+    /// does not count).
+    #[arg(long)]
+    no_dedup: bool,
     /// Print a JSON report; also keeps the progress bar off.
     #[arg(long)]
     json: bool,
@@ -55,6 +61,7 @@ impl ImportArgs {
         let options = forktrail::TranscriptOptions {
             skip_invalid: self.skip_invalid,
             progress: Some(&progress),
+            no_dedup: self.no_dedup,
         };
         let report = store.import_path(&self.file, self.format, &options);
         if let Some(bar) = &bar {
@@ -90,6 +97,15 @@ fn report_text(out: Out, report: &TranscriptReport, file: &Path) -> CliResult {
     }
     for id in &report.extended {
         writeln!(out, "extended {id}")?;
+    }
+    for copy in &report.shared {
+        let turns = render::count(copy.shared_turns, "turn", "turns");
+        writeln!(
+            out,
+            "shared {}: a fork ({}) of {}, whose first {turns} it repeats; they were not \
+             stored again",
+            copy.session, copy.branch, copy.parent
+        )?;
     }
     if report.sessions.is_empty() && report.extended.is_empty() {
         writeln!(out, "up to date: nothing new in {}", file.display())?;

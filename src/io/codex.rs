@@ -188,7 +188,7 @@ impl Store {
                     .into(),
             ));
         }
-        report.sessions = vec![self.add_root(root, options.progress)?];
+        report.added(self.add_root(root, options)?);
         Ok(report)
     }
 }

@@ -25,6 +25,7 @@ pub use copy::{BackupReport, CopyReport};
 pub use formats::{ExportFormat, ImportFormat};
 pub(crate) use openai::openai_messages;
 pub use report::{TranscriptOptions, TranscriptReport};
+pub use root::SharedCopy;
 
 use crate::error::{Error, Result};
 use crate::model::{NewSession, SessionId};

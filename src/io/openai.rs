@@ -127,7 +127,7 @@ impl Store {
                 }
             }
         }
-        report.sessions = vec![self.add_root(root, options.progress)?];
+        report.added(self.add_root(root, options)?);
         Ok(report)
     }
 

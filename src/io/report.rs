@@ -1,5 +1,6 @@
 //! What every transcript import takes and reports.
 
+use super::root::{Added, SharedCopy};
 use crate::model::SessionId;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -28,6 +29,21 @@ pub struct TranscriptReport {
     /// store (imported as roots, the launch recorded but unresolved).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unresolved_subagents: Vec<SessionId>,
+    /// Sessions whose start repeated a stored session's: stored as forks of it, the
+    /// shared turns not written again (`turns` counts only what was written).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<SharedCopy>,
+}
+
+impl TranscriptReport {
+    /// Takes in what the bulk path added: its sessions, and the turns a shared prefix
+    /// saved writing.
+    pub(crate) fn added(&mut self, added: Added) {
+        self.sessions = added.ids;
+        let saved: u64 = added.shared.iter().map(|c| c.shared_turns).sum();
+        self.turns = self.turns.saturating_sub(saved);
+        self.shared = added.shared;
+    }
 }
 
 /// Options of a transcript import.
@@ -38,6 +54,9 @@ pub struct TranscriptOptions<'a> {
     /// Called with `(done, in all)` as the import goes: turns written (OpenAI, Codex) or
     /// lines read (Claude Code).
     pub progress: Option<&'a dyn Fn(u64, u64)>,
+    /// Store a session whose start repeats a stored session's as a new root, whole,
+    /// instead of as a fork of it holding only what follows.
+    pub no_dedup: bool,
 }
 
 /// `text` without the UTF-8 byte-order mark some editors and Windows tools put first.

@@ -3,20 +3,36 @@
 //! goes in, straight into the store's bulk loader, with the digest chain computed on the
 //! way. Nothing of it is visible before the load commits, and a failed load leaves
 //! nothing behind.
+//!
+//! A new session whose start repeats a session already stored (a copy: an agent that
+//! forks by copying its log, a transcript saved per attempt) is stored as a fork of it
+//! at the end of the longest such prefix, holding only the turns past it. Every turn's
+//! digest chains over the whole history before it, so equal digests at index k mean
+//! equal histories up to k: the prefix is found by digest lookups (one for a session
+//! that shares nothing), never by comparing texts.
 
+use super::report::{TranscriptOptions, TranscriptReport};
 use crate::catalog::TurnDoc;
 use crate::error::{Error, Result};
-use crate::model::{Agent, Limits, NewSession, NewTurn, SessionId, SizeClass};
+use crate::model::{
+    Agent, Limits, NewSession, NewTurn, Role, SessionId, SizeClass, MAX_FORK_DEPTH,
+};
 use crate::rdf::{
-    self, session_quads, turn_quads, GraphWriter, SessionNode, SessionRecord, TurnRecord,
+    self, session_quads, turn_quads, ForkRecord, GraphWriter, SessionNode, SessionRecord,
+    TurnRecord,
 };
 use crate::records::{Entry, Run};
 use crate::store::Store;
+use crate::vocab;
 use crate::write::{check_turn, ANONYMOUS};
 use crate::Label;
 use oxigraph::model::NamedNode;
+use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
+
+/// The reason a fork made for a copy records (`ft:reason` of its fork activity).
+const COPY_REASON: &str = "imported as a copy of the parent's first turns";
 
 /// A root session being built: its facts and its checked turns.
 pub(crate) struct RootBuilder {
@@ -26,9 +42,51 @@ pub(crate) struct RootBuilder {
     title: Option<String>,
     /// Each turn with the agent it is attributed to, if not the principal.
     turns: Vec<(NewTurn, Option<Agent>)>,
+    /// The stored session this one's start repeats, once found: it goes in as a fork.
+    base: Option<Base>,
+}
+
+/// Where a new session that repeats a stored one's start hangs: a fork of `parent` at
+/// `at`, the first `at` turns shared.
+struct Base {
+    parent: SessionNode,
+    at: u64,
+    /// The digest of turn `at - 1`, which the fork's own turns chain on.
+    digest: String,
+    depth: usize,
+    fork_root: NamedNode,
+    label: Label,
+}
+
+/// A new session stored as a fork of the stored session whose start it repeats: only
+/// its turns past the shared prefix were written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SharedCopy {
+    /// The new session.
+    pub session: SessionId,
+    /// The session it is a fork of.
+    pub parent: SessionId,
+    /// Its fork point: the turns shared with `parent` (not stored again).
+    pub shared_turns: u64,
+    /// Its branch label (`copy`, `copy-2`, …).
+    pub branch: String,
+}
+
+/// What [`Store::add_roots`] added: the sessions, in the order given, and those of
+/// them stored as forks of a session they copy.
+#[derive(Debug, Default)]
+pub(crate) struct Added {
+    pub(crate) ids: Vec<SessionId>,
+    pub(crate) shared: Vec<SharedCopy>,
 }
 
 impl RootBuilder {
+    /// The turns this session stores itself: past the prefix it shares, if any.
+    fn own_turns(&self) -> u64 {
+        let shared = self.base.as_ref().map_or(0, |b| b.at);
+        self.turns.len() as u64 - shared
+    }
+
     pub(crate) fn new(limits: Limits, session: NewSession) -> Result<Self> {
         let id = match session.id {
             Some(id) => SessionId::new(id)?,
@@ -43,6 +101,7 @@ impl RootBuilder {
             principal,
             title: session.title,
             turns: Vec::new(),
+            base: None,
         })
     }
 
@@ -60,9 +119,9 @@ impl Store {
     pub(crate) fn add_root(
         &self,
         root: RootBuilder,
-        progress: Option<&dyn Fn(u64, u64)>,
-    ) -> Result<SessionId> {
-        Ok(self.add_roots(vec![root], progress)?.remove(0))
+        options: &TranscriptOptions<'_>,
+    ) -> Result<Added> {
+        self.add_roots(vec![root], options.progress, !options.no_dedup)
     }
 
     /// Adds new root sessions, each with its turns, all or nothing, in one run of the
@@ -84,6 +143,18 @@ impl Store {
         &self,
         sessions: impl IntoIterator<Item = (NewSession, Vec<NewTurn>)>,
     ) -> Result<Vec<SessionId>> {
+        Ok(self
+            .import_sessions_with(sessions, &TranscriptOptions::default())?
+            .sessions)
+    }
+
+    /// [`Store::import_sessions`] with options (`no_dedup`, `progress`), answering the
+    /// full report: which sessions went in as forks of a stored session they copy.
+    pub fn import_sessions_with(
+        &self,
+        sessions: impl IntoIterator<Item = (NewSession, Vec<NewTurn>)>,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
         let mut roots = Vec::new();
         for (session, turns) in sessions {
             let mut root = RootBuilder::new(self.limits, session)?;
@@ -92,22 +163,35 @@ impl Store {
             }
             roots.push(root);
         }
-        self.add_roots(roots, None)
+        let mut report = TranscriptReport {
+            turns: roots.iter().map(|r| r.turns.len() as u64).sum(),
+            ..Default::default()
+        };
+        report.added(self.add_roots(roots, options.progress, !options.no_dedup)?);
+        Ok(report)
     }
 
     /// Adds `roots` in one bulk load, all or nothing; `progress` is told `(turns
-    /// written, turns)` as they go in.
+    /// written, turns)` as they go in. With `dedup`, a session whose start repeats a
+    /// stored session goes in as a fork of it (see the module's documentation).
     pub(crate) fn add_roots(
         &self,
-        roots: Vec<RootBuilder>,
+        mut roots: Vec<RootBuilder>,
         progress: Option<&dyn Fn(u64, u64)>,
-    ) -> Result<Vec<SessionId>> {
+        dedup: bool,
+    ) -> Result<Added> {
         let mut tx = self.write()?;
         self.all_new(&roots)?;
+        if dedup {
+            let mut taken = HashSet::new();
+            for root in &mut roots {
+                root.base = self.copied_from(root, &mut taken)?;
+            }
+        }
         // One moment for the whole import: when its turns were recorded.
         let created = rdf::now();
         let at = crate::store::micros(Some(created.value()));
-        let total: u64 = roots.iter().map(|r| r.turns.len() as u64).sum();
+        let total: u64 = roots.iter().map(|r| r.own_turns()).sum();
         let catalog = tx.catalogs();
         let records = tx.indexes_records();
         let declared: RefCell<HashSet<NamedNode>> = RefCell::default();
@@ -118,10 +202,21 @@ impl Store {
             .map(|_| RefCell::new((Vec::new(), records.then(Run::default))))
             .collect();
         let facts: Vec<SessionNode> = roots.iter().map(|r| self.root_facts(r, &created)).collect();
-        for facts in &facts {
+        let mut shared = Vec::new();
+        for (facts, root) in facts.iter().zip(&roots) {
             // Noted before the load, so that a crash past it leaves the session to the
             // catalog to derive again.
             tx.forget(&facts.iri);
+            if let Some(base) = &root.base {
+                tx.claim_node(&facts.iri, &facts.iri);
+                tx.claim_label(&base.parent.iri, base.label.as_str());
+                shared.push(SharedCopy {
+                    session: facts.id.clone(),
+                    parent: base.parent.id.clone(),
+                    shared_turns: base.at,
+                    branch: base.label.to_string(),
+                });
+            }
         }
         let quads = roots.into_iter().enumerate().flat_map(|(r, root)| {
             let RootBuilder {
@@ -129,29 +224,38 @@ impl Store {
                 principal,
                 title,
                 turns,
+                base,
                 ..
             } = root;
             let iri = self.session_iri(&id);
+            let (start, mut prev) = match &base {
+                Some(base) => (base.at, base.digest.clone()),
+                None => (0, String::new()),
+            };
             let node = session_quads(
                 &self.iris,
                 &SessionRecord {
                     id: id.as_str(),
-                    branch: Label::MAIN,
+                    branch: base.as_ref().map_or(Label::MAIN, |b| b.label.as_str()),
                     principal: &principal,
                     title: title.as_deref(),
-                    depth: 0,
-                    fork_root: &iri,
+                    depth: base.as_ref().map_or(0, |b| b.depth),
+                    fork_root: base.as_ref().map_or(&iri, |b| &b.fork_root),
                     created: &created,
                 },
-                None,
+                base.as_ref()
+                    .map(|b| ForkRecord {
+                        parent: &b.parent.iri,
+                        at: b.at,
+                        base_digest: Some(b.digest.as_str()),
+                        reason: Some(COPY_REASON),
+                    })
+                    .as_ref(),
             );
             let principal_iri = self.iris.agent(&principal);
             let (side, declared, written, created) = (&side[r], &declared, &written, &created);
-            let mut prev = String::new();
-            let turns = turns
-                .into_iter()
-                .enumerate()
-                .flat_map(move |(index, (turn, software))| {
+            let turns = turns.into_iter().enumerate().skip(start as usize).flat_map(
+                move |(index, (turn, software))| {
                     let index = index as u64;
                     let mut w = GraphWriter::new(iri.clone());
                     let by = match &software {
@@ -196,22 +300,95 @@ impl Store {
                         }
                     }
                     w.quads
-                });
+                },
+            );
             node.into_iter().chain(turns)
         });
         self.backend().bulk_load(&mut { quads })?;
-        let mut out = Vec::with_capacity(facts.len());
+        let mut ids = Vec::with_capacity(facts.len());
         for (facts, side) in facts.into_iter().zip(side) {
             let (docs, run) = side.into_inner();
             tx.created(&facts, None);
             tx.indexed_turns(&facts.iri, docs);
             if let Some(run) = run {
-                tx.imported(&facts.iri, 0, run);
+                tx.imported(&facts.iri, facts.own_start(), run);
             }
-            out.push(facts.id);
+            ids.push(facts.id);
         }
         tx.commit()?;
-        Ok(out)
+        Ok(Added { ids, shared })
+    }
+
+    /// The stored session whose start `root` repeats, if any, and where `root` would
+    /// fork from it: the longest prefix of `root` whose last turn's digest a stored turn
+    /// has. A prefix of system turns alone is not shared (two conversations with the
+    /// same instructions are not copies of each other), nor one under a parent at the
+    /// depth limit. `taken` holds the labels this import gives, by parent.
+    fn copied_from(
+        &self,
+        root: &RootBuilder,
+        taken: &mut HashSet<(NamedNode, String)>,
+    ) -> Result<Option<Base>> {
+        let Some(first) = root.turns.iter().position(|(t, _)| t.role != Role::System) else {
+            return Ok(None);
+        };
+        let mut digests = Vec::with_capacity(root.turns.len());
+        let mut prev = String::new();
+        for (index, (turn, _)) in root.turns.iter().enumerate() {
+            prev = rdf::turn_digest(&prev, index as u64, turn.role, turn.kind, &turn.content);
+            digests.push(prev.clone());
+        }
+        let holder = |k: usize| -> Result<Option<SessionNode>> {
+            for (_, graph) in self.rdf().subjects_with(vocab::ft::DIGEST, &digests[k])? {
+                if let Some(facts) = self.facts_of(graph.as_ref())? {
+                    return Ok(Some(facts));
+                }
+            }
+            Ok(None)
+        };
+        let Some(mut found) = holder(first)? else {
+            return Ok(None);
+        };
+        // Held prefixes are prefixes: if turn k's digest is stored, so are all before
+        // it (in the same chain), so the longest is found by bisection.
+        let (mut lo, mut hi) = (first, digests.len() - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            match holder(mid)? {
+                Some(facts) => {
+                    found = facts;
+                    lo = mid;
+                }
+                None => hi = mid - 1,
+            }
+        }
+        let chain = self.chain(&found.id)?;
+        let depth = chain.len();
+        if depth > MAX_FORK_DEPTH {
+            return Ok(None);
+        }
+        let mut n = 1;
+        let label = loop {
+            let label = Label::new(if n == 1 {
+                "copy".to_string()
+            } else {
+                format!("copy-{n}")
+            })?;
+            if self.rdf().child_with_label(&found.iri, &label)?.is_none()
+                && taken.insert((found.iri.clone(), label.to_string()))
+            {
+                break label;
+            }
+            n += 1;
+        };
+        Ok(Some(Base {
+            at: lo as u64 + 1,
+            digest: digests[lo].clone(),
+            depth,
+            fork_root: chain.root().iri.clone(),
+            parent: found,
+            label,
+        }))
     }
 
     /// The facts of new root session `root` as the catalog takes them.
@@ -220,6 +397,14 @@ impl Store {
         let mut facts = SessionNode::lineage(root.id.clone(), iri.clone(), None, None);
         facts.branch = Label::MAIN.to_string();
         facts.fork_root = Some(iri);
+        if let Some(base) = &root.base {
+            facts.parent = Some(base.parent.iri.clone());
+            facts.forked_at = Some(base.at);
+            facts.branch = base.label.to_string();
+            facts.depth = base.depth as u64;
+            facts.fork_root = Some(base.fork_root.clone());
+            facts.base_digest = Some(base.digest.clone());
+        }
         facts.principal = Some(self.iris.agent(&root.principal));
         facts.title = root.title.clone();
         facts.created = Some(created.value().to_string());

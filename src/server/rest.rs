@@ -494,10 +494,12 @@ struct ImportParams {
     format: Option<String>,
     #[serde(default)]
     skip_invalid: bool,
+    #[serde(default)]
+    no_dedup: bool,
 }
 
-/// `POST /import[?format=trig|nquads|openai|claude-code|codex]`: the file as the body; without
-/// a format, the body's content tells it.
+/// `POST /import[?format=trig|nquads|openai|claude-code|codex][&no_dedup=true]`: the file
+/// as the body; without a format, the body's content tells it.
 async fn import(
     state: Shared,
     _: Authorized,
@@ -517,6 +519,7 @@ async fn import(
         let options = crate::TranscriptOptions {
             skip_invalid: p.skip_invalid,
             progress: None,
+            no_dedup: p.no_dedup,
         };
         s.import_with(&payload, Some(format), &options)
     })
