@@ -267,3 +267,193 @@ fn a_copied_codex_rollout_becomes_a_fork_of_the_stored_one() {
         Some("codex 0199449a-3c2e-7d41-9f6b-5e2c8a1d7b31")
     );
 }
+
+/// A Claude Code message line of log `log`; with `from`, a copy (as a fork's log holds
+/// it) of message `from.1` of log `from.0`.
+fn cc(
+    log: &str,
+    uuid: &str,
+    parent: Option<&str>,
+    text: &str,
+    from: Option<(&str, &str)>,
+) -> String {
+    let role = if uuid.starts_with('u') || uuid.starts_with("cu") || uuid.starts_with("fu") {
+        "user"
+    } else {
+        "assistant"
+    };
+    let mut line = json!({
+        "type": role, "uuid": uuid, "parentUuid": parent, "sessionId": log,
+        "message": {"role": role, "content": text},
+    });
+    if let Some((session, message)) = from {
+        line["forkedFrom"] = json!({"sessionId": session, "messageUuid": message});
+    }
+    line.to_string() + "\n"
+}
+
+const PARENT: &str = "5f0c2a1e-0000-4000-8000-00000000000p";
+const FORK: &str = "5f0c2a1e-0000-4000-8000-00000000000f";
+
+/// The parent's log: four messages.
+fn parent_log() -> String {
+    cc(PARENT, "u1", None, "Rename the module.", None)
+        + &cc(PARENT, "a1", Some("u1"), "Renamed it.", None)
+        + &cc(PARENT, "u2", Some("a1"), "Now fix the imports.", None)
+        + &cc(PARENT, "a2", Some("u2"), "Fixed.", None)
+}
+
+/// A fork's log made at the parent's message `upto` (its first `upto` lines copied
+/// with new uuids), then two lines of its own.
+fn fork_log(upto: usize) -> String {
+    let originals = ["u1", "a1", "u2", "a2"];
+    let texts = [
+        "Rename the module.",
+        "Renamed it.",
+        "Now fix the imports.",
+        "Fixed.",
+    ];
+    let mut log = String::new();
+    let mut parent: Option<String> = None;
+    for i in 0..upto {
+        let uuid = format!("c{}", originals[i]);
+        log += &cc(
+            FORK,
+            &uuid,
+            parent.as_deref(),
+            texts[i],
+            Some((PARENT, originals[i])),
+        );
+        parent = Some(uuid);
+    }
+    log += &cc(
+        FORK,
+        "fu1",
+        parent.as_deref(),
+        "Instead, split it in two.",
+        None,
+    );
+    log += &cc(FORK, "fa1", Some("fu1"), "Split.", None);
+    log
+}
+
+fn claude(store: &Store, log: &str) -> forktrail::TranscriptReport {
+    store
+        .import_claude_code(log, &TranscriptOptions::default())
+        .unwrap()
+}
+
+#[test]
+fn a_claude_code_fork_log_is_a_fork_of_the_session_it_copies_at_each_fork_point() {
+    for store in stores() {
+        let kind = store.kind;
+        claude(&store, &parent_log());
+        let parent = SessionId::new(PARENT).unwrap();
+        let fork = SessionId::new(FORK).unwrap();
+        for (upto, n) in [(4, 0), (2, 1)] {
+            if n == 1 {
+                store.delete(&fork, Default::default()).unwrap();
+            }
+            let report = claude(&store, &fork_log(upto));
+            assert_eq!(
+                report.sessions,
+                [fork.clone()],
+                "{kind} at {upto}: {report:?}"
+            );
+            assert_eq!(report.turns, 2, "{kind} at {upto}: only its own lines");
+            assert_eq!(report.shared.len(), 1, "{kind}");
+            assert_eq!(
+                (&report.shared[0].parent, report.shared[0].shared_turns),
+                (&parent, upto as u64),
+                "{kind}"
+            );
+            let info = store.info(&fork).unwrap();
+            assert_eq!(info.parent.as_ref(), Some(&parent), "{kind}");
+            assert_eq!(info.forked_at_index, Some(upto as u64), "{kind}");
+            assert_eq!(stored_turns(&store, &fork), 2, "{kind}");
+            assert_eq!(
+                stored_turns(&store, &parent),
+                4,
+                "{kind}: the parent unchanged"
+            );
+            let replay: Vec<String> = texts(&store, &fork).into_iter().map(|t| t.1).collect();
+            let mut want: Vec<&str> = [
+                "Rename the module.",
+                "Renamed it.",
+                "Now fix the imports.",
+                "Fixed.",
+            ][..upto]
+                .to_vec();
+            want.extend(["Instead, split it in two.", "Split."]);
+            assert_eq!(replay, want, "{kind} at {upto}");
+        }
+        // The fork's log grown and imported again: its new line goes to the fork.
+        let grown = fork_log(2) + &cc(FORK, "fu2", Some("fa1"), "Thanks.", None);
+        let again = claude(&store, &grown);
+        assert_eq!(again.extended, [fork.clone()], "{kind}: {again:?}");
+        assert_eq!((again.turns, stored_turns(&store, &fork)), (1, 3), "{kind}");
+    }
+}
+
+#[test]
+fn a_fork_log_before_its_parent_shares_the_history_and_the_parent_log_extends_it() {
+    let store = Store::in_memory().unwrap();
+    let parent = SessionId::new(PARENT).unwrap();
+    let fork = SessionId::new(FORK).unwrap();
+    // The fork arrives first: the history it copied is stored once, as the session of
+    // the log it names, and the fork hangs on it.
+    let first = claude(&store, &fork_log(2));
+    assert_eq!(first.sessions, [parent.clone(), fork.clone()], "{first:?}");
+    assert_eq!(stored_turns(&store, &parent), 2);
+    assert_eq!(stored_turns(&store, &fork), 2);
+    // The parent's own log, later: what it holds past the copy is appended.
+    let later = claude(&store, &parent_log());
+    assert_eq!(later.extended, [parent.clone()], "{later:?}");
+    assert_eq!(later.turns, 2);
+    assert_eq!(stored_turns(&store, &parent), 4);
+    assert_eq!(store.info(&fork).unwrap().forked_at_index, Some(2));
+}
+
+#[test]
+fn a_folder_holding_a_fork_log_and_its_parent_stores_the_copied_lines_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Read in name order: the fork's log first.
+    std::fs::write(dir.path().join("a-fork.jsonl"), fork_log(4)).unwrap();
+    std::fs::write(dir.path().join("b-parent.jsonl"), parent_log()).unwrap();
+    let store = Store::in_memory().unwrap();
+    let report = store
+        .import_path(dir.path(), None, &TranscriptOptions::default())
+        .unwrap();
+    let (parent, fork) = (
+        SessionId::new(PARENT).unwrap(),
+        SessionId::new(FORK).unwrap(),
+    );
+    assert_eq!(report.turns, 6, "{report:?}");
+    assert_eq!(stored_turns(&store, &parent), 4);
+    assert_eq!(stored_turns(&store, &fork), 2);
+    let info = store.info(&fork).unwrap();
+    assert_eq!((info.parent, info.forked_at_index), (Some(parent), Some(4)));
+}
+
+#[test]
+fn a_log_copied_with_its_uuids_and_a_new_session_id_is_a_fork_of_the_original() {
+    let store = Store::in_memory().unwrap();
+    claude(&store, &parent_log());
+    // Some tools fork a Claude Code log by copying it whole and rewriting only its
+    // `sessionId`; the conversation then goes on in the copy.
+    let copy =
+        parent_log().replace(PARENT, FORK) + &cc(FORK, "fu1", Some("a2"), "One more thing.", None);
+    let report = claude(&store, &copy);
+    let (parent, fork) = (
+        SessionId::new(PARENT).unwrap(),
+        SessionId::new(FORK).unwrap(),
+    );
+    assert_eq!(report.sessions, [fork.clone()], "{report:?}");
+    assert_eq!(report.turns, 1);
+    let info = store.info(&fork).unwrap();
+    assert_eq!(
+        (info.parent, info.forked_at_index),
+        (Some(parent.clone()), Some(4))
+    );
+    assert_eq!(stored_turns(&store, &parent), 4);
+}

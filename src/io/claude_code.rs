@@ -22,6 +22,7 @@
 //! committed in one transaction: all or nothing.
 
 use super::report::{lines, TranscriptOptions, TranscriptReport};
+use super::root::SharedCopy;
 use crate::error::{Error, Result};
 use crate::model::{
     Agent, ForkOptions, Kind, Label, NewSession, NewTurn, Role, SessionId, MAX_FORK_DEPTH,
@@ -65,6 +66,9 @@ struct Node {
     /// tool result with `toolUseResult.agentId` (structured), or an `agentId: <id>` line
     /// in its text.
     spawned: Vec<(String, String, bool)>,
+    /// A line a fork's log copied from its parent's (`forkedFrom`): its `uuid` is the
+    /// original's.
+    copy: bool,
 }
 
 /// What a line is.
@@ -572,7 +576,10 @@ impl Build<'_, '_> {
                     length = end;
                 }
                 None => {
-                    if self.scratch.require(&session)?.length != length {
+                    if let Some(log) = self.fork_log(&node, &session)? {
+                        // The first own line of a fork's log: its session, a fork here.
+                        session = self.fork_for_log(&session, length, log, &node)?;
+                    } else if self.scratch.require(&session)?.length != length {
                         // The session went on differently: this line starts a branch.
                         let label = self.next_label("alt");
                         session = self.fork(&session, length, label, node.line, node.file)?;
@@ -854,6 +861,57 @@ impl Build<'_, '_> {
         Ok(id)
     }
 
+    /// The log `node` starts the session of, if it is the first own line of a log
+    /// that goes on from another log's lines: a fork's log (merged into this family by
+    /// [`Forks::merge`]), or a copy of a log made with its uuids kept and only its
+    /// `sessionId` changed. Its `sessionId` names a log with no session yet.
+    fn fork_log(&self, node: &Node, session: &SessionId) -> Result<Option<SessionId>> {
+        let Some(log) = &node.log_session else {
+            return Ok(None);
+        };
+        if node.copy || node.agent.is_some() || session.as_str() == log {
+            return Ok(None);
+        }
+        let Ok(id) = SessionId::new(log.clone()) else {
+            return Ok(None);
+        };
+        Ok((!self.scratch.exists(&id)?).then_some(id))
+    }
+
+    /// The session of a fork's log: a fork of `from` at `at`, named by the log; the
+    /// report names what it shares.
+    fn fork_for_log(
+        &mut self,
+        from: &SessionId,
+        at: u64,
+        log: SessionId,
+        node: &Node,
+    ) -> Result<SessionId> {
+        let label = self.next_label("fork");
+        let plan = self
+            .scratch
+            .fork(
+                from,
+                ForkOptions {
+                    at: Some(at),
+                    label: Some(label.clone()),
+                    id: Some(log.to_string()),
+                    reason: Some("imported from Claude Code: a fork's log".into()),
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| invalid(self.files, node.file, node.line, e))?;
+        let id = SessionId::new(plan.session)?;
+        self.created(&id);
+        self.report.shared.push(SharedCopy {
+            session: id.clone(),
+            parent: from.clone(),
+            shared_turns: at,
+            branch: label,
+        });
+        Ok(id)
+    }
+
     /// Appends a line's turns, each carrying the line's uuid.
     fn append(&mut self, session: &SessionId, node: &Node) -> Result<()> {
         let first = self.scratch.require(session)?.length;
@@ -933,6 +991,7 @@ fn read_families(
     let total: u64 = files.iter().map(|f| lines(&f.text).len() as u64).sum();
     let mut done = 0u64;
     let mut families: BTreeMap<Option<String>, Family> = BTreeMap::new();
+    let mut forks = Forks::default();
     for (index, file) in files.iter().enumerate() {
         // Lines that name no log (snapshots, summaries) belong to the file's log.
         let file_key = lines(&file.text).into_iter().find_map(|(_, line)| {
@@ -944,9 +1003,9 @@ fn read_families(
             if let Some(progress) = options.progress {
                 progress(done, total);
             }
-            let parsed = serde_json::from_str::<Value>(line)
-                .map_err(|e| e.to_string())
-                .and_then(|v| claude_line(&v));
+            let value = serde_json::from_str::<Value>(line).map_err(|e| e.to_string());
+            let forked = value.as_ref().ok().and_then(forked_from);
+            let parsed = value.and_then(|v| claude_line(&v));
             let key = match &parsed {
                 Ok(Line::Message(node)) => node.log_session.clone(),
                 Ok(Line::Other { log_session, .. }) => log_session.clone(),
@@ -963,12 +1022,19 @@ fn read_families(
                     family.passthrough.insert(node.uuid, node.parent);
                 }
                 Ok(Line::Message(node)) => {
-                    let node = Node {
+                    let mut node = Node {
                         file: index,
                         line: n,
                         agent: node.agent.or_else(|| file.agent.clone()),
                         ..node
                     };
+                    if let Some((parent_log, original)) = forked {
+                        if let Some(log) = &node.log_session {
+                            forks.fork_of.insert(log.clone(), parent_log);
+                        }
+                        forks.alias.insert(node.uuid.clone(), original);
+                        node.copy = true;
+                    }
                     if let Some(&first) = family.by_uuid.get(&node.uuid) {
                         if options.skip_invalid {
                             skip(report, files, index, n);
@@ -998,7 +1064,91 @@ fn read_families(
             }
         }
     }
-    Ok(families)
+    Ok(forks.merge(families))
+}
+
+/// `(sessionId, messageUuid)` of a line's `forkedFrom`: the line is a copy, in a fork's
+/// log (`/branch`, `--fork-session`, the Agent SDK's `forkSession`), of that message of
+/// that session.
+fn forked_from(v: &Value) -> Option<(String, String)> {
+    let from = v.get("forkedFrom")?;
+    let text = |key: &str| from.get(key).and_then(Value::as_str).map(str::to_string);
+    Some((text("sessionId")?, text("messageUuid")?))
+}
+
+/// The forks' logs an import holds, from their lines' `forkedFrom`.
+#[derive(Default)]
+struct Forks {
+    /// A fork's log id → the log it was forked from.
+    fork_of: HashMap<String, String>,
+    /// A copied line's uuid → the uuid of the message it copies.
+    alias: HashMap<String, String>,
+}
+
+impl Forks {
+    /// What `uuid` is a copy of, through copies of copies (a fork of a fork).
+    fn original(&self, uuid: &str) -> String {
+        let mut uuid = uuid;
+        for _ in 0..=MAX_FORK_DEPTH {
+            match self.alias.get(uuid) {
+                Some(next) if next != uuid => uuid = next,
+                _ => break,
+            }
+        }
+        uuid.to_string()
+    }
+
+    /// The log a fork's log was first forked from (itself when it is no fork).
+    fn root_log(&self, log: &str) -> String {
+        let mut log = log;
+        for _ in 0..=MAX_FORK_DEPTH {
+            match self.fork_of.get(log) {
+                Some(next) if next != log => log = next,
+                _ => break,
+            }
+        }
+        log.to_string()
+    }
+
+    /// Moves each fork's lines into the family of the log it was forked from: its copied
+    /// lines become the messages they copy (dropped where the import holds those), and
+    /// its own lines hang on them. Its own lines keep their `sessionId`, which makes
+    /// them a session of their own (a fork named by the fork's log), so the copied
+    /// history is stored once.
+    fn merge(
+        &self,
+        mut families: BTreeMap<Option<String>, Family>,
+    ) -> BTreeMap<Option<String>, Family> {
+        if self.fork_of.is_empty() {
+            return families;
+        }
+        let keys: Vec<Option<String>> = families.keys().cloned().collect();
+        for key in keys {
+            let Some(log) = &key else { continue };
+            let root = self.root_log(log);
+            if root == *log {
+                continue;
+            }
+            let Some(fork) = families.remove(&key) else {
+                continue;
+            };
+            let into = families.entry(Some(root)).or_default();
+            for (uuid, parent) in fork.passthrough {
+                let parent = parent.map(|p| self.original(&p));
+                into.passthrough.insert(self.original(&uuid), parent);
+            }
+            for mut node in fork.nodes {
+                node.uuid = self.original(&node.uuid);
+                node.parent = node.parent.map(|p| self.original(&p));
+                if node.copy && into.by_uuid.contains_key(&node.uuid) {
+                    continue;
+                }
+                into.by_uuid.insert(node.uuid.clone(), into.nodes.len());
+                into.nodes.push(node);
+            }
+        }
+        families
+    }
 }
 
 /// The nearest imported ancestor of a line, through lines that are not imported.
