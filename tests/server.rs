@@ -712,6 +712,73 @@ fn rest_turns_in_full_batches_all_or_none_and_pop() {
 }
 
 #[test]
+fn a_session_posted_with_turns_that_repeat_a_stored_one_is_stored_as_a_fork_of_it() {
+    let s = start(with_token());
+    let turns = json!([
+        {"role": "user", "content": "Plan a trip to Lima."},
+        {"role": "assistant", "content": "Three days.", "model": "m1"},
+        {"role": "user", "content": "Make it four."}
+    ]);
+    let r = s.post_json(
+        "/sessions",
+        Some(TOKEN),
+        json!({"id": "trip", "turns": turns}),
+    );
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(
+        r.json::<Value>().unwrap(),
+        json!({"session": "trip", "turns": 3})
+    );
+    // The same first two turns, then another request: a fork of "trip" at 2.
+    let retry = json!([
+        {"role": "user", "content": "Plan a trip to Lima."},
+        {"role": "assistant", "content": "Three days.", "model": "m1"},
+        {"role": "user", "content": "Make it two."}
+    ]);
+    let r = s.post_json(
+        "/sessions",
+        Some(TOKEN),
+        json!({"id": "trip-2", "title": "shorter", "turns": retry}),
+    );
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(
+        r.json::<Value>().unwrap(),
+        json!({"session": "trip-2", "turns": 1, "shared": {
+            "session": "trip-2", "parent": "trip", "shared_turns": 2, "branch": "copy"}})
+    );
+    let info: Value = s.get("/sessions/trip-2", "").json().unwrap();
+    assert_eq!(
+        (&info["parent"], &info["forked_at_index"], &info["title"]),
+        (&json!("trip"), &json!(2), &json!("shorter"))
+    );
+    let replay: Value = s.get("/sessions/trip-2/replay", "").json().unwrap();
+    assert_eq!(replay[2]["content"], "Make it two.");
+    // no_dedup: a root of its own.
+    let r = s.post_json(
+        "/sessions",
+        Some(TOKEN),
+        json!({"id": "trip-3", "turns": retry, "no_dedup": true}),
+    );
+    assert_eq!(
+        r.json::<Value>().unwrap(),
+        json!({"session": "trip-3", "turns": 3})
+    );
+    // A bad turn names its place and writes nothing; so does no token.
+    let before = s.quads();
+    let r = s.post_json(
+        "/sessions",
+        Some(TOKEN),
+        json!({"id": "bad", "turns": [{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}]}),
+    );
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let message = r.json::<Value>().unwrap()["message"].to_string();
+    assert!(message.contains("turn 1"), "{message}");
+    let r = s.post_json("/sessions", None, json!({"id": "bad", "turns": retry}));
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(s.quads(), before);
+}
+
+#[test]
 fn bodies_and_contents_over_the_limits_get_413_and_change_nothing() {
     let limits = Limits {
         content_bytes: 1024,

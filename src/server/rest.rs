@@ -198,19 +198,45 @@ struct CreateBody {
     id: Option<String>,
     title: Option<String>,
     principal: Option<String>,
+    /// The session's turns, written with it in one bulk load, all or none.
+    turns: Option<Vec<serde_json::Value>>,
+    /// With turns: store it whole even when its start repeats a stored session's.
+    #[serde(default)]
+    no_dedup: bool,
 }
 
+/// `POST /sessions`: `{"session"}`; with `turns`, the session goes in with them (a copy
+/// of a stored session's start as a fork of it) → `{"session", "turns", "shared"}`.
 async fn create(state: Shared, _: Authorized, Body(b): Body<CreateBody>) -> Reply {
-    let session = writing(&state, move |s| {
-        s.create_session(NewSession {
-            id: b.id,
-            title: b.title,
-            principal: b.principal,
-        })
+    let session = NewSession {
+        id: b.id,
+        title: b.title,
+        principal: b.principal,
+    };
+    let Some(turns) = b.turns else {
+        let session = writing(&state, move |s| s.create_session(session)).await?;
+        let body = Json(json!({ "session": session }));
+        return Ok((StatusCode::CREATED, body).into_response());
+    };
+    let turns = turns
+        .into_iter()
+        .enumerate()
+        .map(|(n, v)| turn_body(v, &format!("turn {n}: ")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let no_dedup = b.no_dedup;
+    let report = writing(&state, move |s| {
+        let options = crate::TranscriptOptions {
+            no_dedup,
+            ..Default::default()
+        };
+        s.import_sessions_with([(session, turns)], &options)
     })
     .await?;
-    let body = Json(json!({ "session": session }));
-    Ok((StatusCode::CREATED, body).into_response())
+    let mut body = json!({ "session": report.sessions[0], "turns": report.turns });
+    if let Some(shared) = report.shared.first() {
+        body["shared"] = json!(shared);
+    }
+    Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 async fn show(state: Shared, Session(session): Session) -> Reply {
@@ -247,6 +273,17 @@ impl TurnBody {
     }
 }
 
+/// One turn of a request body; `what` says which in an error ("turn 2: ").
+fn turn_body(value: serde_json::Value, what: &str) -> Result<NewTurn, ApiError> {
+    serde_json::from_value::<TurnBody>(value)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {what}{e}")))?
+        .into_turn()
+        .map_err(|e| ApiError {
+            message: format!("{what}{}", e.message),
+            ..e
+        })
+}
+
 /// `POST /sessions/{id}/turns`: one turn (a JSON object) → `{"session", "index"}`, or
 /// several (an array of them, appended all or none) → `{"session", "indices"}`.
 async fn append(
@@ -255,11 +292,7 @@ async fn append(
     Session(session): Session,
     Body(body): Body<serde_json::Value>,
 ) -> Reply {
-    let parse = |value: serde_json::Value, what: &str| -> Result<NewTurn, ApiError> {
-        serde_json::from_value::<TurnBody>(value)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {what}{e}")))?
-            .into_turn()
-    };
+    let parse = turn_body;
     let id = session.clone();
     let reply = match body {
         serde_json::Value::Array(values) if values.is_empty() => {
