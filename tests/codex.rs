@@ -392,9 +392,11 @@ fn a_rollout_that_starts_with_a_byte_order_mark_is_read_as_without_one() {
 #[test]
 fn a_rollout_of_nothing_to_import_is_refused() {
     let s = Store::in_memory().unwrap();
+    // No response item, and no event that shows a message (those would be turns).
     let text = rollout()
         .lines()
         .filter(|l| !l.contains("\"type\":\"response_item\""))
+        .filter(|l| !l.contains("_message\""))
         .collect::<Vec<_>>()
         .join("\n");
     let err = fails_unchanged(&s, || import(&s, &text, false));
@@ -507,24 +509,26 @@ fn the_command_line_imports_a_rollout_and_prints_the_report() {
     // A broken line under --skip-invalid: imported without it, the line listed.
     let dir = tempfile::tempdir().unwrap();
     let broken = dir.path().join("broken.jsonl");
-    let text = with_line(3, "{\"timestamp\":").replace(SESSION, "cli-broken");
+    let text = with_line(6, "{\"timestamp\":").replace(SESSION, "cli-broken");
     std::fs::write(&broken, text).unwrap();
     let out = run(&["import", broken.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("line 3: "), "{stderr}");
+    assert!(stderr.contains("line 6: "), "{stderr}");
     assert_eq!(quads(&server), before);
+    // (Stored whole: its start repeats the rollout imported above.)
     let out = run(&[
         "import",
         broken.to_str().unwrap(),
         "--skip-invalid",
+        "--no-dedup",
         "--json",
     ]);
     assert!(out.status.success());
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["imported"], json!(["cli-broken"]));
     assert_eq!(report["turns"], 9);
-    assert_eq!(report["skipped_invalid"], json!([3]));
+    assert_eq!(report["skipped_invalid"], json!([6]));
 }
 
 /// Every line cut short, dropped, doubled, swapped with the next or with a quote
@@ -588,4 +592,50 @@ fn a_turn_the_write_path_refuses_is_a_malformed_line_too() {
     );
     let report = import(&s, &text, true).unwrap();
     assert_eq!((report.turns, report.skipped_invalid), (2, vec![4]));
+}
+
+#[test]
+fn a_rollout_of_events_only_keeps_its_prompts_and_answers() {
+    // Some Codex versions recorded the conversation only as what the UI was shown.
+    let line = |kind: &str, payload: Value| {
+        json!({"timestamp": "2025-05-02T10:00:00.000Z", "type": kind, "payload": payload})
+            .to_string()
+    };
+    let text = [
+        line("session_meta", json!({"id": "0196905c-1111-7000-8000-000000000001", "timestamp": "2025-05-02T10:00:00.000Z"})),
+        line("event_msg", json!({"type": "user_message", "message": "List the files."})),
+        line("turn_context", json!({"model": "codex-mini"})),
+        line("event_msg", json!({"type": "agent_message", "message": "There are three."})),
+        line("event_msg", json!({"type": "token_count", "info": null})),
+        line("response_item", json!({"type": "function_call", "name": "shell", "call_id": "k1", "arguments": "{}"})),
+    ]
+    .join("\n");
+    let store = Store::in_memory().unwrap();
+    let report = import(&store, &text, false).unwrap();
+    assert_eq!(report.turns, 3, "{report:?}");
+    assert_eq!(report.skipped_types.get("event_msg"), Some(&1));
+    let turns = store.load(&report.sessions[0], None).unwrap();
+    let seen: Vec<(Role, &str, Option<&str>)> = turns
+        .iter()
+        .map(|t| (t.role, t.content.as_str(), t.model.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (Role::User, "List the files.", None),
+            (Role::Assistant, "There are three.", Some("codex-mini")),
+            (Role::Assistant, "", Some("codex-mini")),
+        ]
+    );
+    // Where response items carry the messages, the events that repeat them stay
+    // skipped: the fixture's prompt is imported once.
+    let store = Store::in_memory().unwrap();
+    let report = import(&store, &rollout(), false).unwrap();
+    let prompts = store
+        .load(&report.sessions[0], None)
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.content.starts_with("The test for parse_date fails"))
+        .count();
+    assert_eq!(prompts, 1);
 }

@@ -357,7 +357,7 @@ fn a_claude_code_fork_log_is_a_fork_of_the_session_it_copies_at_each_fork_point(
             let report = claude(&store, &fork_log(upto));
             assert_eq!(
                 report.sessions,
-                [fork.clone()],
+                std::slice::from_ref(&fork),
                 "{kind} at {upto}: {report:?}"
             );
             assert_eq!(report.turns, 2, "{kind} at {upto}: only its own lines");
@@ -390,7 +390,11 @@ fn a_claude_code_fork_log_is_a_fork_of_the_session_it_copies_at_each_fork_point(
         // The fork's log grown and imported again: its new line goes to the fork.
         let grown = fork_log(2) + &cc(FORK, "fu2", Some("fa1"), "Thanks.", None);
         let again = claude(&store, &grown);
-        assert_eq!(again.extended, [fork.clone()], "{kind}: {again:?}");
+        assert_eq!(
+            again.extended,
+            std::slice::from_ref(&fork),
+            "{kind}: {again:?}"
+        );
         assert_eq!((again.turns, stored_turns(&store, &fork)), (1, 3), "{kind}");
     }
 }
@@ -408,7 +412,7 @@ fn a_fork_log_before_its_parent_shares_the_history_and_the_parent_log_extends_it
     assert_eq!(stored_turns(&store, &fork), 2);
     // The parent's own log, later: what it holds past the copy is appended.
     let later = claude(&store, &parent_log());
-    assert_eq!(later.extended, [parent.clone()], "{later:?}");
+    assert_eq!(later.extended, std::slice::from_ref(&parent), "{later:?}");
     assert_eq!(later.turns, 2);
     assert_eq!(stored_turns(&store, &parent), 4);
     assert_eq!(store.info(&fork).unwrap().forked_at_index, Some(2));
@@ -448,7 +452,7 @@ fn a_log_copied_with_its_uuids_and_a_new_session_id_is_a_fork_of_the_original() 
         SessionId::new(PARENT).unwrap(),
         SessionId::new(FORK).unwrap(),
     );
-    assert_eq!(report.sessions, [fork.clone()], "{report:?}");
+    assert_eq!(report.sessions, std::slice::from_ref(&fork), "{report:?}");
     assert_eq!(report.turns, 1);
     let info = store.info(&fork).unwrap();
     assert_eq!(

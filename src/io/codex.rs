@@ -73,8 +73,10 @@ impl Store {
     ///   the name of the tool it called.
     /// - `compacted` lines become assistant `compaction` turns holding the summary.
     /// - `turn_context` lines set the model later assistant turns are attributed to.
+    /// - `event_msg` user and agent messages become turns when no `response_item`
+    ///   message of their role is in the rollout (some versions wrote only events).
     ///
-    /// Everything else (`event_msg`, `turn_context` itself, later `session_meta` lines,
+    /// Everything else (other events, `turn_context` itself, later `session_meta` lines,
     /// response items of other types such as `web_search_call`, items with no text) is
     /// counted by type in [`TranscriptReport::skipped_types`]. A malformed line, or an
     /// output for a call no earlier line makes, refuses the import naming the line,
@@ -122,6 +124,15 @@ impl Store {
             },
         )?;
 
+        // Roles that response items carry messages of: events of those roles repeat
+        // them; events of the others are the only record of their messages.
+        let itemized: Vec<Role> = items
+            .iter()
+            .filter_map(|(_, item)| match item {
+                Ok(Item::Turn(turn, Call::None)) if turn.kind == Kind::Message => Some(turn.role),
+                _ => None,
+            })
+            .collect();
         let mut model: Option<String> = None;
         // Tool call id -> the name of the tool it calls, for the outputs that answer it.
         let mut calls: HashMap<String, String> = HashMap::new();
@@ -140,6 +151,15 @@ impl Store {
                     Ok(Step::Skip("turn_context".into()))
                 }
                 Item::Skipped(kind) => Ok(Step::Skip(kind)),
+                Item::Event(turn) if itemized.contains(&turn.role) => {
+                    Ok(Step::Skip("event_msg".into()))
+                }
+                Item::Event(mut turn) => {
+                    if let (Role::Assistant, Some(model)) = (turn.role, &model) {
+                        turn.model = Some(model.clone());
+                    }
+                    Ok(Step::Append(*turn, None))
+                }
                 Item::Turn(turn, call) => {
                     let mut turn = *turn;
                     let mut makes = None;
@@ -226,6 +246,9 @@ enum Item {
     Context { model: Option<String> },
     /// A turn, and the tool call it makes or answers.
     Turn(Box<NewTurn>, Call),
+    /// A user or agent message the UI was shown (`event_msg`): a turn only in a rollout
+    /// with no `response_item` message of its role (early versions wrote only these).
+    Event(Box<NewTurn>),
     /// A line forktrail does not import, by type.
     Skipped(String),
 }
@@ -290,6 +313,19 @@ fn rollout_line(value: Value, n: u64) -> std::result::Result<Item, String> {
             Ok(Item::Turn(Box::new(turn), Call::None))
         }
         "response_item" => response_item(payload, n),
+        "event_msg" => {
+            let role = match payload.get("type").and_then(Value::as_str) {
+                Some("user_message") => Role::User,
+                Some("agent_message") => Role::Assistant,
+                _ => return Ok(Item::Skipped(kind)),
+            };
+            match payload.get("message").and_then(Value::as_str) {
+                Some(text) if !text.trim().is_empty() => {
+                    Ok(Item::Event(Box::new(NewTurn::new(role, text))))
+                }
+                _ => Ok(Item::Skipped(kind)),
+            }
+        }
         _ => Ok(Item::Skipped(kind)),
     }
 }
