@@ -3,11 +3,16 @@
 //! feature) on RocksDB in a temp dir, and on RocksDB the same turns' quads, already made,
 //! written by Oxigraph's bulk loader alone (the ceiling); turns per second, median of 3.
 //!
+//! Then many sessions at once (`Store::import_sessions_with`, 2,000 sessions of 10
+//! turns, into a RocksDB store already holding 2,000 others): with dedup (the digest
+//! lookups that find copies), without it, and with every session a copy of a stored
+//! one's first 8 turns (stored as forks holding 2); turns given per second.
+//!
 //! `cargo bench --bench import` prints a table; `FORKTRAIL_BENCH_JSON=1` one JSON object
 //! of named figures; `FORKTRAIL_BENCH_QUICK=1` (or a run without `--bench`) smaller
 //! sizes.
 
-use forktrail::{Store, TranscriptOptions};
+use forktrail::{NewSession, NewTurn, Role, Store, TranscriptOptions};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -96,6 +101,63 @@ fn loader_alone(n: usize) -> f64 {
     n as f64 / median(times).as_secs_f64()
 }
 
+/// `count` sessions of `turns` turns, user and assistant in turn, texts from `seed`.
+fn sessions(count: usize, turns: usize, seed: usize) -> Vec<(NewSession, Vec<NewTurn>)> {
+    let texts = contents(64);
+    (0..count)
+        .map(|s| {
+            let turns = (0..turns)
+                .map(|t| {
+                    let role = if t % 2 == 0 {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    };
+                    let text = &texts[(s + t) % texts.len()];
+                    NewTurn::new(role, format!("{seed} {s} {t} {text}"))
+                })
+                .collect();
+            (NewSession::default(), turns)
+        })
+        .collect()
+}
+
+/// Turns per second of importing 2,000 sessions of 10 turns at once into a RocksDB store
+/// holding 2,000 others: new ones (`copies` false) or copies of the stored ones' first
+/// 8 turns, with dedup on or off.
+#[cfg(feature = "rocksdb")]
+fn many_sessions(dedup: bool, copies: bool) -> f64 {
+    const COUNT: usize = 2_000;
+    let times: Vec<Duration> = (0..3)
+        .map(|_| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path().join("store")).unwrap();
+            store.import_sessions(sessions(COUNT, 10, 0)).unwrap();
+            let batch = if copies {
+                let mut batch = sessions(COUNT, 10, 0);
+                let other = sessions(COUNT, 10, 1);
+                for ((_, turns), (_, new)) in batch.iter_mut().zip(other) {
+                    turns.truncate(8);
+                    turns.extend(new.into_iter().skip(8));
+                }
+                batch
+            } else {
+                sessions(COUNT, 10, 1)
+            };
+            let options = TranscriptOptions {
+                no_dedup: !dedup,
+                ..Default::default()
+            };
+            let started = Instant::now();
+            let report = store.import_sessions_with(batch, &options).unwrap();
+            let took = started.elapsed();
+            assert_eq!(report.shared.len(), if dedup && copies { COUNT } else { 0 });
+            took
+        })
+        .collect();
+    (2_000 * 10) as f64 / median(times).as_secs_f64()
+}
+
 fn main() {
     let quick = std::env::var_os("FORKTRAIL_BENCH_QUICK").is_some()
         || !std::env::args().any(|a| a == "--bench");
@@ -116,6 +178,17 @@ fn main() {
                 loader_alone(n),
             );
         }
+    }
+    #[cfg(feature = "rocksdb")]
+    for (name, dedup, copies) in [
+        ("no_dedup", false, false),
+        ("dedup", true, false),
+        ("dedup_copies", true, true),
+    ] {
+        figures.insert(
+            format!("rocksdb.sessions_2000x10_{name}_turns_per_s"),
+            many_sessions(dedup, copies),
+        );
     }
     if std::env::var_os("FORKTRAIL_BENCH_JSON").is_some() {
         println!("{}", serde_json::to_string_pretty(&figures).unwrap());

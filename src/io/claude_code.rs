@@ -36,39 +36,39 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-/// One JSONL file of a Claude Code project.
+/// One JSONL file of a Claude Code project (or a Pi session file).
 #[derive(Clone, Debug)]
-struct SourceFile {
+pub(super) struct SourceFile {
     /// How errors name it: a path, or nothing for a single log given as text.
-    name: Option<String>,
-    text: String,
+    pub(super) name: Option<String>,
+    pub(super) text: String,
     /// The sub-agent this file is the transcript of (from its name `agent-<id>`).
-    agent: Option<String>,
+    pub(super) agent: Option<String>,
     /// The tool call that launched that sub-agent, from its `agent-<id>.meta.json`.
-    spawned_by: Option<String>,
+    pub(super) spawned_by: Option<String>,
 }
 
 /// A message line and the turns it becomes.
 #[derive(Clone, Debug, Default)]
-struct Node {
-    file: usize,
-    line: u64,
-    uuid: String,
+pub(super) struct Node {
+    pub(super) file: usize,
+    pub(super) line: u64,
+    pub(super) uuid: String,
     /// The line's `type`: `user` or `assistant`.
-    kind: String,
-    parent: Option<String>,
-    sidechain: bool,
+    pub(super) kind: String,
+    pub(super) parent: Option<String>,
+    pub(super) sidechain: bool,
     /// The sub-agent whose transcript holds this line (`agentId`, or the file's).
-    agent: Option<String>,
-    log_session: Option<String>,
-    turns: Vec<NewTurn>,
+    pub(super) agent: Option<String>,
+    pub(super) log_session: Option<String>,
+    pub(super) turns: Vec<NewTurn>,
     /// `(tool call id, sub-agent id, structured)` of sub-agents this line reports on: a
     /// tool result with `toolUseResult.agentId` (structured), or an `agentId: <id>` line
     /// in its text.
-    spawned: Vec<(String, String, bool)>,
+    pub(super) spawned: Vec<(String, String, bool)>,
     /// A line a fork's log copied from its parent's (`forkedFrom`): its `uuid` is the
     /// original's.
-    copy: bool,
+    pub(super) copy: bool,
 }
 
 /// What a line is.
@@ -141,6 +141,20 @@ impl Store {
     ) -> Result<TranscriptReport> {
         let mut report = TranscriptReport::default();
         let families = read_families(&files, options, &mut report)?;
+        self.import_families(&files, families, "claude-code", options, report)
+    }
+
+    /// Builds the sessions of `families` (each a log's lines, chained by uuid) in a
+    /// scratch store and commits them in one transaction; `source` names the tool in
+    /// the main sessions' titles (`{source} {log}`).
+    pub(super) fn import_families(
+        &self,
+        files: &[SourceFile],
+        families: BTreeMap<Option<String>, Family>,
+        source: &'static str,
+        options: &TranscriptOptions<'_>,
+        mut report: TranscriptReport,
+    ) -> Result<TranscriptReport> {
         let spawns: HashMap<String, String> = files
             .iter()
             .filter_map(|f| Some((f.agent.clone()?, f.spawned_by.clone()?)))
@@ -156,7 +170,8 @@ impl Store {
             Build {
                 store: self,
                 scratch: &scratch,
-                files: &files,
+                source,
+                files,
                 log: key,
                 family,
                 spawns: &spawns,
@@ -300,12 +315,12 @@ impl Store {
 
 /// The lines of one session log and its sub-agents.
 #[derive(Default)]
-struct Family {
-    nodes: Vec<Node>,
-    by_uuid: HashMap<String, usize>,
+pub(super) struct Family {
+    pub(super) nodes: Vec<Node>,
+    pub(super) by_uuid: HashMap<String, usize>,
     /// Lines not imported (other types, thinking only): uuid → parent, so children
     /// hang on to the nearest imported ancestor.
-    passthrough: HashMap<String, Option<String>>,
+    pub(super) passthrough: HashMap<String, Option<String>>,
 }
 
 /// What an import writes.
@@ -350,6 +365,8 @@ impl Queue {
 struct Build<'a, 'o> {
     store: &'a Store,
     scratch: &'a Store,
+    /// The tool the logs come from, as titles name it.
+    source: &'static str,
     files: &'a [SourceFile],
     log: Option<String>,
     family: Family,
@@ -466,8 +483,12 @@ impl Build<'_, '_> {
         let mut roots: Vec<SessionNode> = Vec::new();
         let not_imported = |id: &SessionId| {
             Error::Conflict(format!(
-                "session {id} already exists and was not imported from a Claude Code log; \
-                 delete it first or import into another store"
+                "session {id} already exists and was not imported from a {} log; delete it \
+                 first or import into another store",
+                match self.source {
+                    "pi" => "Pi",
+                    _ => "Claude Code",
+                }
             ))
         };
         let log = self.log.clone().unwrap_or_default();
@@ -629,7 +650,7 @@ impl Build<'_, '_> {
                     } else {
                         None
                     },
-                    title: self.log.as_ref().map(|l| format!("claude-code {l}")),
+                    title: self.log.as_ref().map(|l| format!("{} {l}", self.source)),
                     principal: None,
                 })?;
                 self.main.get_or_insert(id.clone());

@@ -89,40 +89,7 @@ impl Store {
         let mut report = TranscriptReport::default();
         let items = read_items(text);
 
-        let meta_id = items.iter().find_map(|(_, item)| match item {
-            Ok(Item::Meta { id }) => Some(id.clone()),
-            _ => None,
-        });
-        // A rollout without a usable id is named by its first line (its session meta,
-        // with the start time, or its first item), so importing it again is refused
-        // like any other re-import, and the same rollout grown longer keeps its name.
-        let id = match meta_id.clone().flatten().map(SessionId::new) {
-            Some(Ok(id)) => id,
-            _ => {
-                let first = lines(text).first().map_or("", |(_, line)| *line);
-                let digest = crate::rdf::sha256_hex(&[first.trim().as_bytes()]);
-                SessionId::new(format!("codex-{}", &digest[..32]))?
-            }
-        };
-        if self.exists(&id)? {
-            return Err(Error::Conflict(format!(
-                "session {id} already exists: this Codex rollout was imported before \
-                 (or another session has its id); delete it first or import into \
-                 another store"
-            )));
-        }
-        let title = match meta_id.flatten() {
-            Some(raw) => format!("codex {raw}"),
-            None => "codex rollout".into(),
-        };
-        let mut root = RootBuilder::new(
-            self.limits,
-            NewSession {
-                id: Some(id.to_string()),
-                title: Some(title),
-                principal: None,
-            },
-        )?;
+        let mut root = self.rollout_root(text, &items)?;
 
         // Roles that response items carry messages of: events of those roles repeat
         // them; events of the others are the only record of their messages.
@@ -210,6 +177,49 @@ impl Store {
         }
         report.added(self.add_root(root, options)?);
         Ok(report)
+    }
+
+    /// The new root session a rollout goes into: named by its `session_meta` id (or,
+    /// without a usable one, by a digest of its first line), refused if it exists.
+    fn rollout_root(
+        &self,
+        text: &str,
+        items: &[(u64, std::result::Result<Item, String>)],
+    ) -> Result<RootBuilder> {
+        let meta_id = items.iter().find_map(|(_, item)| match item {
+            Ok(Item::Meta { id }) => Some(id.clone()),
+            _ => None,
+        });
+        // A rollout without a usable id is named by its first line (its session meta,
+        // with the start time, or its first item), so importing it again is refused
+        // like any other re-import, and the same rollout grown longer keeps its name.
+        let id = match meta_id.clone().flatten().map(SessionId::new) {
+            Some(Ok(id)) => id,
+            _ => {
+                let first = lines(text).first().map_or("", |(_, line)| *line);
+                let digest = crate::rdf::sha256_hex(&[first.trim().as_bytes()]);
+                SessionId::new(format!("codex-{}", &digest[..32]))?
+            }
+        };
+        if self.exists(&id)? {
+            return Err(Error::Conflict(format!(
+                "session {id} already exists: this Codex rollout was imported before \
+                 (or another session has its id); delete it first or import into \
+                 another store"
+            )));
+        }
+        let title = match meta_id.flatten() {
+            Some(raw) => format!("codex {raw}"),
+            None => "codex rollout".into(),
+        };
+        RootBuilder::new(
+            self.limits,
+            NewSession {
+                id: Some(id.to_string()),
+                title: Some(title),
+                principal: None,
+            },
+        )
     }
 }
 

@@ -1,6 +1,6 @@
 //! The formats forktrail reads and writes, and how a file's content tells which it is.
 
-use super::codex;
+use super::{codex, pi};
 use crate::error::{Error, Result};
 use oxigraph::io::{RdfFormat, RdfParser};
 use std::str::FromStr;
@@ -82,12 +82,15 @@ pub enum ImportFormat {
     /// An OpenAI Codex CLI rollout (JSONL): `{"timestamp", "type", "payload"}` lines,
     /// or an early rollout's bare session meta and response items.
     Codex,
+    /// A Pi session file (JSONL): a `session` header, then entries forming a tree by
+    /// `id`/`parentId`.
+    Pi,
 }
 
 impl ImportFormat {
     /// Every import format's name, as `--format` takes it.
     pub const NAMES: &'static [&'static str] =
-        &["trig", "nquads", "openai", "claude-code", "codex"];
+        &["trig", "nquads", "openai", "claude-code", "codex", "pi"];
 
     /// The format `content` is written in, told from its first lines, or `None` when it
     /// looks like none of them.
@@ -98,6 +101,7 @@ impl ImportFormat {
     /// assert_eq!(ImportFormat::sniff(b"{\"role\": \"user\", \"content\": \"hi\"}\n"), Some(ImportFormat::OpenAi));
     /// assert_eq!(ImportFormat::sniff(b"{\"type\": \"user\", \"uuid\": \"u1\"}\n"), Some(ImportFormat::ClaudeCode));
     /// assert_eq!(ImportFormat::sniff(b"{\"timestamp\": \"2025-09-01T10:00:00.000Z\", \"type\": \"session_meta\", \"payload\": {\"id\": \"s1\"}}\n"), Some(ImportFormat::Codex));
+    /// assert_eq!(ImportFormat::sniff(b"{\"type\": \"session\", \"version\": 3, \"id\": \"s1\"}\n"), Some(ImportFormat::Pi));
     /// assert_eq!(ImportFormat::sniff(b"<urn:s> <urn:p> <urn:o> <urn:g> .\n"), Some(ImportFormat::NQuads));
     /// assert_eq!(ImportFormat::sniff(b"@prefix ft: <https://w3id.org/forktrail/ns#> .\n"), Some(ImportFormat::TriG));
     /// assert_eq!(ImportFormat::sniff(b"Dear diary,"), None);
@@ -156,6 +160,9 @@ impl ImportFormat {
                 let Ok(serde_json::Value::Object(object)) = serde_json::from_str(line) else {
                     continue;
                 };
+                if i == 0 && pi::is_pi_header(&object) {
+                    return Some(Self::Pi);
+                }
                 if codex::is_rollout_line(&object)
                     || (i == 0 && codex::is_early_rollout_meta(&object))
                 {
@@ -221,6 +228,7 @@ impl FromStr for ImportFormat {
             "openai" => Self::OpenAi,
             "claude-code" => Self::ClaudeCode,
             "codex" => Self::Codex,
+            "pi" => Self::Pi,
             _ => {
                 return Err(Error::InvalidInput(format!(
                     "unknown import format {s:?} (expected one of: {})",

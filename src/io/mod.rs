@@ -10,6 +10,7 @@
 //! | `openai.rs` | OpenAI chat messages in and out |
 //! | `claude_code.rs` | Claude Code logs, sub-agents and project folders in |
 //! | `codex.rs` | OpenAI Codex CLI rollouts in |
+//! | `pi.rs` | Pi session files (a tree in one file) in |
 //! | `copy.rs` | a whole store into another, checked session by session |
 
 mod claude_code;
@@ -18,6 +19,7 @@ mod copy;
 mod formats;
 mod graphs;
 mod openai;
+mod pi;
 mod report;
 mod root;
 
@@ -117,8 +119,8 @@ impl Store {
 
     /// Imports `content` in `format`, or in the format its content shows when `None`
     /// (see [`ImportFormat::sniff`]), all or nothing: forktrail's own TriG or N-Quads,
-    /// an OpenAI transcript or a Codex CLI rollout (one new session each), or a Claude
-    /// Code log.
+    /// an OpenAI transcript or a Codex CLI rollout (one new session each), a Claude
+    /// Code log or a Pi session file.
     pub fn import_with(
         &self,
         content: &[u8],
@@ -141,6 +143,7 @@ impl Store {
             ImportFormat::OpenAi => self.import_openai(text()?, NewSession::default(), options),
             ImportFormat::ClaudeCode => self.import_claude_code(text()?, options),
             ImportFormat::Codex => self.import_codex(text()?, options),
+            ImportFormat::Pi => self.import_pi(text()?, options),
             ImportFormat::TriG | ImportFormat::NQuads => Ok(TranscriptReport {
                 sessions: self.import(content, format)?,
                 ..Default::default()
@@ -177,6 +180,16 @@ impl Store {
         };
         match format {
             ImportFormat::ClaudeCode => self.import_claude_code_path(path, options),
+            ImportFormat::Pi => {
+                let text = String::from_utf8(bytes).map_err(|e| {
+                    Error::InvalidInput(format!(
+                        "{} is not valid UTF-8 (invalid byte at offset {})",
+                        path.display(),
+                        e.utf8_error().valid_up_to()
+                    ))
+                })?;
+                self.import_pi_file(Some(path.display().to_string()), &text, options)
+            }
             other => self.import_with(&bytes, Some(other), options),
         }
     }

@@ -22,11 +22,10 @@ use crate::rdf::{
     TurnRecord,
 };
 use crate::records::{Entry, Run};
-use crate::store::Store;
-use crate::vocab;
+use crate::store::{Store, WriteTx};
 use crate::write::{check_turn, ANONYMOUS};
 use crate::Label;
-use oxigraph::model::NamedNode;
+use oxigraph::model::{Literal, NamedNode, Quad};
 use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -202,22 +201,7 @@ impl Store {
             .map(|_| RefCell::new((Vec::new(), records.then(Run::default))))
             .collect();
         let facts: Vec<SessionNode> = roots.iter().map(|r| self.root_facts(r, &created)).collect();
-        let mut shared = Vec::new();
-        for (facts, root) in facts.iter().zip(&roots) {
-            // Noted before the load, so that a crash past it leaves the session to the
-            // catalog to derive again.
-            tx.forget(&facts.iri);
-            if let Some(base) = &root.base {
-                tx.claim_node(&facts.iri, &facts.iri);
-                tx.claim_label(&base.parent.iri, base.label.as_str());
-                shared.push(SharedCopy {
-                    session: facts.id.clone(),
-                    parent: base.parent.id.clone(),
-                    shared_turns: base.at,
-                    branch: base.label.to_string(),
-                });
-            }
-        }
+        let shared = claim(&mut tx, &facts, &roots);
         let quads = roots.into_iter().enumerate().flat_map(|(r, root)| {
             let RootBuilder {
                 id,
@@ -232,26 +216,7 @@ impl Store {
                 Some(base) => (base.at, base.digest.clone()),
                 None => (0, String::new()),
             };
-            let node = session_quads(
-                &self.iris,
-                &SessionRecord {
-                    id: id.as_str(),
-                    branch: base.as_ref().map_or(Label::MAIN, |b| b.label.as_str()),
-                    principal: &principal,
-                    title: title.as_deref(),
-                    depth: base.as_ref().map_or(0, |b| b.depth),
-                    fork_root: base.as_ref().map_or(&iri, |b| &b.fork_root),
-                    created: &created,
-                },
-                base.as_ref()
-                    .map(|b| ForkRecord {
-                        parent: &b.parent.iri,
-                        at: b.at,
-                        base_digest: Some(b.digest.as_str()),
-                        reason: Some(COPY_REASON),
-                    })
-                    .as_ref(),
-            );
+            let node = self.node_quads(&id, &principal, title.as_deref(), base.as_ref(), &created);
             let principal_iri = self.iris.agent(&principal);
             let (side, declared, written, created) = (&side[r], &declared, &written, &created);
             let turns = turns.into_iter().enumerate().skip(start as usize).flat_map(
@@ -339,7 +304,7 @@ impl Store {
             digests.push(prev.clone());
         }
         let holder = |k: usize| -> Result<Option<SessionNode>> {
-            for (_, graph) in self.rdf().subjects_with(vocab::ft::DIGEST, &digests[k])? {
+            for graph in self.rdf().graphs_with_digest(&digests[k])? {
                 if let Some(facts) = self.facts_of(graph.as_ref())? {
                     return Ok(Some(facts));
                 }
@@ -391,6 +356,38 @@ impl Store {
         }))
     }
 
+    /// The quads of a new session's node: a root, or with `base` a fork of the session
+    /// it copies.
+    fn node_quads(
+        &self,
+        id: &SessionId,
+        principal: &Agent,
+        title: Option<&str>,
+        base: Option<&Base>,
+        created: &Literal,
+    ) -> Vec<Quad> {
+        let iri = self.session_iri(id);
+        session_quads(
+            &self.iris,
+            &SessionRecord {
+                id: id.as_str(),
+                branch: base.map_or(Label::MAIN, |b| b.label.as_str()),
+                principal,
+                title,
+                depth: base.map_or(0, |b| b.depth),
+                fork_root: base.map_or(&iri, |b| &b.fork_root),
+                created,
+            },
+            base.map(|b| ForkRecord {
+                parent: &b.parent.iri,
+                at: b.at,
+                base_digest: Some(b.digest.as_str()),
+                reason: Some(COPY_REASON),
+            })
+            .as_ref(),
+        )
+    }
+
     /// The facts of new root session `root` as the catalog takes them.
     fn root_facts(&self, root: &RootBuilder, created: &oxigraph::model::Literal) -> SessionNode {
         let iri = self.session_iri(&root.id);
@@ -432,4 +429,25 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Notes in `tx` what each new session claims before the load (so that a crash past it
+/// leaves the session to the catalog to derive again, and a copy's fork its label), and
+/// returns the copies stored as forks.
+fn claim(tx: &mut WriteTx<'_>, facts: &[SessionNode], roots: &[RootBuilder]) -> Vec<SharedCopy> {
+    let mut shared = Vec::new();
+    for (facts, root) in facts.iter().zip(roots) {
+        tx.forget(&facts.iri);
+        if let Some(base) = &root.base {
+            tx.claim_node(&facts.iri, &facts.iri);
+            tx.claim_label(&base.parent.iri, base.label.as_str());
+            shared.push(SharedCopy {
+                session: facts.id.clone(),
+                parent: base.parent.id.clone(),
+                shared_turns: base.at,
+                branch: base.label.to_string(),
+            });
+        }
+    }
+    shared
 }

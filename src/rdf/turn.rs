@@ -341,6 +341,16 @@ impl Rdf<'_> {
         })
     }
 
+    /// The graphs holding a turn whose digest is `digest`: the sessions that store a
+    /// turn with that whole history before it (a point lookup on the object).
+    pub(crate) fn graphs_with_digest(&self, digest: &str) -> Result<Vec<NamedNode>> {
+        Ok(self
+            .subjects_with(ft::DIGEST, digest)?
+            .into_iter()
+            .map(|(_, graph)| graph)
+            .collect())
+    }
+
     /// Whether `agent` is declared in the agents graph.
     pub(crate) fn declares(&self, agent: &Agent) -> Result<bool> {
         let iri = self.iris.agent(agent);

@@ -531,7 +531,7 @@ struct ImportParams {
     no_dedup: bool,
 }
 
-/// `POST /import[?format=trig|nquads|openai|claude-code|codex][&no_dedup=true]`: the file
+/// `POST /import[?format=trig|nquads|openai|claude-code|codex|pi][&no_dedup=true]`: the file
 /// as the body; without a format, the body's content tells it.
 async fn import(
     state: Shared,
