@@ -337,18 +337,38 @@ fn compactions_images_and_encrypted_reasoning_are_kept_or_counted() {
 }
 
 #[test]
-fn importing_a_rollout_again_is_refused_naming_its_session() {
+fn a_rollout_imported_again_gains_what_it_grew_and_one_that_differs_is_refused() {
     let s = Store::in_memory().unwrap();
-    import(&s, &rollout(), false).unwrap();
-    let err = fails_unchanged(&s, || import(&s, &rollout(), false));
+    let first = import(&s, &rollout(), false).unwrap();
+    let length = s.info(&first.sessions[0]).unwrap().length;
+    // The same rollout: nothing new, nothing written.
+    let before = quads(&s);
+    let again = import(&s, &rollout(), false).unwrap();
     assert!(
-        matches!(&err, Error::Conflict(m) if m.contains(SESSION) && m.contains("imported before")),
+        again.sessions.is_empty() && again.extended.is_empty(),
+        "{again:?}"
+    );
+    assert_eq!((again.turns, quads(&s)), (0, before));
+    // Grown (Codex appends as the session goes on): the new turns are appended.
+    let line = json!({"timestamp": "2025-09-14T09:20:00.000Z", "type": "response_item",
+        "payload": {"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": "And on Sundays?"}]}});
+    let grown = format!("{}{line}\n", rollout());
+    let report = import(&s, &grown, false).unwrap();
+    assert_eq!(report.extended, first.sessions, "{report:?}");
+    assert_eq!(report.turns, 1);
+    assert_eq!(s.info(&sid(SESSION)).unwrap().length, length + 1);
+    // A rollout of the same id that does not start with the stored turns: refused.
+    let edited = grown.replace("fails on Mondays", "fails on Tuesdays");
+    let err = fails_unchanged(&s, || import(&s, &edited, false));
+    assert!(
+        matches!(&err, Error::Conflict(m) if m.contains(SESSION) && m.contains("does not hold the start")),
         "{err}"
     );
 }
 
 #[test]
-fn a_rollout_without_a_usable_id_is_named_the_same_each_time_and_refused_again() {
+fn a_rollout_without_a_usable_id_is_named_the_same_each_time_and_extended_again() {
     for meta_id in ["null", "\"not a valid id: spaces and /slashes/\""] {
         let s = Store::in_memory().unwrap();
         let text = rollout().replacen(&format!("\"{SESSION}\""), meta_id, 1);
@@ -356,15 +376,18 @@ fn a_rollout_without_a_usable_id_is_named_the_same_each_time_and_refused_again()
         let first = import(&s, &text, false).unwrap().sessions;
         assert_eq!(first.len(), 1);
         assert!(first[0].as_str().starts_with("codex-"), "{}", first[0]);
-        let err = fails_unchanged(&s, || import(&s, &text, false));
+        let again = import(&s, &text, false).unwrap();
         assert!(
-            matches!(&err, Error::Conflict(m) if m.contains(first[0].as_str())),
-            "{err}"
+            again.sessions.is_empty() && again.extended.is_empty(),
+            "{again:?}"
         );
-        // Grown by a line, it is still the same rollout.
-        let grown = format!("{text}{}\n", rollout().lines().last().unwrap());
-        let err = fails_unchanged(&s, || import(&s, &grown, false));
-        assert!(matches!(&err, Error::Conflict(_)), "{err}");
+        // Grown by a line, it is still the same rollout: the line is appended to it.
+        let line = json!({"timestamp": "2025-09-14T09:20:00.000Z", "type": "response_item",
+            "payload": {"type": "message", "role": "user",
+                        "content": [{"type": "input_text", "text": "Thanks."}]}});
+        let grown = format!("{}\n{line}\n", text.trim_end());
+        let report = import(&s, &grown, false).unwrap();
+        assert_eq!(report.extended, first, "{report:?}");
         assert_eq!(s.list().unwrap().len(), 1);
     }
 }
@@ -498,12 +521,15 @@ fn the_command_line_imports_a_rollout_and_prints_the_report() {
     );
     assert_eq!(server.info(&sid(SESSION)).unwrap().length, 10);
 
-    // Again: refused, and the store is as it was.
+    // Again: nothing new, and the store is as it was.
     let before = quads(&server);
-    let out = run(&["import", file.to_str().unwrap(), "--json"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("already exists"), "{stderr}");
+    let out = run(&["import", file.to_str().unwrap()]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.starts_with("up to date: nothing new in "),
+        "{stdout}"
+    );
     assert_eq!(quads(&server), before);
 
     // A broken line under --skip-invalid: imported without it, the line listed.

@@ -16,6 +16,7 @@ mod sessions;
 mod transfer;
 mod tree;
 mod verify;
+mod watch;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use forktrail::{Limits, RemoteAuth, RemoteConfig, Store};
@@ -228,6 +229,15 @@ enum Command {
     /// from the content unless --format says it. A log imported before gets its new
     /// lines appended.
     Import(transfer::ImportArgs),
+    /// Follow agents' session folders: import new Claude Code, Codex and Pi logs and
+    /// the new lines of grown ones as they are written.
+    ///
+    /// Without folders, follows those of ~/.claude/projects, ~/.codex/sessions and
+    /// ~/.pi/agent/sessions that exist. What the folders hold is imported first, then
+    /// each file once it has been left alone for --settle-ms; a last line still being
+    /// written waits for its newline. Imports are idempotent, so a restart writes only
+    /// what is new. Runs until stopped (Ctrl-C), or with --once imports and exits.
+    Watch(watch::WatchArgs),
     /// Serve the store over HTTP: a web UI, SPARQL 1.1, the shipped queries and a REST
     /// API.
     ///
@@ -411,6 +421,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Diff(args) => args.run(out, &store),
         Command::Query(args) => args.run(out, &store),
         Command::Import(args) => args.run(out, &store),
+        Command::Watch(args) => args.run(out, &store),
         #[cfg(feature = "server")]
         Command::Serve(args) => args.run(out, store),
         Command::Mcp(args) => args.run(out, store),
@@ -425,7 +436,7 @@ impl Command {
     /// Whether the command makes a store where there is none.
     fn creates_store(&self) -> bool {
         match self {
-            Command::Demo | Command::New(_) | Command::Import(_) => true,
+            Command::Demo | Command::New(_) | Command::Import(_) | Command::Watch(_) => true,
             #[cfg(feature = "server")]
             Command::Serve(_) => true,
             Command::Mcp(_) => true,

@@ -62,6 +62,7 @@ impl ImportArgs {
             skip_invalid: self.skip_invalid,
             progress: Some(&progress),
             no_dedup: self.no_dedup,
+            complete_lines: false,
         };
         let report = store.import_path(&self.file, self.format, &options);
         if let Some(bar) = &bar {

@@ -124,7 +124,7 @@ impl Store {
         path: &Path,
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
-        let files = discover(path)?;
+        let files = discover(path, options.complete_lines)?;
         if files.is_empty() {
             return Err(Error::InvalidInput(format!(
                 "{} holds no Claude Code log (*.jsonl); nothing was imported",
@@ -1254,10 +1254,9 @@ fn invalid(files: &[SourceFile], file: usize, line: u64, why: impl std::fmt::Dis
 }
 
 /// The files of a Claude Code project folder, or of one log and its sub-agents.
-fn discover(path: &Path) -> Result<Vec<SourceFile>> {
+fn discover(path: &Path, complete_lines: bool) -> Result<Vec<SourceFile>> {
     let read = |p: &Path| -> Result<String> {
-        let bytes =
-            std::fs::read(p).map_err(|e| Error::io(format!("cannot read {}", p.display()), e))?;
+        let bytes = super::report::read_file(p, complete_lines)?;
         String::from_utf8(bytes).map_err(|e| {
             Error::InvalidInput(format!(
                 "{} is not valid UTF-8 (invalid byte at offset {})",

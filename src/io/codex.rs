@@ -12,8 +12,9 @@
 //! A rollout becomes one new root session named by its `session_meta` id. Messages,
 //! reasoning summaries, tool calls and their outputs become turns in file order;
 //! `turn_context` gives the model assistant turns are attributed to. Lines of other
-//! types are counted by type in the report, never dropped unsaid. A rollout is not
-//! extended: importing it again is refused, its session being there already.
+//! types are counted by type in the report, never dropped unsaid. Importing a rollout
+//! again appends what it gained since (nothing if nothing); one that does not start
+//! with the stored turns is refused.
 //!
 //! Every turn is checked as `append` checks it before anything is written; the session
 //! then goes in whole through the bulk loader (see `io::root`), or not at all.
@@ -57,8 +58,8 @@ impl Store {
     /// Imports an OpenAI Codex CLI rollout (JSONL) as one new root session, all or
     /// nothing. The session is named by the rollout's `session_meta` id (if it has none
     /// that is a valid session id, `codex-` and a digest of its first line, the same on
-    /// every import) and titled `codex <id>`; a rollout whose
-    /// session is already in the store is refused, not imported twice.
+    /// every import) and titled `codex <id>`; a rollout whose session is already in the
+    /// store gets the turns it gained since appended (see `extend_rollout`).
     ///
     /// - `message` items become turns of their role (`developer` is read as `system`),
     ///   their text parts joined by blank lines; images are left out.
@@ -74,7 +75,8 @@ impl Store {
     /// - `compacted` lines become assistant `compaction` turns holding the summary.
     /// - `turn_context` lines set the model later assistant turns are attributed to.
     /// - `event_msg` user and agent messages become turns when no `response_item`
-    ///   message of their role is in the rollout (some versions wrote only events).
+    ///   message of the same role and text is in the rollout (some versions wrote only
+    ///   events).
     ///
     /// Everything else (other events, `turn_context` itself, later `session_meta` lines,
     /// response items of other types such as `web_search_call`, items with no text) is
@@ -91,12 +93,14 @@ impl Store {
 
         let mut root = self.rollout_root(text, &items)?;
 
-        // Roles that response items carry messages of: events of those roles repeat
-        // them; events of the others are the only record of their messages.
-        let itemized: Vec<Role> = items
+        // The messages response items carry: an event showing one of them repeats it;
+        // an event with no such item is the only record of its message.
+        let itemized: std::collections::HashSet<(Role, String)> = items
             .iter()
             .filter_map(|(_, item)| match item {
-                Ok(Item::Turn(turn, Call::None)) if turn.kind == Kind::Message => Some(turn.role),
+                Ok(Item::Turn(turn, Call::None)) if turn.kind == Kind::Message => {
+                    Some((turn.role, turn.content.trim().to_string()))
+                }
                 _ => None,
             })
             .collect();
@@ -118,7 +122,9 @@ impl Store {
                     Ok(Step::Skip("turn_context".into()))
                 }
                 Item::Skipped(kind) => Ok(Step::Skip(kind)),
-                Item::Event(turn) if itemized.contains(&turn.role) => {
+                Item::Event(turn)
+                    if itemized.contains(&(turn.role, turn.content.trim().to_string())) =>
+                {
                     Ok(Step::Skip("event_msg".into()))
                 }
                 Item::Event(mut turn) => {
@@ -175,12 +181,55 @@ impl Store {
                     .into(),
             ));
         }
+        if self.exists(root.id())? {
+            return self.extend_rollout(root, report);
+        }
         report.added(self.add_root(root, options)?);
         Ok(report)
     }
 
+    /// A rollout whose session is stored already: imported before, and perhaps grown
+    /// since (Codex appends to a rollout as the session goes on). If the stored turns
+    /// are where the rollout starts (the digest of the last equals the rollout's at that
+    /// index), the turns past them are appended, all or none; if there are none, nothing
+    /// is written. A rollout that does not start with the stored turns is refused.
+    fn extend_rollout(
+        &self,
+        root: RootBuilder,
+        mut report: TranscriptReport,
+    ) -> Result<TranscriptReport> {
+        let id = root.id().clone();
+        let turns = root.into_turns();
+        let stored = self.info(&id)?.length;
+        let mut prev = String::new();
+        let mut at_end = None;
+        for (index, turn) in turns.iter().enumerate().take(stored as usize) {
+            prev =
+                crate::rdf::turn_digest(&prev, index as u64, turn.role, turn.kind, &turn.content);
+            at_end = Some(prev.clone());
+        }
+        let held = match stored {
+            0 => None,
+            k => Some(self.digest_in_chain(&self.chain(&id)?, k - 1)?),
+        };
+        if (turns.len() as u64) < stored || held != at_end {
+            return Err(Error::Conflict(format!(
+                "session {id} already exists and does not hold the start of this Codex \
+                 rollout (another session has its id, or the rollout was edited); delete \
+                 it first or import into another store"
+            )));
+        }
+        let new: Vec<NewTurn> = turns.into_iter().skip(stored as usize).collect();
+        report.turns = new.len() as u64;
+        if !new.is_empty() {
+            self.append_many(&id, new)?;
+            report.extended = vec![id];
+        }
+        Ok(report)
+    }
+
     /// The new root session a rollout goes into: named by its `session_meta` id (or,
-    /// without a usable one, by a digest of its first line), refused if it exists.
+    /// without a usable one, by a digest of its first line).
     fn rollout_root(
         &self,
         text: &str,
@@ -201,13 +250,6 @@ impl Store {
                 SessionId::new(format!("codex-{}", &digest[..32]))?
             }
         };
-        if self.exists(&id)? {
-            return Err(Error::Conflict(format!(
-                "session {id} already exists: this Codex rollout was imported before \
-                 (or another session has its id); delete it first or import into \
-                 another store"
-            )));
-        }
         let title = match meta_id.flatten() {
             Some(raw) => format!("codex {raw}"),
             None => "codex rollout".into(),
@@ -256,8 +298,8 @@ enum Item {
     Context { model: Option<String> },
     /// A turn, and the tool call it makes or answers.
     Turn(Box<NewTurn>, Call),
-    /// A user or agent message the UI was shown (`event_msg`): a turn only in a rollout
-    /// with no `response_item` message of its role (early versions wrote only these).
+    /// A user or agent message the UI was shown (`event_msg`): a turn only when no
+    /// `response_item` carries the same message (early versions wrote only these).
     Event(Box<NewTurn>),
     /// A line forktrail does not import, by type.
     Skipped(String),

@@ -172,8 +172,7 @@ impl Store {
                 ))),
             };
         }
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        let bytes = report::read_file(path, options.complete_lines)?;
         let format = match format {
             Some(format) => format,
             None => ImportFormat::sniff_or_explain(&bytes, &path.display().to_string())?,

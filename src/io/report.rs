@@ -57,6 +57,20 @@ pub struct TranscriptOptions<'a> {
     /// Store a session whose start repeats a stored session's as a new root, whole,
     /// instead of as a fork of it holding only what follows.
     pub no_dedup: bool,
+    /// Files read from disk: only the lines ended by a newline, a last line still
+    /// being written being left for the next import (`watch` imports logs as they grow).
+    pub complete_lines: bool,
+}
+
+/// The bytes of `path`; with `complete_lines`, up to its last newline.
+pub(crate) fn read_file(path: &std::path::Path, complete_lines: bool) -> crate::Result<Vec<u8>> {
+    let mut bytes = std::fs::read(path)
+        .map_err(|e| crate::Error::io(format!("cannot read {}", path.display()), e))?;
+    if complete_lines {
+        let end = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        bytes.truncate(end);
+    }
+    Ok(bytes)
 }
 
 /// `text` without the UTF-8 byte-order mark some editors and Windows tools put first.

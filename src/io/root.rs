@@ -104,6 +104,16 @@ impl RootBuilder {
         })
     }
 
+    /// The id the session goes in under.
+    pub(crate) fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The turns added, in order.
+    pub(crate) fn into_turns(self) -> Vec<NewTurn> {
+        self.turns.into_iter().map(|(turn, _)| turn).collect()
+    }
+
     /// Adds a turn, refused as `append` would refuse it (and then not added).
     pub(crate) fn append(&mut self, turn: NewTurn) -> Result<u64> {
         let software = check_turn(&self.limits, self.id.as_str(), &turn)?;
@@ -297,13 +307,19 @@ impl Store {
         let Some(first) = root.turns.iter().position(|(t, _)| t.role != Role::System) else {
             return Ok(None);
         };
-        let mut digests = Vec::with_capacity(root.turns.len());
-        let mut prev = String::new();
-        for (index, (turn, _)) in root.turns.iter().enumerate() {
-            prev = rdf::turn_digest(&prev, index as u64, turn.role, turn.kind, &turn.content);
-            digests.push(prev.clone());
-        }
-        let holder = |k: usize| -> Result<Option<SessionNode>> {
+        // The digests up to the first turn that is not a system turn; the rest only if
+        // a stored turn has that one (most sessions share nothing: one lookup).
+        let digest_chain = |upto: usize| {
+            let mut digests = Vec::with_capacity(upto);
+            let mut prev = String::new();
+            for (index, (turn, _)) in root.turns.iter().enumerate().take(upto) {
+                prev = rdf::turn_digest(&prev, index as u64, turn.role, turn.kind, &turn.content);
+                digests.push(prev.clone());
+            }
+            digests
+        };
+        let mut digests = digest_chain(first + 1);
+        let holder = |digests: &[String], k: usize| -> Result<Option<SessionNode>> {
             for graph in self.rdf().graphs_with_digest(&digests[k])? {
                 if let Some(facts) = self.facts_of(graph.as_ref())? {
                     return Ok(Some(facts));
@@ -311,15 +327,16 @@ impl Store {
             }
             Ok(None)
         };
-        let Some(mut found) = holder(first)? else {
+        let Some(mut found) = holder(&digests, first)? else {
             return Ok(None);
         };
+        digests = digest_chain(root.turns.len());
         // Held prefixes are prefixes: if turn k's digest is stored, so are all before
         // it (in the same chain), so the longest is found by bisection.
         let (mut lo, mut hi) = (first, digests.len() - 1);
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
-            match holder(mid)? {
+            match holder(&digests, mid)? {
                 Some(facts) => {
                     found = facts;
                     lo = mid;

@@ -553,6 +553,7 @@ async fn import(
             skip_invalid: p.skip_invalid,
             progress: None,
             no_dedup: p.no_dedup,
+            complete_lines: false,
         };
         s.import_with(&payload, Some(format), &options)
     })

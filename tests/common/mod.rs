@@ -500,3 +500,68 @@ impl Llm {
         }
     }
 }
+
+/// What a store holds of imported logs, named without the generated ids of forks and
+/// extra roots: each session by its path of branch labels and fork points from a root
+/// (a root by its first turn), with its length, its replay, every turn's tool fields
+/// and model, and the launch its sub-agent link records.
+pub fn shape(s: &Store) -> std::collections::BTreeMap<String, String> {
+    let infos = s.list().unwrap();
+    let by_id: std::collections::HashMap<SessionId, forktrail::SessionInfo> = infos
+        .iter()
+        .map(|i| (i.session.clone(), s.info(&i.session).unwrap()))
+        .collect();
+    fn name(
+        s: &Store,
+        by_id: &std::collections::HashMap<SessionId, forktrail::SessionInfo>,
+        id: &SessionId,
+    ) -> String {
+        let info = &by_id[id];
+        match (&info.parent, info.forked_at_index) {
+            (Some(parent), Some(at)) => {
+                format!("{} / {}@{at}", name(s, by_id, parent), info.branch)
+            }
+            _ => format!("root {:?}", s.replay(id, Some(0)).unwrap()[0].content),
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for (id, info) in &by_id {
+        let turns: Vec<String> = s
+            .load(id, None)
+            .unwrap()
+            .into_iter()
+            .map(|t| {
+                format!(
+                    "{} {:?} {:?} {:?} {:?} {:?} {:?} {}",
+                    t.index,
+                    t.role,
+                    t.kind,
+                    t.content,
+                    t.tool_call_id,
+                    t.tool_calls,
+                    t.model,
+                    t.branch
+                )
+            })
+            .collect();
+        let launch = info.subagent.as_ref().map(|a| {
+            let by = a
+                .spawned_by
+                .as_ref()
+                .map(|t| (name(s, &by_id, &t.session), t.index));
+            format!("{} {:?} {by:?}", a.agent_id, a.tool_call_id)
+        });
+        let value = format!(
+            "length {} own {}\nlaunch {launch:?}\nreplay {:?}\nturns {turns:#?}",
+            info.length,
+            info.own_turns,
+            s.replay(id, None).unwrap()
+        );
+        let key = name(s, &by_id, id);
+        assert!(
+            out.insert(key.clone(), value).is_none(),
+            "two sessions named {key}"
+        );
+    }
+    out
+}
