@@ -6,7 +6,8 @@
 //! without the token is refused, and opens the `export --format html` file from a
 //! `file:` URL. A second test runs What-if from here against the test LLM. A third
 //! opens a comparison of two models against a scripted stub, side by side, and starts
-//! another from a turn's "Compare models from here".
+//! another from a turn's "Compare models from here". A fourth keeps a playback page
+//! open while turns are appended through REST: they appear without a reload.
 //!
 //! `make test` installs Chromium and chromedriver and sets `FORKTRAIL_CHROMEDRIVER`
 //! (and `FORKTRAIL_CHROMIUM`). Screenshots go to `target/tmp/screenshots/`; the README's
@@ -232,6 +233,60 @@ fn session_on(sessions: &Value, branch: &str) -> String {
         .as_str()
         .unwrap()
         .to_string()
+}
+
+#[test]
+fn an_open_playback_page_shows_turns_appended_while_it_is_open() {
+    let Some(driver) = chromedriver() else { return };
+    let server = serve(&[]);
+    let base = server.base.clone();
+    let sessions: Value = reqwest::blocking::get(format!("{base}/sessions"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let budget = session_on(&sessions, "budget");
+    runtime().block_on(async {
+        let c = browser(&driver).await;
+        let path = format!("/ui/sessions/{budget}");
+        c.goto(&format!("{base}{path}")).await.unwrap();
+        wait_for_text(&c, "Fork tree", 10).await;
+        let items = || async {
+            c.find_all(Locator::Css("ol.turns > li"))
+                .await
+                .unwrap()
+                .len()
+        };
+        let before = items().await;
+        // A mark that a reload would wipe.
+        c.execute("window.stillHere = 7; return 1", vec![])
+            .await
+            .unwrap();
+        let http = reqwest::Client::new();
+        for (n, text) in [
+            "A live answer, appended while the page is open.",
+            "And one more.",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            // Appended as an agent would, through REST.
+            let appended = http
+                .post(format!("{base}/sessions/{budget}/turns"))
+                .bearer_auth(TOKEN)
+                .json(&json!({ "role": "assistant", "content": text }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(appended.status(), 201);
+            wait_for_text(&c, text, 10).await;
+            assert_eq!(items().await, before + n + 1, "each turn shown once");
+        }
+        let kept = c.execute("return window.stillHere", vec![]).await.unwrap();
+        assert_eq!(kept, json!(7), "the page was not reloaded");
+        assert_eq!(c.current_url().await.unwrap().path(), path);
+        screenshot(&c, "playback-follow.png").await;
+        c.close().await.unwrap();
+    });
 }
 
 #[test]

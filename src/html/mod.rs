@@ -322,16 +322,17 @@ pub(crate) fn first_line(text: &str, max: usize) -> String {
     out
 }
 
+/// By turn index, where a session's family branches at that turn: the sessions that
+/// go on from there (with their branch labels) and which of them is the one shown.
+pub(crate) type SiblingPoints = HashMap<u64, (Vec<(SessionId, String)>, usize)>;
+
 /// The branches a reader can switch to at each turn of `current`'s history: at index
 /// `k`, every session of the family that shares turns `0..k` with it and goes its own
 /// way from `k` (a child forked there, and the session it forked from when that goes
 /// on), plus the one it follows itself. Only indices
 /// with more than one way are listed. Each list is in tree order, with the position
 /// of the branch followed.
-pub(crate) fn sibling_points(
-    root: &TreeNode,
-    current: &SessionId,
-) -> HashMap<u64, (Vec<(SessionId, String)>, usize)> {
+pub(crate) fn sibling_points(root: &TreeNode, current: &SessionId) -> SiblingPoints {
     let chain = chain_to(root, current);
     if chain.is_empty() {
         return HashMap::new();

@@ -49,4 +49,28 @@
   });
 
   refresh();
+
+  // Playback of a session's last page follows it as it grows: every two seconds
+  // (while the tab is shown) it asks for the turns past the last one shown and adds
+  // them. Without script, a reload shows them.
+  const list = document.querySelector("ol.turns[data-follow]");
+  if (list) {
+    let busy = false;
+    setInterval(async () => {
+      if (busy || document.hidden) return;
+      busy = true;
+      try {
+        const response = await fetch(list.dataset.follow + list.dataset.next);
+        const next = response.headers.get("x-forktrail-next");
+        if (response.status === 200) {
+          list.insertAdjacentHTML("beforeend", await response.text());
+        }
+        if (next) list.dataset.next = next;
+      } catch (_) {
+        // The server is away for a moment: the next tick asks again.
+      } finally {
+        busy = false;
+      }
+    }, 2000);
+  }
 })();

@@ -38,6 +38,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/", get(sessions))
         .route("/ui/sessions/{id}", get(playback))
         .route("/ui/sessions/{id}/tree", get(tree))
+        .route("/ui/sessions/{id}/after/{index}", get(turns_after))
         .route("/ui/sessions/{id}/turns/{index}", get(provenance))
         .route("/ui/sessions/{id}/fork", post(fork))
         .route("/ui/sessions/{id}/whatif", post(what_if))
@@ -485,14 +486,13 @@ async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQu
             }
         }
         (pages)
-        ol.turns start=(from) {
-            @for turn in &turns {
-                @let before = match points.get(&turn.index) {
-                    Some((options, position)) => html::sibling_pager(turn.index, options, *position, links),
-                    None => html! {},
-                };
-                (html::turn_item(&info, turn, links, before, turn_actions(&info, turn, writable, &state)))
-            }
+        // The last page follows the session as it grows (the script asks for turns
+        // past `data-next`); without script, a reload shows them.
+        @let last_page = from + html::PAGE >= info.length;
+        ol.turns start=(from)
+            data-follow=[last_page.then(|| format!("{base}/after/"))]
+            data-next=[last_page.then_some(info.length)] {
+            (turn_items(&state, &info, &turns, &points, writable))
         }
         (pages)
         (session_actions(&info, &anchors, writable))
@@ -503,6 +503,59 @@ async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQu
         &format!("{} ({})", info.session, info.branch),
         body,
     ))
+}
+
+/// The list items of `turns` of session `info`, as playback shows them.
+fn turn_items(
+    state: &AppState,
+    info: &SessionInfo,
+    turns: &[Turn],
+    points: &html::SiblingPoints,
+    writable: bool,
+) -> Markup {
+    let links = Links::Server;
+    html! {
+        @for turn in turns {
+            @let before = match points.get(&turn.index) {
+                Some((options, position)) => html::sibling_pager(turn.index, options, *position, links),
+                None => html! {},
+            };
+            (html::turn_item(info, turn, links, before, turn_actions(info, turn, writable, state)))
+        }
+    }
+}
+
+/// `GET /ui/sessions/{id}/after/{index}`: the list items of the session's turns from
+/// `index` on (a page at most), for an open playback page that follows the session as
+/// it grows; 204 when there are none yet. `X-Forktrail-Next` says where to ask next.
+async fn turns_after(
+    state: Shared,
+    Path((id, index)): Path<(String, u64)>,
+) -> Result<Response, Response> {
+    let state = state.0;
+    let id = session_id(&state, &id)?;
+    let read_id = id.clone();
+    let (info, turns, root) = read(&state, move |store| {
+        let info = store.info(&read_id)?;
+        if index >= info.length {
+            return Ok((info, Vec::new(), None));
+        }
+        let last = (index + html::PAGE).min(info.length) - 1;
+        let turns = store.load_range(&read_id, index, last)?;
+        let root = store.tree(&info.fork_root)?;
+        Ok((info, turns, Some(root)))
+    })
+    .await?;
+    let next = index + turns.len() as u64;
+    let header = [("x-forktrail-next", next.to_string())];
+    let Some(root) = root else {
+        return Ok((StatusCode::NO_CONTENT, header).into_response());
+    };
+    let points = html::sibling_points(&root, &id);
+    let writable = state.config.token.is_some();
+    let items = turn_items(&state, &info, &turns, &points, writable);
+    let content_type = [(axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8")];
+    Ok((header, content_type, items.into_string()).into_response())
 }
 
 /// The valid indices of a session of `length` turns, as errors name them.
