@@ -111,6 +111,17 @@ fn a_transcript_that_repeats_a_stored_one_goes_in_as_a_fork_holding_only_its_tai
         assert_eq!(store.info(whole).unwrap().parent, None, "{kind}");
         assert_eq!(texts(&store, whole), expected, "{kind}");
         assert_eq!(stored_turns(&store, whole), 6, "{kind}");
+        // Two sessions now store the retried conversation's last turn (the fork and
+        // the whole copy): a third copy hangs on the older, whatever order the store
+        // answers in.
+        let mut more = retried.clone();
+        more.push(("assistant", "Farewell."));
+        let third = import(&store, &transcript(&more), false);
+        assert_eq!(
+            (&third.shared[0].parent, third.shared[0].shared_turns),
+            (&copy, 6),
+            "{kind}"
+        );
     }
 }
 

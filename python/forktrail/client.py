@@ -154,6 +154,25 @@ class Client:
         reply = self._request("POST", "/sessions", {k: v for k, v in body.items() if v is not None})
         return reply["session"]
 
+    def import_session(
+        self,
+        turns: List[Dict[str, Any]],
+        id: Optional[str] = None,
+        title: Optional[str] = None,
+        principal: Optional[str] = None,
+        no_dedup: bool = False,
+    ) -> JSON:
+        """Creates a session with its turns (objects as ``append_many`` takes them), all
+        or none. If its first turns repeat a stored session's, it is stored as a fork
+        of that session holding only the rest (unless ``no_dedup``): ``{"session",
+        "turns", "shared": {"parent", "shared_turns", "branch", …}}``."""
+        body: Dict[str, Any] = {"id": id, "title": title, "principal": principal}
+        body = {k: v for k, v in body.items() if v is not None}
+        body["turns"] = turns
+        if no_dedup:
+            body["no_dedup"] = True
+        return self._request("POST", "/sessions", body)
+
     def session(self, session: str) -> JSON:
         """A session's lineage facts, counts and head digest."""
         return self._request("GET", self._session(session))
@@ -255,10 +274,12 @@ class Client:
         except urllib.error.HTTPError as e:
             raise _error_of(e) from None
 
-    def import_transcript(self, data: bytes, format: Optional[str] = None) -> JSON:
+    def import_transcript(self, data: bytes, format: Optional[str] = None, no_dedup: bool = False) -> JSON:
         """Imports a file's bytes (forktrail's TriG/N-Quads, an OpenAI transcript, a
-        Claude Code log, a Codex rollout), all or nothing."""
-        return self._request("POST", "/import", params={"format": format}, raw=data)
+        Claude Code log, a Codex rollout, a Pi session file), all or nothing; a session
+        that repeats a stored one's start becomes a fork of it unless ``no_dedup``."""
+        params = {"format": format, "no_dedup": "true" if no_dedup else None}
+        return self._request("POST", "/import", params=params, raw=data)
 
     # -- what-if regeneration -------------------------------------------------------
 

@@ -5,6 +5,7 @@ share their prefix, and the provenance of what the SDK stored."""
 from __future__ import annotations
 
 import copy
+import json
 import types
 import unittest
 
@@ -247,3 +248,26 @@ class ListingTest(unittest.TestCase):
         self.assertIn("nightjet", marked)
         self.assertEqual(self.client.search("nightjet budapest")["hits"], [])
 
+    def test_a_session_that_repeats_a_stored_one_is_stored_as_a_fork_of_it(self) -> None:
+        turns = [
+            {"role": "user", "content": "Pack for a week in Lisbon."},
+            {"role": "assistant", "content": "Light layers and a rain jacket."},
+        ]
+        first = self.client.import_session(turns, title="lisbon")
+        self.assertEqual((first["turns"], first.get("shared")), (2, None))
+        again = self.client.import_session(turns + [{"role": "user", "content": "And shoes?"}])
+        self.assertEqual(again["turns"], 1)
+        self.assertEqual(
+            (again["shared"]["parent"], again["shared"]["shared_turns"]),
+            (first["session"], 2),
+        )
+        facts = self.client.session(again["session"])
+        self.assertEqual((facts["parent"], facts["forked_at_index"]), (first["session"], 2))
+        whole = self.client.import_session(turns, no_dedup=True)
+        self.assertEqual((whole["turns"], self.client.session(whole["session"])["parent"]), (2, None))
+        # The same through an imported OpenAI transcript.
+        data = json.dumps(turns).encode("utf-8")
+        report = self.client.import_transcript(data, format="openai")
+        self.assertEqual(report["shared"][0]["parent"], first["session"])
+        report = self.client.import_transcript(data, format="openai", no_dedup=True)
+        self.assertNotIn("shared", report)

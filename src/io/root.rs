@@ -319,13 +319,19 @@ impl Store {
             digests
         };
         let mut digests = digest_chain(first + 1);
+        // Of the sessions storing that turn (a copy kept whole, with --no-dedup, stores
+        // it too), the oldest: the same parent whichever order the store answers in.
         let holder = |digests: &[String], k: usize| -> Result<Option<SessionNode>> {
+            let mut oldest: Option<SessionNode> = None;
             for graph in self.rdf().graphs_with_digest(&digests[k])? {
                 if let Some(facts) = self.facts_of(graph.as_ref())? {
-                    return Ok(Some(facts));
+                    let key = |f: &SessionNode| (f.created.clone(), f.id.clone());
+                    if oldest.as_ref().is_none_or(|o| key(&facts) < key(o)) {
+                        oldest = Some(facts);
+                    }
                 }
             }
-            Ok(None)
+            Ok(oldest)
         };
         let Some(mut found) = holder(&digests, first)? else {
             return Ok(None);
