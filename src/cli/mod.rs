@@ -29,8 +29,8 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "forktrail", version, about, long_about = None)]
 struct Cli {
-    /// The store: a directory (RocksDB; created, with its parents, by demo, new, import
-    /// and serve), or the http:// or https:// URL of a SPARQL 1.1 query endpoint (Oxigraph server,
+    /// The store: a directory (RocksDB; created, with its parents, by demo, new, import,
+    /// watch, serve and mcp), or the http:// or https:// URL of a SPARQL 1.1 query endpoint (Oxigraph server,
     /// Virtuoso, GraphDB, a running `forktrail serve`'s /sparql …), which many
     /// processes may share. Credentials come from FORKTRAIL_STORE_TOKEN (bearer), or
     /// FORKTRAIL_STORE_USER and FORKTRAIL_STORE_PASSWORD (Basic or Digest, as the store
