@@ -730,11 +730,8 @@ fn a_session_posted_with_turns_that_repeat_a_stored_one_is_stored_as_a_fork_of_i
         json!({"session": "trip", "turns": 3})
     );
     // The same first two turns, then another request: a fork of "trip" at 2.
-    let retry = json!([
-        {"role": "user", "content": "Plan a trip to Lima."},
-        {"role": "assistant", "content": "Three days.", "model": "m1"},
-        {"role": "user", "content": "Make it two."}
-    ]);
+    let mut retry = turns.clone();
+    retry[2]["content"] = json!("Make it two.");
     let r = s.post_json(
         "/sessions",
         Some(TOKEN),

@@ -481,14 +481,11 @@ impl Build<'_, '_> {
     fn copy_existing(&mut self) -> Result<()> {
         let store = self.store;
         let mut roots: Vec<SessionNode> = Vec::new();
+        let tool = self.tool();
         let not_imported = |id: &SessionId| {
             Error::Conflict(format!(
-                "session {id} already exists and was not imported from a {} log; delete it \
-                 first or import into another store",
-                match self.source {
-                    "pi" => "Pi",
-                    _ => "Claude Code",
-                }
+                "session {id} already exists and was not imported from a {tool} log; delete \
+                 it first or import into another store"
             ))
         };
         let log = self.log.clone().unwrap_or_default();
@@ -865,17 +862,34 @@ impl Build<'_, '_> {
         line: u64,
         file: usize,
     ) -> Result<SessionId> {
+        let options = ForkOptions {
+            at: Some(at),
+            label: Some(label),
+            reason: Some(format!("imported from {}", self.tool())),
+            ..Default::default()
+        };
+        self.fork_as(from, options, line, file)
+    }
+
+    /// The tool the logs come from, as people name it.
+    fn tool(&self) -> &'static str {
+        match self.source {
+            "pi" => "Pi",
+            _ => "Claude Code",
+        }
+    }
+
+    /// A fork of `from` in the scratch store, as `options` say; a refusal names the line.
+    fn fork_as(
+        &mut self,
+        from: &SessionId,
+        options: ForkOptions,
+        line: u64,
+        file: usize,
+    ) -> Result<SessionId> {
         let plan = self
             .scratch
-            .fork(
-                from,
-                ForkOptions {
-                    at: Some(at),
-                    label: Some(label),
-                    reason: Some("imported from Claude Code".into()),
-                    ..Default::default()
-                },
-            )
+            .fork(from, options)
             .map_err(|e| invalid(self.files, file, line, e))?;
         let id = SessionId::new(plan.session)?;
         self.created(&id);
@@ -909,21 +923,14 @@ impl Build<'_, '_> {
         node: &Node,
     ) -> Result<SessionId> {
         let label = self.next_label("fork");
-        let plan = self
-            .scratch
-            .fork(
-                from,
-                ForkOptions {
-                    at: Some(at),
-                    label: Some(label.clone()),
-                    id: Some(log.to_string()),
-                    reason: Some("imported from Claude Code: a fork's log".into()),
-                    ..Default::default()
-                },
-            )
-            .map_err(|e| invalid(self.files, node.file, node.line, e))?;
-        let id = SessionId::new(plan.session)?;
-        self.created(&id);
+        let options = ForkOptions {
+            at: Some(at),
+            label: Some(label.clone()),
+            id: Some(log.to_string()),
+            reason: Some(format!("imported from {}: a fork's log", self.tool())),
+            ..Default::default()
+        };
+        let id = self.fork_as(from, options, node.line, node.file)?;
         self.report.shared.push(SharedCopy {
             session: id.clone(),
             parent: from.clone(),
@@ -1097,6 +1104,19 @@ fn forked_from(v: &Value) -> Option<(String, String)> {
     Some((text("sessionId")?, text("messageUuid")?))
 }
 
+/// Where `key` leads in `links` followed to the end (a chain no longer than the
+/// depth limit, and never round a loop).
+fn chase(links: &HashMap<String, String>, key: &str) -> String {
+    let mut key = key;
+    for _ in 0..=MAX_FORK_DEPTH {
+        match links.get(key) {
+            Some(next) if next != key => key = next,
+            _ => break,
+        }
+    }
+    key.to_string()
+}
+
 /// The forks' logs an import holds, from their lines' `forkedFrom`.
 #[derive(Default)]
 struct Forks {
@@ -1109,26 +1129,12 @@ struct Forks {
 impl Forks {
     /// What `uuid` is a copy of, through copies of copies (a fork of a fork).
     fn original(&self, uuid: &str) -> String {
-        let mut uuid = uuid;
-        for _ in 0..=MAX_FORK_DEPTH {
-            match self.alias.get(uuid) {
-                Some(next) if next != uuid => uuid = next,
-                _ => break,
-            }
-        }
-        uuid.to_string()
+        chase(&self.alias, uuid)
     }
 
     /// The log a fork's log was first forked from (itself when it is no fork).
     fn root_log(&self, log: &str) -> String {
-        let mut log = log;
-        for _ in 0..=MAX_FORK_DEPTH {
-            match self.fork_of.get(log) {
-                Some(next) if next != log => log = next,
-                _ => break,
-            }
-        }
-        log.to_string()
+        chase(&self.fork_of, log)
     }
 
     /// Moves each fork's lines into the family of the log it was forked from: its copied
