@@ -112,8 +112,8 @@ fn a_transcript_that_repeats_a_stored_one_goes_in_as_a_fork_holding_only_its_tai
         assert_eq!(texts(&store, whole), expected, "{kind}");
         assert_eq!(stored_turns(&store, whole), 6, "{kind}");
         // Two sessions now store the retried conversation's last turn (the fork and
-        // the whole copy): a third copy hangs on the older, whatever order the store
-        // answers in.
+        // the whole copy): a third copy hangs on the first by id (the older: generated
+        // ids are in order of creation), whatever order the store answers in.
         let mut more = retried.clone();
         more.push(("assistant", "Farewell."));
         let third = import(&store, &transcript(&more), false);
@@ -431,23 +431,35 @@ fn a_fork_log_before_its_parent_shares_the_history_and_the_parent_log_extends_it
 
 #[test]
 fn a_folder_holding_a_fork_log_and_its_parent_stores_the_copied_lines_once() {
-    let dir = tempfile::tempdir().unwrap();
-    // Read in name order: the fork's log first.
-    std::fs::write(dir.path().join("a-fork.jsonl"), fork_log(4)).unwrap();
-    std::fs::write(dir.path().join("b-parent.jsonl"), parent_log()).unwrap();
-    let store = Store::in_memory().unwrap();
-    let report = store
-        .import_path(dir.path(), None, &TranscriptOptions::default())
-        .unwrap();
-    let (parent, fork) = (
-        SessionId::new(PARENT).unwrap(),
-        SessionId::new(FORK).unwrap(),
-    );
-    assert_eq!(report.turns, 6, "{report:?}");
-    assert_eq!(stored_turns(&store, &parent), 4);
-    assert_eq!(stored_turns(&store, &fork), 2);
-    let info = store.info(&fork).unwrap();
-    assert_eq!((info.parent, info.forked_at_index), (Some(parent), Some(4)));
+    // Forked at the parent's end, and at its middle (the parent going on past it).
+    for upto in [4, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        // Read in name order: the fork's log first.
+        std::fs::write(dir.path().join("a-fork.jsonl"), fork_log(upto)).unwrap();
+        std::fs::write(dir.path().join("b-parent.jsonl"), parent_log()).unwrap();
+        let store = Store::in_memory().unwrap();
+        let report = store
+            .import_path(dir.path(), None, &TranscriptOptions::default())
+            .unwrap();
+        let (parent, fork) = (
+            SessionId::new(PARENT).unwrap(),
+            SessionId::new(FORK).unwrap(),
+        );
+        assert_eq!(report.turns, 6, "{upto}: {report:?}");
+        assert_eq!(
+            report.sessions.len(),
+            2,
+            "{upto}: no alternative besides the fork"
+        );
+        assert_eq!(stored_turns(&store, &parent), 4);
+        assert_eq!(stored_turns(&store, &fork), 2);
+        let info = store.info(&fork).unwrap();
+        assert_eq!(
+            (info.parent, info.forked_at_index, info.branch.as_str()),
+            (Some(parent), Some(upto as u64), "fork-1"),
+            "{upto}"
+        );
+    }
 }
 
 #[test]

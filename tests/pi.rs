@@ -212,3 +212,31 @@ fn a_pi_file_without_a_header_or_with_a_bad_entry_changes_nothing() {
     });
     assert!(err.to_string().starts_with("line 5: not JSON"), "{err}");
 }
+
+#[test]
+fn a_pi_folder_goes_in_at_once_its_fork_sharing_its_parent_in_either_order() {
+    for (parent_name, fork_name) in [("a.jsonl", "b.jsonl"), ("b.jsonl", "a.jsonl")] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(parent_name), data("session.jsonl")).unwrap();
+        std::fs::write(dir.path().join(fork_name), data("fork.jsonl")).unwrap();
+        let store = Store::in_memory().unwrap();
+        let report = store
+            .import_path(dir.path(), None, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(report.turns, 11, "{parent_name}: {report:?}");
+        let info = store.info(&sid(FORK)).unwrap();
+        assert_eq!(
+            (info.parent, info.forked_at_index, info.own_turns),
+            (Some(sid(SESSION)), Some(4), 1),
+            "{parent_name}"
+        );
+        // The session's name from its session_info entry is its title.
+        let main = store.info(&sid(SESSION)).unwrap();
+        assert_eq!(main.title.as_deref(), Some("verbose flag"));
+        // The same as importing the two files one after the other.
+        let one_by_one = Store::in_memory().unwrap();
+        import(&one_by_one, &data("session.jsonl"));
+        import(&one_by_one, &data("fork.jsonl"));
+        assert_eq!(shape(&store), shape(&one_by_one), "{parent_name}");
+    }
+}

@@ -316,6 +316,8 @@ impl Store {
 /// The lines of one session log and its sub-agents.
 #[derive(Default)]
 pub(super) struct Family {
+    /// The main session's title, when the log names one (else `<tool> <log>`).
+    pub(super) title: Option<String>,
     pub(super) nodes: Vec<Node>,
     pub(super) by_uuid: HashMap<String, usize>,
     /// Lines not imported (other types, thinking only): uuid → parent, so children
@@ -647,7 +649,10 @@ impl Build<'_, '_> {
                     } else {
                         None
                     },
-                    title: self.log.as_ref().map(|l| format!("{} {l}", self.source)),
+                    title: match (&self.main, &self.family.title) {
+                        (None, Some(title)) => Some(title.clone()),
+                        _ => self.log.as_ref().map(|l| format!("{} {l}", self.source)),
+                    },
                     principal: None,
                 })?;
                 self.main.get_or_insert(id.clone());
@@ -671,6 +676,11 @@ impl Build<'_, '_> {
                 at,
                 sidechain,
             } => {
+                // A fork's log that branches off where the log it copies goes on: its
+                // own session, not an alternative.
+                if let Some(log) = self.fork_log(&node, &from)? {
+                    return Ok((self.fork_for_log(&from, at, log, &node)?, at));
+                }
                 let label = self.next_label(if sidechain { "sidechain" } else { "alt" });
                 Ok((self.fork(&from, at, label, node.line, node.file)?, at))
             }
@@ -1117,9 +1127,10 @@ fn chase(links: &HashMap<String, String>, key: &str) -> String {
     key.to_string()
 }
 
-/// The forks' logs an import holds, from their lines' `forkedFrom`.
+/// The forks' logs an import holds, from their lines' `forkedFrom` (or a Pi file's
+/// `parentSession`).
 #[derive(Default)]
-struct Forks {
+pub(super) struct Forks {
     /// A fork's log id → the log it was forked from.
     fork_of: HashMap<String, String>,
     /// A copied line's uuid → the uuid of the message it copies.
@@ -1127,6 +1138,15 @@ struct Forks {
 }
 
 impl Forks {
+    /// Forks whose copied lines already carry the uuids of what they copy: `fork_of`
+    /// maps a fork's log to the log it was forked from.
+    pub(super) fn of(fork_of: HashMap<String, String>) -> Self {
+        Forks {
+            fork_of,
+            alias: HashMap::new(),
+        }
+    }
+
     /// What `uuid` is a copy of, through copies of copies (a fork of a fork).
     fn original(&self, uuid: &str) -> String {
         chase(&self.alias, uuid)
@@ -1142,7 +1162,7 @@ impl Forks {
     /// its own lines hang on them. Its own lines keep their `sessionId`, which makes
     /// them a session of their own (a fork named by the fork's log), so the copied
     /// history is stored once.
-    fn merge(
+    pub(super) fn merge(
         &self,
         mut families: BTreeMap<Option<String>, Family>,
     ) -> BTreeMap<Option<String>, Family> {

@@ -162,12 +162,14 @@ impl Store {
     ) -> Result<TranscriptReport> {
         if path.is_dir() {
             return match format {
+                Some(ImportFormat::Pi) => self.import_pi_folder(path, options),
+                None if pi::is_pi_folder(path) => self.import_pi_folder(path, options),
                 None | Some(ImportFormat::ClaudeCode) => {
                     self.import_claude_code_path(path, options)
                 }
                 Some(other) => Err(Error::InvalidInput(format!(
-                    "{} is a folder: only a Claude Code project folder can be imported \
-                     (--format claude-code), not {other:?}",
+                    "{} is a folder: only a Claude Code project folder or a Pi session \
+                     folder can be imported (--format claude-code or pi), not {other:?}",
                     path.display()
                 ))),
             };

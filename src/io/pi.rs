@@ -24,13 +24,15 @@
 //! `session_info`, …) are skipped and counted; entries below them hang on their parent.
 //! Version 1 files, a linear list without ids, are read as a chain in file order.
 
-use super::claude_code::{Family, Node, SourceFile};
-use super::report::{lines, TranscriptOptions, TranscriptReport};
+use super::claude_code::{Family, Forks, Node, SourceFile};
+use super::report::{lines, read_file, TranscriptOptions, TranscriptReport};
+use super::ImportFormat;
 use crate::error::{Error, Result};
-use crate::model::{Kind, NewTurn, Role, SessionId};
+use crate::model::{Kind, NewTurn, Role, SessionId, MAX_FORK_DEPTH};
 use crate::store::Store;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
 
 /// Whether a JSON object is a Pi session header: `"type": "session"` with an `id` and
 /// a `version`.
@@ -64,12 +66,115 @@ impl Store {
             agent: None,
             spawned_by: None,
         };
-        let mut report = TranscriptReport::default();
-        let family = self.read_tree(&file, options, &mut report)?;
-        let mut families = BTreeMap::new();
-        families.insert(Some(family.0.to_string()), family.1);
-        self.import_families(&[file], families, "pi", options, report)
+        self.import_pi_files(vec![file], options)
     }
+
+    /// Imports every Pi session file (`*.jsonl`) of a folder (one project's, as Pi
+    /// keeps them), all or nothing: a fork's file whose parent's file is among them
+    /// shares that parent's entries as it would the stored parent's.
+    pub(super) fn import_pi_folder(
+        &self,
+        dir: &Path,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
+        let mut files = Vec::new();
+        for path in session_files(dir)? {
+            let bytes = read_file(&path, options.complete_lines)?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                Error::InvalidInput(format!(
+                    "{} is not valid UTF-8 (invalid byte at offset {})",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ))
+            })?;
+            files.push(SourceFile {
+                name: Some(path.display().to_string()),
+                text,
+                agent: None,
+                spawned_by: None,
+            });
+        }
+        if files.is_empty() {
+            return Err(Error::InvalidInput(format!(
+                "{} holds no Pi session file (*.jsonl); nothing was imported",
+                dir.display()
+            )));
+        }
+        self.import_pi_files(files, options)
+    }
+
+    fn import_pi_files(
+        &self,
+        files: Vec<SourceFile>,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
+        let siblings: Siblings = files.iter().filter_map(|f| scan(&f.text)).collect();
+        let mut report = TranscriptReport::default();
+        let mut families = BTreeMap::new();
+        let mut fork_of = HashMap::new();
+        for (index, file) in files.iter().enumerate() {
+            let (session, family) = self.read_tree(file, index, &siblings, options, &mut report)?;
+            if let Some((Some(parent), _)) = siblings.get(session.as_str()) {
+                if siblings.contains_key(parent) {
+                    fork_of.insert(session.to_string(), parent.clone());
+                }
+            }
+            families.insert(Some(session.to_string()), family);
+        }
+        // A fork's file goes into its parent's family, its copies being the parent's
+        // entries: its own entries become a fork named by its id.
+        let families = Forks::of(fork_of).merge(families);
+        self.import_families(&files, families, "pi", options, report)
+    }
+}
+
+/// Of a session file: its parent session (the header's `parentSession`) and its
+/// entries' ids.
+type Lineage = (Option<String>, HashSet<String>);
+
+/// The lineage of each session file an import holds, by session id.
+type Siblings = HashMap<String, Lineage>;
+
+/// A session file's id, parent and entry ids, from its header and lines.
+fn scan(text: &str) -> Option<(String, Lineage)> {
+    let mut lines = lines(text).into_iter();
+    let header: Value = serde_json::from_str(lines.next()?.1).ok()?;
+    let id = header.get("id")?.as_str()?.to_string();
+    let parent = header
+        .get("parentSession")
+        .and_then(Value::as_str)
+        .and_then(session_of_path);
+    let ids = lines
+        .filter_map(|(_, l)| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v.get("id")?.as_str().map(str::to_string))
+        .collect();
+    Some((id, (parent, ids)))
+}
+
+/// The `*.jsonl` files of `dir`, in name order (Pi names them by their start time, so
+/// parents come before their forks).
+fn session_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(format!("cannot read {}", dir.display()), e))?;
+    let mut out: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Whether the first session file of `dir` is a Pi session file.
+pub(super) fn is_pi_folder(dir: &Path) -> bool {
+    let Ok(files) = session_files(dir) else {
+        return false;
+    };
+    files.first().is_some_and(|f| {
+        std::fs::read(f)
+            .ok()
+            .is_some_and(|b| ImportFormat::sniff(&b) == Some(ImportFormat::Pi))
+    })
 }
 
 impl Store {
@@ -79,6 +184,8 @@ impl Store {
     fn read_tree(
         &self,
         file: &SourceFile,
+        index: usize,
+        siblings: &Siblings,
         options: &TranscriptOptions<'_>,
         report: &mut TranscriptReport,
     ) -> Result<(SessionId, Family)> {
@@ -136,16 +243,15 @@ impl Store {
                     )))
                 }
             };
-            let (uuid, copy) = match &parent_session {
-                Some(from) => {
-                    let theirs = format!("{from}/{}", entry.id);
-                    match self.rdf().session_holding(&theirs)? {
-                        Some(_) => (theirs, true),
-                        None => (format!("{session}/{}", entry.id), false),
-                    }
-                }
-                None => (format!("{session}/{}", entry.id), false),
-            };
+            let (uuid, copy) = self.entry_owner(
+                session.as_str(),
+                parent_session.as_deref(),
+                &entry.id,
+                siblings,
+            )?;
+            if entry.kind == "session_info" {
+                family.title = entry.name.clone().or(family.title.take());
+            }
             let parent = entry.parent.as_deref().map(|p| {
                 stored_as
                     .get(p)
@@ -169,7 +275,7 @@ impl Store {
                 Some((kind, turns)) if !turns.is_empty() => {
                     family.by_uuid.insert(uuid.clone(), family.nodes.len());
                     family.nodes.push(Node {
-                        file: 0,
+                        file: index,
                         line: *n,
                         uuid,
                         kind,
@@ -188,6 +294,42 @@ impl Store {
         }
         Ok((session, family))
     }
+
+    /// The source id entry `id` of session `session` is stored under, and whether it
+    /// is a copy: a fork's file holds the entries it copied under their ids, so an
+    /// entry its parent's file (in this import) or its stored parent holds is the
+    /// parent's, and so on up a fork of a fork.
+    fn entry_owner(
+        &self,
+        session: &str,
+        parent: Option<&str>,
+        id: &str,
+        siblings: &Siblings,
+    ) -> Result<(String, bool)> {
+        let (mut owner, mut up) = (session.to_string(), parent.map(str::to_string));
+        for _ in 0..=MAX_FORK_DEPTH {
+            let Some(from) = up.take() else { break };
+            match siblings.get(&from) {
+                Some((grandparent, ids)) if ids.contains(id) => {
+                    owner = from;
+                    up = grandparent.clone();
+                }
+                Some(_) => break,
+                None => {
+                    if self
+                        .rdf()
+                        .session_holding(&format!("{from}/{id}"))?
+                        .is_some()
+                    {
+                        owner = from;
+                    }
+                    break;
+                }
+            }
+        }
+        let copy = owner != session;
+        Ok((format!("{owner}/{id}"), copy))
+    }
 }
 
 /// The session id in a session file's path: `<time>_<uuid>.jsonl`.
@@ -203,6 +345,8 @@ struct Entry {
     id: String,
     parent: Option<String>,
     kind: String,
+    /// A `session_info` entry's name for the session.
+    name: Option<String>,
     turns: Option<(String, Vec<NewTurn>)>,
 }
 
@@ -250,6 +394,7 @@ fn entry(v: &Value, n: u64, previous: Option<&str>) -> std::result::Result<Entry
         _ => kind,
     };
     Ok(Entry {
+        name: text("name").map(str::to_string),
         id,
         parent,
         kind,

@@ -320,18 +320,18 @@ impl Store {
         };
         let mut digests = digest_chain(first + 1);
         // Of the sessions storing that turn (a copy kept whole, with --no-dedup, stores
-        // it too), the oldest: the same parent whichever order the store answers in.
+        // it too), the first by id (generated ids are in order of creation): the same
+        // parent whichever order the store answers in.
         let holder = |digests: &[String], k: usize| -> Result<Option<SessionNode>> {
-            let mut oldest: Option<SessionNode> = None;
+            let mut first: Option<SessionNode> = None;
             for graph in self.rdf().graphs_with_digest(&digests[k])? {
                 if let Some(facts) = self.facts_of(graph.as_ref())? {
-                    let key = |f: &SessionNode| (f.created.clone(), f.id.clone());
-                    if oldest.as_ref().is_none_or(|o| key(&facts) < key(o)) {
-                        oldest = Some(facts);
+                    if first.as_ref().is_none_or(|f| facts.id < f.id) {
+                        first = Some(facts);
                     }
                 }
             }
-            Ok(oldest)
+            Ok(first)
         };
         let Some(mut found) = holder(&digests, first)? else {
             return Ok(None);
