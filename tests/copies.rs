@@ -484,3 +484,36 @@ fn a_log_copied_with_its_uuids_and_a_new_session_id_is_a_fork_of_the_original() 
     );
     assert_eq!(stored_turns(&store, &parent), 4);
 }
+
+#[test]
+fn hostile_fork_fields_are_named_by_line_and_change_nothing() {
+    let store = Store::in_memory().unwrap();
+    claude(&store, &parent_log());
+    let hostile = "x> } ; DROP ALL ; <y";
+    let log = cc(
+        FORK,
+        "c1",
+        None,
+        "Rename the module.",
+        Some((hostile, "u1")),
+    ) + &cc(FORK, "fu1", Some("c1"), "Mine.", None);
+    let err = fails_unchanged(&store, || {
+        store.import_claude_code(&log, &TranscriptOptions::default())
+    });
+    let text = err.to_string();
+    assert!(
+        text.starts_with("line 1: forkedFrom.sessionId: invalid session id"),
+        "{text}"
+    );
+    // A message uuid of any text is only ever a value: the copy is simply not found.
+    let log = cc(
+        FORK,
+        "c1",
+        None,
+        "Rename the module.",
+        Some((PARENT, "u1\" } DROP ALL")),
+    ) + &cc(FORK, "fu1", Some("c1"), "Mine.", None);
+    let report = claude(&store, &log);
+    assert_eq!(report.turns, 2, "{report:?}");
+    assert_eq!(stored_turns(&store, &SessionId::new(PARENT).unwrap()), 4);
+}

@@ -240,3 +240,21 @@ fn a_pi_folder_goes_in_at_once_its_fork_sharing_its_parent_in_either_order() {
         assert_eq!(shape(&store), shape(&one_by_one), "{parent_name}");
     }
 }
+
+#[test]
+fn hostile_pi_entry_ids_stay_values_and_import_again_as_nothing_new() {
+    let store = Store::in_memory().unwrap();
+    let text = [
+        r#"{"type":"session","version":3,"id":"pi-hostile","parentSession":"/x/2026_../../etc.jsonl"}"#,
+        r#"{"type":"message","id":"a\" . } DROP ALL","parentId":null,"message":{"role":"user","content":"hello"}}"#,
+        r#"{"type":"message","id":"b<>","parentId":"a\" . } DROP ALL","message":{"role":"assistant","content":[{"type":"text","text":"hi"}]}}"#,
+    ]
+    .join("\n");
+    let first = import(&store, &text);
+    assert_eq!((first.sessions.len(), first.turns), (1, 2), "{first:?}");
+    let before = quads(&store);
+    let again = import(&store, &text);
+    assert_eq!((again.sessions.len(), again.turns), (0, 0), "{again:?}");
+    assert_eq!(before, quads(&store));
+    assert!(store.verify(None).unwrap().problems.is_empty());
+}

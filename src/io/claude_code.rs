@@ -1067,6 +1067,14 @@ fn read_families(
                         ..node
                     };
                     if let Some((parent_log, original)) = forked {
+                        if let Err(e) = SessionId::new(parent_log.clone()) {
+                            if options.skip_invalid {
+                                skip(report, files, index, n);
+                                continue;
+                            }
+                            let why = format!("forkedFrom.sessionId: {e}");
+                            return Err(invalid(files, index, n, why));
+                        }
                         if let Some(log) = &node.log_session {
                             forks.fork_of.insert(log.clone(), parent_log);
                         }
