@@ -225,9 +225,10 @@ enum Command {
     ///
     /// Reads forktrail's own TriG or N-Quads export, an OpenAI chat transcript (JSON
     /// array or JSONL of messages), a Claude Code session log (JSONL, with its
-    /// sub-agents' transcripts) or a Claude Code project folder; the format is told
+    /// sub-agents' transcripts) or project folder, a Codex CLI rollout, a Pi session
+    /// file or folder, or OpenTelemetry traces (OTLP JSON Lines); the format is told
     /// from the content unless --format says it. A log imported before gets its new
-    /// lines appended.
+    /// lines appended; a session that repeats a stored one's start becomes a fork of it.
     Import(transfer::ImportArgs),
     /// Follow agents' session folders: import new Claude Code, Codex and Pi logs and
     /// the new lines of grown ones as they are written.
@@ -244,7 +245,8 @@ enum Command {
     /// Open http://127.0.0.1:7878/ in a browser for the web UI (sessions, fork trees,
     /// playback, diff, provenance). Routes: / and /ui/… (the web UI), /sparql, /query,
     /// /update, /store (SPARQL 1.1 Protocol and Graph Store read), /queries, /sessions,
-    /// /import, /jobs, /health, /metrics. Read-only unless started with a token.
+    /// /import, /v1/traces (OpenTelemetry traces in), /jobs, /health, /metrics.
+    /// Read-only unless started with a token.
     #[cfg(feature = "server")]
     Serve(serve::ServeArgs),
     /// Serve the store to an MCP client (an agent or its host) over standard input and

@@ -10,7 +10,8 @@ pub(super) struct ImportArgs {
     /// The file, or a Claude Code project folder (e.g. ~/.claude/projects/NAME).
     #[arg(value_parser = existing_path)]
     file: PathBuf,
-    /// trig, nquads, openai, claude-code, codex or pi (default: told from the content).
+    /// trig, nquads, openai, claude-code, codex, pi or otlp (default: told from the
+    /// content).
     #[arg(long)]
     format: Option<ImportFormat>,
     /// Transcripts: skip malformed lines (they are reported) instead of importing

@@ -85,12 +85,22 @@ pub enum ImportFormat {
     /// A Pi session file (JSONL): a `session` header, then entries forming a tree by
     /// `id`/`parentId`.
     Pi,
+    /// OpenTelemetry traces as OTLP JSON Lines (the file exporter's format): GenAI
+    /// chat spans become sessions and turns.
+    Otlp,
 }
 
 impl ImportFormat {
     /// Every import format's name, as `--format` takes it.
-    pub const NAMES: &'static [&'static str] =
-        &["trig", "nquads", "openai", "claude-code", "codex", "pi"];
+    pub const NAMES: &'static [&'static str] = &[
+        "trig",
+        "nquads",
+        "openai",
+        "claude-code",
+        "codex",
+        "pi",
+        "otlp",
+    ];
 
     /// The format `content` is written in, told from its first lines, or `None` when it
     /// looks like none of them.
@@ -102,6 +112,7 @@ impl ImportFormat {
     /// assert_eq!(ImportFormat::sniff(b"{\"type\": \"user\", \"uuid\": \"u1\"}\n"), Some(ImportFormat::ClaudeCode));
     /// assert_eq!(ImportFormat::sniff(b"{\"timestamp\": \"2025-09-01T10:00:00.000Z\", \"type\": \"session_meta\", \"payload\": {\"id\": \"s1\"}}\n"), Some(ImportFormat::Codex));
     /// assert_eq!(ImportFormat::sniff(b"{\"type\": \"session\", \"version\": 3, \"id\": \"s1\"}\n"), Some(ImportFormat::Pi));
+    /// assert_eq!(ImportFormat::sniff(b"{\"resourceSpans\": []}\n"), Some(ImportFormat::Otlp));
     /// assert_eq!(ImportFormat::sniff(b"<urn:s> <urn:p> <urn:o> <urn:g> .\n"), Some(ImportFormat::NQuads));
     /// assert_eq!(ImportFormat::sniff(b"@prefix ft: <https://w3id.org/forktrail/ns#> .\n"), Some(ImportFormat::TriG));
     /// assert_eq!(ImportFormat::sniff(b"Dear diary,"), None);
@@ -162,6 +173,9 @@ impl ImportFormat {
                 };
                 if i == 0 && pi::is_pi_header(&object) {
                     return Some(Self::Pi);
+                }
+                if object.contains_key("resourceSpans") {
+                    return Some(Self::Otlp);
                 }
                 if codex::is_rollout_line(&object)
                     || (i == 0 && codex::is_early_rollout_meta(&object))
@@ -229,6 +243,7 @@ impl FromStr for ImportFormat {
             "claude-code" => Self::ClaudeCode,
             "codex" => Self::Codex,
             "pi" => Self::Pi,
+            "otlp" => Self::Otlp,
             _ => {
                 return Err(Error::InvalidInput(format!(
                     "unknown import format {s:?} (expected one of: {})",

@@ -11,6 +11,7 @@
 //! | `claude_code.rs` | Claude Code logs, sub-agents and project folders in |
 //! | `codex.rs` | OpenAI Codex CLI rollouts in |
 //! | `pi.rs` | Pi session files (a tree in one file) in |
+//! | `otlp.rs` | OpenTelemetry GenAI traces in (OTLP requests and JSON Lines files) |
 //! | `copy.rs` | a whole store into another, checked session by session |
 
 mod claude_code;
@@ -19,6 +20,7 @@ mod copy;
 mod formats;
 mod graphs;
 mod openai;
+mod otlp;
 mod pi;
 mod report;
 mod root;
@@ -26,6 +28,7 @@ mod root;
 pub use copy::{BackupReport, CopyReport};
 pub use formats::{ExportFormat, ImportFormat};
 pub(crate) use openai::openai_messages;
+pub(crate) use otlp::decode_request as decode_otlp_request;
 pub use report::{TranscriptOptions, TranscriptReport};
 pub use root::SharedCopy;
 
@@ -144,6 +147,7 @@ impl Store {
             ImportFormat::ClaudeCode => self.import_claude_code(text()?, options),
             ImportFormat::Codex => self.import_codex(text()?, options),
             ImportFormat::Pi => self.import_pi(text()?, options),
+            ImportFormat::Otlp => self.import_otlp(&otlp::decode_lines(text()?)?, options),
             ImportFormat::TriG | ImportFormat::NQuads => Ok(TranscriptReport {
                 sessions: self.import(content, format)?,
                 ..Default::default()

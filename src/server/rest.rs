@@ -37,6 +37,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/sessions/{id}/diff/{other}", get(diff))
         .route("/sessions/{id}/export", get(export))
         .route("/import", post(import))
+        .route("/v1/traces", post(traces))
         .route("/sessions/{id}/regenerate", post(regenerate))
         .route("/jobs", get(jobs))
         .route("/jobs/{job}", get(job))
@@ -531,7 +532,79 @@ struct ImportParams {
     no_dedup: bool,
 }
 
-/// `POST /import[?format=trig|nquads|openai|claude-code|codex|pi][&no_dedup=true]`: the file
+/// `POST /v1/traces`: OTLP/HTTP trace export (protobuf, or JSON by `Content-Type`,
+/// gzip by `Content-Encoding`), the server's token needed. GenAI chat spans become
+/// sessions and turns (see `io::otlp`); the answer is an empty
+/// `ExportTraceServiceResponse` in the request's encoding.
+async fn traces(
+    state: Shared,
+    _: Authorized,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Reply {
+    let header = |name: axum::http::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
+    let json = header(axum::http::header::CONTENT_TYPE).starts_with("application/json");
+    let body = match header(axum::http::header::CONTENT_ENCODING).as_str() {
+        "" | "identity" => body.to_vec(),
+        "gzip" => {
+            let mut out = Vec::new();
+            let mut limit = std::io::Read::take(
+                flate2::read::GzDecoder::new(&body[..]),
+                state.config.max_body_bytes as u64 + 1,
+            );
+            std::io::Read::read_to_end(&mut limit, &mut out)
+                .map_err(|e| ApiError::bad_request(format!("cannot gunzip the body: {e}")))?;
+            if out.len() > state.config.max_body_bytes {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    "the unzipped body is over --max-body-bytes",
+                ));
+            }
+            out
+        }
+        other => {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_encoding",
+                format!("Content-Encoding {other} is not read (gzip or none)"),
+            ))
+        }
+    };
+    let request = crate::io::decode_otlp_request(&body, json)?;
+    writing(&state, move |s| {
+        s.import_otlp(std::slice::from_ref(&request), &Default::default())
+            .or_else(|e| match e {
+                // Spans with nothing to import (an app's other spans) are accepted.
+                crate::Error::InvalidInput(m) if m.starts_with("the traces hold no GenAI") => {
+                    Ok(Default::default())
+                }
+                e => Err(e),
+            })
+    })
+    .await?;
+    Ok(if json {
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            "{}",
+        )
+            .into_response()
+    } else {
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/x-protobuf")],
+            Vec::new(),
+        )
+            .into_response()
+    })
+}
+
+/// `POST /import[?format=trig|nquads|openai|claude-code|codex|pi|otlp][&no_dedup=true]`: the file
 /// as the body; without a format, the body's content tells it.
 async fn import(
     state: Shared,

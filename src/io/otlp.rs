@@ -1,0 +1,614 @@
+//! OpenTelemetry GenAI traces in: OTLP requests (protobuf or JSON, as `forktrail serve`
+//! receives them at `/v1/traces`) and OTLP JSON Lines files (the OpenTelemetry file
+//! exporter's format, one `ExportTraceServiceRequest` per line), decoded with the
+//! protocol's own message types (`opentelemetry-proto`).
+//!
+//! A chat span's input messages are the whole conversation the model saw, and its
+//! output messages what it answered: each span is a path of turns from the start of its
+//! conversation. Every turn is named by the digest of the history up to it, so the
+//! paths of all spans of a conversation make one tree (equal histories meet, a retried
+//! answer or an edited prompt branches), which goes in through the Claude Code builder:
+//! the conversation is a session, a branch a fork (`alt-N`), a conversation that grew
+//! since it was imported gets its new turns, and nothing already stored is written
+//! again. A conversation is named by `gen_ai.conversation.id`, else OpenInference's
+//! `session.id`, else its trace.
+//!
+//! Messages are read from, in this order of preference:
+//! - `gen_ai.input.messages`, `gen_ai.output.messages` and `gen_ai.system_instructions`
+//!   (the GenAI conventions since 1.37: JSON, parts `text`, `tool_call`,
+//!   `tool_call_response`, `reasoning`);
+//! - `gen_ai.prompt.N.*` and `gen_ai.completion.N.*` attributes (1.36 and earlier, as
+//!   OpenLLMetry sends them), and span events `gen_ai.{system,user,assistant,tool}.message`
+//!   and `gen_ai.choice`;
+//! - OpenInference's `llm.input_messages.N.message.*` and `llm.output_messages.N.message.*`.
+//!
+//! The answer is attributed to `gen_ai.response.model` (else `gen_ai.request.model`,
+//! `llm.model_name`); its payload keeps the span's ids, tokens (`gen_ai.usage.*`,
+//! `llm.token_count.*`) and latency. An `execute_tool` span whose result no later chat
+//! span carries becomes the tool turn after the call. Spans of no GenAI shape, and
+//! message parts of other types, are counted in the report by name.
+
+use super::claude_code::{Family, Node, SourceFile};
+use super::report::{lines, TranscriptOptions, TranscriptReport};
+use crate::error::{Error, Result};
+use crate::model::{Kind, NewTurn, Role, SessionId};
+use crate::rdf::turn_digest;
+use crate::store::Store;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+
+/// Decodes an OTLP/HTTP request body: protobuf, or JSON when `json`.
+pub(crate) fn decode_request(body: &[u8], json: bool) -> Result<ExportTraceServiceRequest> {
+    if json {
+        serde_json::from_slice(body)
+            .map_err(|e| Error::InvalidInput(format!("not an OTLP JSON trace request: {e}")))
+    } else {
+        prost::Message::decode(body)
+            .map_err(|e| Error::InvalidInput(format!("not an OTLP protobuf trace request: {e}")))
+    }
+}
+
+/// Decodes an OTLP JSON Lines file: one trace request per non-blank line.
+pub(crate) fn decode_lines(text: &str) -> Result<Vec<ExportTraceServiceRequest>> {
+    lines(text)
+        .into_iter()
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| {
+                Error::InvalidInput(format!(
+                    "line {n}: not an OTLP JSON trace request ({e}); nothing was imported"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// One span, flattened: where it is in its trace, its times and its attributes.
+struct SpanView {
+    trace: String,
+    span: String,
+    name: String,
+    start: u64,
+    end: u64,
+    attrs: BTreeMap<String, Value>,
+    events: Vec<(String, BTreeMap<String, Value>)>,
+}
+
+impl SpanView {
+    fn of(span: &Span) -> Self {
+        SpanView {
+            trace: hex(&span.trace_id),
+            span: hex(&span.span_id),
+            name: span.name.clone(),
+            start: span.start_time_unix_nano,
+            end: span.end_time_unix_nano,
+            attrs: attributes(&span.attributes),
+            events: span
+                .events
+                .iter()
+                .map(|e| (e.name.clone(), attributes(&e.attributes)))
+                .collect(),
+        }
+    }
+
+    fn text(&self, key: &str) -> Option<String> {
+        match self.attrs.get(key)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        }
+    }
+
+    fn number(&self, key: &str) -> Option<u64> {
+        match self.attrs.get(key)? {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// The conversation the span belongs to.
+    fn conversation(&self) -> String {
+        self.text("gen_ai.conversation.id")
+            .or_else(|| self.text("session.id"))
+            .unwrap_or_else(|| self.trace.clone())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn attributes(attrs: &[KeyValue]) -> BTreeMap<String, Value> {
+    attrs
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(Value::Null, any)))
+        .collect()
+}
+
+/// An attribute value as JSON.
+fn any(value: &AnyValue) -> Value {
+    match &value.value {
+        Some(any_value::Value::StringValue(s)) => Value::String(s.clone()),
+        Some(any_value::Value::BoolValue(b)) => Value::Bool(*b),
+        Some(any_value::Value::IntValue(i)) => json!(i),
+        Some(any_value::Value::DoubleValue(d)) => json!(d),
+        Some(any_value::Value::ArrayValue(a)) => Value::Array(a.values.iter().map(any).collect()),
+        Some(any_value::Value::KvlistValue(kv)) => Value::Object(
+            kv.values
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(Value::Null, any)))
+                .collect(),
+        ),
+        Some(any_value::Value::BytesValue(b)) => Value::String(hex(b)),
+        _ => Value::Null,
+    }
+}
+
+/// A message as the conversation holds it: a role and its parts, normalised to the
+/// latest conventions' shape.
+struct Message {
+    role: Role,
+    parts: Vec<Value>,
+}
+
+impl Store {
+    /// Imports OpenTelemetry GenAI spans (see the module's documentation), all or
+    /// nothing: each conversation as a session and its branches as forks.
+    pub fn import_otlp(
+        &self,
+        requests: &[ExportTraceServiceRequest],
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
+        let mut report = TranscriptReport::default();
+        let mut spans: Vec<SpanView> = requests
+            .iter()
+            .flat_map(|r| &r.resource_spans)
+            .flat_map(|r| &r.scope_spans)
+            .flat_map(|s| &s.spans)
+            .map(SpanView::of)
+            .collect();
+        spans.sort_by_key(|s| (s.start, s.end));
+        let mut conversations: BTreeMap<String, Conversation> = BTreeMap::new();
+        let mut tools = Vec::new();
+        for span in &spans {
+            if span.text("gen_ai.operation.name").as_deref() == Some("execute_tool") {
+                tools.push(span);
+                continue;
+            }
+            let Some((input, output)) = exchange(span, &mut report) else {
+                let kind = match span.text("gen_ai.operation.name") {
+                    Some(op) => format!("span {op} (no messages)"),
+                    None => format!("span {} (not a GenAI call)", span.name),
+                };
+                *report.skipped_types.entry(kind).or_default() += 1;
+                continue;
+            };
+            let model = span
+                .text("gen_ai.response.model")
+                .or_else(|| span.text("gen_ai.request.model"))
+                .or_else(|| span.text("llm.model_name"));
+            let usage = json!({"otel": {
+                "trace_id": span.trace,
+                "span_id": span.span,
+                "input_tokens": span.number("gen_ai.usage.input_tokens")
+                    .or_else(|| span.number("llm.token_count.prompt")),
+                "output_tokens": span.number("gen_ai.usage.output_tokens")
+                    .or_else(|| span.number("llm.token_count.completion")),
+                "latency_ms": span.end.saturating_sub(span.start) / 1_000_000,
+            }});
+            let mut turns = to_turns(&input, None, None, &mut report);
+            let answer = to_turns(&output, model.as_deref(), Some(&usage), &mut report);
+            turns.extend(answer);
+            conversations
+                .entry(span.conversation())
+                .or_default()
+                .add(&turns);
+        }
+        for span in tools {
+            let added = conversations
+                .get_mut(&span.conversation())
+                .is_some_and(|c| c.add_tool_result(span));
+            if !added {
+                let kind = "span execute_tool (its result is in a chat's input)".to_string();
+                *report.skipped_types.entry(kind).or_default() += 1;
+            }
+        }
+        if conversations.values().all(|c| c.family.nodes.is_empty()) {
+            return Err(Error::InvalidInput(
+                "the traces hold no GenAI chat span with messages; nothing was imported".into(),
+            ));
+        }
+        let families: BTreeMap<Option<String>, Family> = conversations
+            .into_iter()
+            .map(|(key, c)| (Some(session_name(&key)), c.into_family(&session_name(&key))))
+            .collect();
+        let file = SourceFile {
+            name: Some("the OTLP traces".into()),
+            text: String::new(),
+            agent: None,
+            spawned_by: None,
+        };
+        self.import_families(&[file], families, "otel", options, report)
+    }
+}
+
+/// The session a conversation key names: the key itself when it is a valid session
+/// id, else `otel-` and a digest of it.
+fn session_name(key: &str) -> String {
+    match SessionId::new(key) {
+        Ok(id) => id.to_string(),
+        Err(_) => format!("otel-{}", &crate::rdf::sha256_hex(&[key.as_bytes()])[..32]),
+    }
+}
+
+/// The turns of one conversation as a tree: every turn named by the digest of the
+/// history up to it.
+#[derive(Default)]
+struct Conversation {
+    family: Family,
+    /// Turn digest → its index.
+    index: HashMap<String, u64>,
+    /// Tool call id → the digest of the turn that made it.
+    calls: HashMap<String, String>,
+    /// Tool call ids answered by a tool turn.
+    answered: std::collections::HashSet<String>,
+}
+
+impl Conversation {
+    /// Adds a path of turns from the start of the conversation.
+    fn add(&mut self, turns: &[NewTurn]) {
+        let mut prev: Option<String> = None;
+        for (i, turn) in turns.iter().enumerate() {
+            let digest = turn_digest(
+                prev.as_deref().unwrap_or(""),
+                i as u64,
+                turn.role,
+                turn.kind,
+                &turn.content,
+            );
+            self.node(&digest, prev.clone(), i as u64, turn);
+            prev = Some(digest);
+        }
+    }
+
+    fn node(&mut self, digest: &str, parent: Option<String>, index: u64, turn: &NewTurn) {
+        if let Some(id) = &turn.tool_call_id {
+            self.answered.insert(id.clone());
+        }
+        for id in call_ids(turn) {
+            self.calls.entry(id).or_insert_with(|| digest.to_string());
+        }
+        if self.family.by_uuid.contains_key(digest) {
+            return;
+        }
+        self.index.insert(digest.to_string(), index);
+        self.family
+            .by_uuid
+            .insert(digest.to_string(), self.family.nodes.len());
+        self.family.nodes.push(Node {
+            uuid: digest.to_string(),
+            kind: if turn.role == Role::User {
+                "user"
+            } else {
+                "assistant"
+            }
+            .into(),
+            parent,
+            turns: vec![turn.clone()],
+            ..Node::default()
+        });
+    }
+
+    /// The result of an `execute_tool` span, after the turn that made its call, when no
+    /// chat span carried it. Whether it was added.
+    fn add_tool_result(&mut self, span: &SpanView) -> bool {
+        let Some(id) = span.text("gen_ai.tool.call.id") else {
+            return false;
+        };
+        if self.answered.contains(&id) {
+            return false;
+        }
+        let Some(caller) = self.calls.get(&id).cloned() else {
+            return false;
+        };
+        let result = span
+            .text("gen_ai.tool.call.result")
+            .or_else(|| span.text("output.value"))
+            .unwrap_or_default();
+        let mut turn = NewTurn::new(Role::Tool, result).tool_call_id(id);
+        if let Some(name) = span.text("gen_ai.tool.name") {
+            turn = turn.name(name);
+        }
+        let index = self.index[&caller] + 1;
+        let digest = turn_digest(&caller, index, turn.role, turn.kind, &turn.content);
+        self.node(&digest, Some(caller), index, &turn);
+        true
+    }
+
+    fn into_family(mut self, session: &str) -> Family {
+        for node in &mut self.family.nodes {
+            node.log_session = Some(session.to_string());
+        }
+        self.family
+    }
+}
+
+/// The ids of the tool calls a turn makes.
+fn call_ids(turn: &NewTurn) -> Vec<String> {
+    turn.tool_calls
+        .as_deref()
+        .and_then(|c| serde_json::from_str::<Value>(c).ok())
+        .and_then(|c| c.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|c| c.get("id")?.as_str().map(str::to_string))
+        .collect()
+}
+
+/// A chat span's input and output messages, from whichever shape it sends.
+fn exchange(
+    span: &SpanView,
+    report: &mut TranscriptReport,
+) -> Option<(Vec<Message>, Vec<Message>)> {
+    let json_messages = |key: &str| -> Option<Vec<Message>> {
+        let text = span.text(key)?;
+        let value: Value = serde_json::from_str(&text).ok()?;
+        Some(
+            value
+                .as_array()?
+                .iter()
+                .filter_map(latest_message)
+                .collect(),
+        )
+    };
+    if let Some(mut input) = json_messages("gen_ai.input.messages") {
+        if let Some(system) = span
+            .text("gen_ai.system_instructions")
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v.as_array().cloned())
+        {
+            input.insert(
+                0,
+                Message {
+                    role: Role::System,
+                    parts: system,
+                },
+            );
+        }
+        let output = json_messages("gen_ai.output.messages").unwrap_or_default();
+        return Some((input, output));
+    }
+    for (prompt, completion) in [
+        ("gen_ai.prompt.", "gen_ai.completion."),
+        ("llm.input_messages.", "llm.output_messages."),
+    ] {
+        let input = indexed(span, prompt);
+        if !input.is_empty() {
+            return Some((input, indexed(span, completion)));
+        }
+    }
+    let (mut input, mut output) = (Vec::new(), Vec::new());
+    for (name, attrs) in &span.events {
+        let role = match name.as_str() {
+            "gen_ai.system.message" => Role::System,
+            "gen_ai.user.message" => Role::User,
+            "gen_ai.assistant.message" => Role::Assistant,
+            "gen_ai.tool.message" => Role::Tool,
+            "gen_ai.choice" => {
+                let message = attrs
+                    .get("message")
+                    .and_then(|m| match m {
+                        Value::String(s) => serde_json::from_str(s).ok(),
+                        other => Some(other.clone()),
+                    })
+                    .unwrap_or_else(|| json!({"content": attrs.get("content")}));
+                output.push(legacy_message(Role::Assistant, &message));
+                continue;
+            }
+            other => {
+                *report
+                    .skipped_types
+                    .entry(format!("event {other}"))
+                    .or_default() += 1;
+                continue;
+            }
+        };
+        let fields: Map<String, Value> = attrs.clone().into_iter().collect();
+        input.push(legacy_message(role, &Value::Object(fields)));
+    }
+    (!input.is_empty()).then_some((input, output))
+}
+
+/// A message of the latest conventions: `{"role", "parts": [...]}`.
+fn latest_message(value: &Value) -> Option<Message> {
+    let role = parse_role(value.get("role")?.as_str()?)?;
+    let parts = value.get("parts")?.as_array()?.clone();
+    Some(Message { role, parts })
+}
+
+fn parse_role(role: &str) -> Option<Role> {
+    match role {
+        "system" | "developer" => Some(Role::System),
+        "user" | "human" => Some(Role::User),
+        "assistant" | "model" | "ai" => Some(Role::Assistant),
+        "tool" | "function" => Some(Role::Tool),
+        _ => None,
+    }
+}
+
+/// A message of the older shapes (`content`, `tool_calls`, `tool_call_id`, as JSON
+/// fields or flattened attributes) in the latest shape.
+fn legacy_message(role: Role, m: &Value) -> Message {
+    let mut parts = Vec::new();
+    let content = match m.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    };
+    match (role, m.get("tool_call_id").or_else(|| m.get("id"))) {
+        (Role::Tool, Some(Value::String(id))) => parts.push(json!({
+            "type": "tool_call_response", "id": id, "response": content,
+        })),
+        _ if !content.is_empty() => parts.push(json!({"type": "text", "content": content})),
+        _ => {}
+    }
+    for call in m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let function = call.get("function").unwrap_or(call);
+        parts.push(json!({
+            "type": "tool_call",
+            "id": call.get("id"),
+            "name": function.get("name"),
+            "arguments": function.get("arguments"),
+        }));
+    }
+    Message { role, parts }
+}
+
+/// Messages from flattened attributes `{prefix}N.…` (OpenLLMetry's `gen_ai.prompt.N.role`,
+/// OpenInference's `llm.input_messages.N.message.role`), in index order.
+fn indexed(span: &SpanView, prefix: &str) -> Vec<Message> {
+    let mut by_index: BTreeMap<u64, Value> = BTreeMap::new();
+    for (key, value) in &span.attrs {
+        let Some(rest) = key.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some((n, field)) = rest.split_once('.') else {
+            continue;
+        };
+        let Ok(n) = n.parse::<u64>() else { continue };
+        // OpenInference nests under `message.` and `tool_call.function.`.
+        let field = field.strip_prefix("message.").unwrap_or(field);
+        let entry = by_index.entry(n).or_insert_with(|| json!({}));
+        if let Some(call) = field.strip_prefix("tool_calls.") {
+            let Some((j, what)) = call.split_once('.') else {
+                continue;
+            };
+            let what = what
+                .trim_start_matches("tool_call.")
+                .trim_start_matches("function.");
+            let calls = entry
+                .as_object_mut()
+                .expect("an object")
+                .entry("tool_calls")
+                .or_insert_with(|| json!({}));
+            calls[j][what] = value.clone();
+        } else {
+            entry[field] = value.clone();
+        }
+    }
+    by_index
+        .into_values()
+        .filter_map(|mut m| {
+            let role = parse_role(m.get("role")?.as_str()?)?;
+            if let Some(Value::Object(calls)) = m.get("tool_calls").cloned() {
+                let mut calls: Vec<(u64, Value)> = calls
+                    .into_iter()
+                    .filter_map(|(j, c)| Some((j.parse().ok()?, c)))
+                    .collect();
+                calls.sort_by_key(|(j, _)| *j);
+                m["tool_calls"] = Value::Array(calls.into_iter().map(|(_, c)| c).collect());
+            }
+            Some(legacy_message(role, &m))
+        })
+        .collect()
+}
+
+/// The turns of messages: a text turn for a message's text, a `tool_call` turn for its
+/// calls, a `tool` turn per call answered, a `note` for reasoning; the answer's model
+/// and payload on the turns of an answer.
+fn to_turns(
+    messages: &[Message],
+    model: Option<&str>,
+    payload: Option<&Value>,
+    report: &mut TranscriptReport,
+) -> Vec<NewTurn> {
+    let mut turns = Vec::new();
+    let mut names: HashMap<String, String> = HashMap::new();
+    for message in messages {
+        let mut texts = Vec::new();
+        let mut calls = Vec::new();
+        for part in &message.parts {
+            let text = |key: &str| {
+                part.get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            match part.get("type").and_then(Value::as_str) {
+                Some("text") => texts.push(text("content")),
+                Some("reasoning") => {
+                    turns.push(NewTurn::new(Role::Assistant, text("content")).kind(Kind::Note))
+                }
+                Some("tool_call") => {
+                    let name = text("name");
+                    names.insert(text("id"), name.clone());
+                    calls.push(json!({
+                        "id": text("id"),
+                        "type": "function",
+                        "function": {"name": name, "arguments": arguments(part.get("arguments"))},
+                    }));
+                }
+                Some("tool_call_response") => {
+                    let response = match part.get("response") {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(other) => other.to_string(),
+                        None => String::new(),
+                    };
+                    let id = text("id");
+                    let mut turn = NewTurn::new(Role::Tool, response).tool_call_id(id.clone());
+                    if let Some(name) = names.get(&id) {
+                        turn = turn.name(name.clone());
+                    }
+                    turns.push(turn);
+                }
+                other => {
+                    let kind = format!("message part {}", other.unwrap_or("(no type)"));
+                    *report.skipped_types.entry(kind).or_default() += 1;
+                }
+            }
+        }
+        let text = texts.join("\n\n");
+        if !text.trim().is_empty() {
+            turns.push(NewTurn::new(message.role, text));
+        }
+        if !calls.is_empty() {
+            turns.push(
+                NewTurn::new(Role::Assistant, "")
+                    .kind(Kind::ToolCall)
+                    .tool_calls(Value::Array(calls).to_string()),
+            );
+        }
+    }
+    for turn in &mut turns {
+        if turn.role == Role::Assistant {
+            if let Some(model) = model {
+                turn.model = Some(model.to_string());
+            }
+            if let Some(payload) = payload {
+                turn.payload = Some(payload.to_string());
+            }
+        }
+    }
+    turns
+}
+
+/// A tool call's arguments as JSON text, the same whichever way a span gave them (an
+/// object, or its text).
+fn arguments(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(v) => v.to_string(),
+            Err(_) => s.clone(),
+        },
+        Some(Value::Null) | None => "{}".into(),
+        Some(other) => other.to_string(),
+    }
+}
