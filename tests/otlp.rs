@@ -67,6 +67,7 @@ fn latest_spans(conversation: Option<&str>) -> Vec<Value> {
             "gen_ai.output.messages": output.to_string(),
             "gen_ai.usage.input_tokens": tokens.0,
             "gen_ai.usage.output_tokens": tokens.1,
+            "gen_ai.request.temperature": "0.2",
         });
         if let Some(c) = conversation {
             attrs["gen_ai.conversation.id"] = json!(c);
@@ -190,6 +191,13 @@ fn a_traced_conversation_with_a_tool_call_and_a_retry_is_a_session_and_a_fork() 
                 .get("span GET /forecast (not a GenAI call)"),
             Some(&1),
             "{kind}: {report:?}"
+        );
+        assert_eq!(
+            report
+                .skipped_types
+                .get("attribute gen_ai.request.temperature (not kept)"),
+            Some(&3),
+            "{kind}: an attribute not kept is counted, never dropped unsaid"
         );
         check_conversation(&store, &sid("conv-1"));
         // The same traces again: nothing new.
@@ -405,4 +413,55 @@ fn the_server_takes_otlp_http_as_json_and_gzipped_protobuf_with_its_token() {
         .unwrap();
     assert_eq!(bad.status(), 400);
     assert_eq!(before, quads(&store));
+}
+
+#[test]
+fn span_events_of_the_older_conventions_give_the_messages() {
+    // The 1.36 shape: each message a span event `gen_ai.<role>.message`, the answer a
+    // `gen_ai.choice` event.
+    let mut chat = span(
+        20,
+        "chat",
+        1000,
+        json!({"gen_ai.operation.name": "chat",
+        "gen_ai.conversation.id": "events-1", "gen_ai.response.model": "m-events"}),
+    );
+    let event = |name: &str, attrs: Value| {
+        let attributes: Vec<Value> = attrs
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| json!({"key": k, "value": {"stringValue": v.as_str().unwrap()}}))
+            .collect();
+        json!({"timeUnixNano": "1000000000", "name": name, "attributes": attributes})
+    };
+    chat["events"] = json!([
+        event(
+            "gen_ai.system.message",
+            json!({"content": "Answer briefly."})
+        ),
+        event("gen_ai.user.message", json!({"content": QUESTION})),
+        event(
+            "gen_ai.choice",
+            json!({"message": json!({"content": "Mild."}).to_string()})
+        ),
+        event("gen_ai.something.else", json!({"x": "y"})),
+    ]);
+    let store = Store::in_memory().unwrap();
+    let report = import(&store, &[request(vec![chat])]);
+    assert_eq!(
+        report.skipped_types.get("event gen_ai.something.else"),
+        Some(&1)
+    );
+    let got = turns(&store, &sid("events-1"));
+    assert_eq!(
+        got.iter()
+            .map(|t| (t.0, t.2.as_str(), t.3.as_deref()))
+            .collect::<Vec<_>>(),
+        [
+            (Role::System, "Answer briefly.", None),
+            (Role::User, QUESTION, None),
+            (Role::Assistant, "Mild.", Some("m-events")),
+        ]
+    );
 }

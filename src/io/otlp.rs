@@ -174,6 +174,7 @@ impl Store {
         let mut conversations: BTreeMap<String, Conversation> = BTreeMap::new();
         let mut tools = Vec::new();
         for span in &spans {
+            count_unread(span, &mut report);
             if span.text("gen_ai.operation.name").as_deref() == Some("execute_tool") {
                 tools.push(span);
                 continue;
@@ -232,6 +233,48 @@ impl Store {
             spawned_by: None,
         };
         self.import_families(&[file], families, "otel", options, report)
+    }
+}
+
+/// The GenAI attributes forktrail reads; any other `gen_ai.*` or `llm.*` attribute of
+/// a span is counted in the report as not kept.
+const READ: [&str; 15] = [
+    "gen_ai.operation.name",
+    "gen_ai.conversation.id",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.tool.name",
+    "gen_ai.tool.call.id",
+    "gen_ai.tool.call.result",
+    "llm.model_name",
+    "llm.token_count.prompt",
+    "llm.token_count.completion",
+];
+
+/// Flattened message attributes forktrail reads, by prefix.
+const READ_PREFIXES: [&str; 4] = [
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+];
+
+/// Counts the span's GenAI attributes forktrail does not keep, by key.
+fn count_unread(span: &SpanView, report: &mut TranscriptReport) {
+    for key in span.attrs.keys() {
+        let genai = key.starts_with("gen_ai.") || key.starts_with("llm.");
+        let read = READ.contains(&key.as_str()) || READ_PREFIXES.iter().any(|p| key.starts_with(p));
+        if genai && !read {
+            *report
+                .skipped_types
+                .entry(format!("attribute {key} (not kept)"))
+                .or_default() += 1;
+        }
     }
 }
 
