@@ -1289,16 +1289,7 @@ fn invalid(files: &[SourceFile], file: usize, line: u64, why: impl std::fmt::Dis
 
 /// The files of a Claude Code project folder, or of one log and its sub-agents.
 fn discover(path: &Path, complete_lines: bool) -> Result<Vec<SourceFile>> {
-    let read = |p: &Path| -> Result<String> {
-        let bytes = super::report::read_file(p, complete_lines)?;
-        String::from_utf8(bytes).map_err(|e| {
-            Error::InvalidInput(format!(
-                "{} is not valid UTF-8 (invalid byte at offset {})",
-                p.display(),
-                e.utf8_error().valid_up_to()
-            ))
-        })
-    };
+    let read = |p: &Path| super::report::read_text(p, complete_lines);
     let jsonl = |dir: &Path| -> Result<Vec<PathBuf>> {
         let mut out: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(entries) => entries

@@ -186,13 +186,7 @@ impl Store {
         match format {
             ImportFormat::ClaudeCode => self.import_claude_code_path(path, options),
             ImportFormat::Pi => {
-                let text = String::from_utf8(bytes).map_err(|e| {
-                    Error::InvalidInput(format!(
-                        "{} is not valid UTF-8 (invalid byte at offset {})",
-                        path.display(),
-                        e.utf8_error().valid_up_to()
-                    ))
-                })?;
+                let text = report::read_text(path, options.complete_lines)?;
                 self.import_pi_file(Some(path.display().to_string()), &text, options)
             }
             other => self.import_with(&bytes, Some(other), options),

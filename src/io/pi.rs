@@ -25,7 +25,7 @@
 //! Version 1 files, a linear list without ids, are read as a chain in file order.
 
 use super::claude_code::{Family, Forks, Node, SourceFile};
-use super::report::{lines, read_file, TranscriptOptions, TranscriptReport};
+use super::report::{lines, read_text, TranscriptOptions, TranscriptReport};
 use super::ImportFormat;
 use crate::error::{Error, Result};
 use crate::model::{Kind, NewTurn, Role, SessionId, MAX_FORK_DEPTH};
@@ -79,14 +79,7 @@ impl Store {
     ) -> Result<TranscriptReport> {
         let mut files = Vec::new();
         for path in session_files(dir)? {
-            let bytes = read_file(&path, options.complete_lines)?;
-            let text = String::from_utf8(bytes).map_err(|e| {
-                Error::InvalidInput(format!(
-                    "{} is not valid UTF-8 (invalid byte at offset {})",
-                    path.display(),
-                    e.utf8_error().valid_up_to()
-                ))
-            })?;
+            let text = read_text(&path, options.complete_lines)?;
             files.push(SourceFile {
                 name: Some(path.display().to_string()),
                 text,

@@ -62,6 +62,18 @@ pub struct TranscriptOptions<'a> {
     pub complete_lines: bool,
 }
 
+/// The text of `path` (UTF-8, or an error naming the file and the offset); with
+/// `complete_lines`, up to its last newline.
+pub(crate) fn read_text(path: &std::path::Path, complete_lines: bool) -> crate::Result<String> {
+    String::from_utf8(read_file(path, complete_lines)?).map_err(|e| {
+        crate::Error::InvalidInput(format!(
+            "{} is not valid UTF-8 (invalid byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
 /// The bytes of `path`; with `complete_lines`, up to its last newline.
 pub(crate) fn read_file(path: &std::path::Path, complete_lines: bool) -> crate::Result<Vec<u8>> {
     let mut bytes = std::fs::read(path)
