@@ -342,13 +342,9 @@ fn a_rollout_imported_again_gains_what_it_grew_and_one_that_differs_is_refused()
     let first = import(&s, &rollout(), false).unwrap();
     let length = s.info(&first.sessions[0]).unwrap().length;
     // The same rollout: nothing new, nothing written.
-    let before = quads(&s);
-    let again = import(&s, &rollout(), false).unwrap();
-    assert!(
-        again.sessions.is_empty() && again.extended.is_empty(),
-        "{again:?}"
-    );
-    assert_eq!((again.turns, quads(&s)), (0, before));
+    imports_nothing_new(&s, "the same rollout", || {
+        import(&s, &rollout(), false).unwrap()
+    });
     // Grown (Codex appends as the session goes on): the new turns are appended.
     let line = json!({"timestamp": "2025-09-14T09:20:00.000Z", "type": "response_item",
         "payload": {"type": "message", "role": "user",
@@ -376,11 +372,7 @@ fn a_rollout_without_a_usable_id_is_named_the_same_each_time_and_extended_again(
         let first = import(&s, &text, false).unwrap().sessions;
         assert_eq!(first.len(), 1);
         assert!(first[0].as_str().starts_with("codex-"), "{}", first[0]);
-        let again = import(&s, &text, false).unwrap();
-        assert!(
-            again.sessions.is_empty() && again.extended.is_empty(),
-            "{again:?}"
-        );
+        imports_nothing_new(&s, meta_id, || import(&s, &text, false).unwrap());
         // Grown by a line, it is still the same rollout: the line is appended to it.
         let line = json!({"timestamp": "2025-09-14T09:20:00.000Z", "type": "response_item",
             "payload": {"type": "message", "role": "user",

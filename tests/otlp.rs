@@ -201,14 +201,7 @@ fn a_traced_conversation_with_a_tool_call_and_a_retry_is_a_session_and_a_fork() 
         );
         check_conversation(&store, &sid("conv-1"));
         // The same traces again: nothing new.
-        let before = quads(&store);
-        let again = import(&store, &lines);
-        assert_eq!(
-            (again.sessions.len(), again.turns),
-            (0, 0),
-            "{kind}: {again:?}"
-        );
-        assert_eq!(before, quads(&store), "{kind}");
+        imports_nothing_new(&store, kind, || import(&store, &lines));
     }
 }
 

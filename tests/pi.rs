@@ -137,14 +137,7 @@ fn a_pi_tree_becomes_a_session_and_a_fork_at_its_branch_point() {
         );
 
         // Again: nothing new, nothing written.
-        let before = quads(&store);
-        let again = import(&store, &text);
-        assert_eq!(
-            (again.sessions.len(), again.turns),
-            (0, 0),
-            "{kind}: {again:?}"
-        );
-        assert_eq!(before, quads(&store), "{kind}");
+        imports_nothing_new(&store, kind, || import(&store, &text));
     }
 }
 
@@ -252,9 +245,6 @@ fn hostile_pi_entry_ids_stay_values_and_import_again_as_nothing_new() {
     .join("\n");
     let first = import(&store, &text);
     assert_eq!((first.sessions.len(), first.turns), (1, 2), "{first:?}");
-    let before = quads(&store);
-    let again = import(&store, &text);
-    assert_eq!((again.sessions.len(), again.turns), (0, 0), "{again:?}");
-    assert_eq!(before, quads(&store));
+    imports_nothing_new(&store, "hostile ids", || import(&store, &text));
     assert!(store.verify(None).unwrap().problems.is_empty());
 }

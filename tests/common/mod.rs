@@ -565,3 +565,20 @@ pub fn shape(s: &Store) -> std::collections::BTreeMap<String, String> {
     }
     out
 }
+
+/// Runs `import` (of something imported before) and checks it creates and extends
+/// nothing, writes no turn, and leaves every quad of the store as it was.
+pub fn imports_nothing_new(
+    store: &Store,
+    what: &str,
+    import: impl FnOnce() -> forktrail::TranscriptReport,
+) {
+    let before = quads(store);
+    let again = import();
+    assert_eq!(
+        (again.sessions.len(), again.extended.len(), again.turns),
+        (0, 0, 0),
+        "{what}: {again:?}"
+    );
+    assert_eq!(before, quads(store), "{what}");
+}
