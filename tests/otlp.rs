@@ -121,20 +121,10 @@ fn import(store: &Store, lines: &[Value]) -> forktrail::TranscriptReport {
         .unwrap()
 }
 
-/// `(role, kind, content, model)` of each turn of `id`.
-fn turns(store: &Store, id: &SessionId) -> Vec<(Role, Kind, String, Option<String>)> {
-    store
-        .load(id, None)
-        .unwrap()
-        .into_iter()
-        .map(|t| (t.role, t.kind, t.content, t.model))
-        .collect()
-}
-
 /// What the conversation must become: the main line and the retried answer's fork.
 fn check_conversation(store: &Store, main: &SessionId) {
     let model = Some("gpt-4o-2024-08-06".to_string());
-    let main_turns = turns(store, main);
+    let main_turns = turns_of(store, main);
     assert_eq!(
         main_turns
             .iter()
@@ -174,7 +164,7 @@ fn check_conversation(store: &Store, main: &SessionId) {
     let retry = &branches[0].session;
     let info = store.info(retry).unwrap();
     assert_eq!((info.forked_at_index, info.own_turns), (Some(4), 1));
-    assert_eq!(turns(store, retry)[4].2, "Cloudy, 18 degrees.");
+    assert_eq!(turns_of(store, retry)[4].2, "Cloudy, 18 degrees.");
 }
 
 #[test]
@@ -324,7 +314,7 @@ fn older_prompt_attributes_and_openinference_give_the_same_conversation() {
         let store = Store::in_memory().unwrap();
         let report = import(&store, &[shape]);
         assert_eq!(report.sessions[0], trace, "{report:?}");
-        let main = turns(&store, &trace);
+        let main = turns_of(&store, &trace);
         assert_eq!(main.len(), 5, "{main:?}");
         assert_eq!(main[2].1, Kind::ToolCall);
         assert_eq!(main[3].2, "18°C, cloudy");
@@ -332,7 +322,7 @@ fn older_prompt_attributes_and_openinference_give_the_same_conversation() {
         let branches = store.branches(&trace).unwrap();
         assert_eq!(branches.len(), 1);
         assert_eq!(
-            turns(&store, &branches[0].session)[4].2,
+            turns_of(&store, &branches[0].session)[4].2,
             "Cloudy, 18 degrees."
         );
     }
@@ -446,7 +436,7 @@ fn span_events_of_the_older_conventions_give_the_messages() {
         report.skipped_types.get("event gen_ai.something.else"),
         Some(&1)
     );
-    let got = turns(&store, &sid("events-1"));
+    let got = turns_of(&store, &sid("events-1"));
     assert_eq!(
         got.iter()
             .map(|t| (t.0, t.2.as_str(), t.3.as_deref()))

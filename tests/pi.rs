@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use forktrail::{ImportFormat, Kind, Role, SessionId, Store, TranscriptOptions};
+use forktrail::{ImportFormat, Kind, Role, Store, TranscriptOptions};
 
 const SESSION: &str = "0b5c6f1e-8a2d-4c1b-9e3f-7d2a1c4b5e60";
 const FORK: &str = "7e1d2c3b-4a5f-4e6d-8c7b-9a0f1e2d3c4b";
@@ -22,16 +22,6 @@ fn import(store: &Store, text: &str) -> forktrail::TranscriptReport {
     store
         .import_with(text.as_bytes(), None, &TranscriptOptions::default())
         .unwrap()
-}
-
-/// `(role, kind, content, model)` of each turn of `id`'s replay.
-fn turns(store: &Store, id: &SessionId) -> Vec<(Role, Kind, String, Option<String>)> {
-    store
-        .load(id, None)
-        .unwrap()
-        .into_iter()
-        .map(|t| (t.role, t.kind, t.content, t.model))
-        .collect()
 }
 
 #[test]
@@ -53,7 +43,7 @@ fn a_pi_tree_becomes_a_session_and_a_fork_at_its_branch_point() {
             );
         }
         let sonnet = Some("claude-sonnet-4-5".to_string());
-        let main_turns = turns(&store, &main);
+        let main_turns = turns_of(&store, &main);
         assert_eq!(main_turns.len(), 5, "{kind}: {main_turns:?}");
         assert_eq!(
             main_turns[..2],
@@ -100,7 +90,7 @@ fn a_pi_tree_becomes_a_session_and_a_fork_at_its_branch_point() {
             (Some(&main), Some(4), 5),
             "{kind}"
         );
-        let own: Vec<(Role, Kind, String)> = turns(&store, fork)[4..]
+        let own: Vec<(Role, Kind, String)> = turns_of(&store, fork)[4..]
             .iter()
             .map(|t| (t.0, t.1, t.2.clone()))
             .collect();
@@ -171,7 +161,7 @@ fn a_pi_fork_file_shares_what_its_parent_holds() {
         (Some(sid(SESSION)), Some(4), 1)
     );
     assert_eq!(
-        turns(&store, &fork).last().unwrap().2,
+        turns_of(&store, &fork).last().unwrap().2,
         "Use an environment variable."
     );
     // Alone, before its parent, it is a root holding the whole copy.

@@ -582,3 +582,16 @@ pub fn imports_nothing_new(
     );
     assert_eq!(before, quads(store), "{what}");
 }
+
+/// `(role, kind, content, model)` of each turn of `id`, inherited ones included.
+pub fn turns_of(
+    store: &Store,
+    id: &SessionId,
+) -> Vec<(Role, forktrail::Kind, String, Option<String>)> {
+    store
+        .load(id, None)
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.role, t.kind, t.content, t.model))
+        .collect()
+}
