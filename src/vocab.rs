@@ -39,6 +39,7 @@ pub mod ft {
         FINISH_REASON = "finishReason", CHARGED_USD = "chargedUsd", COST_USD = "costUsd",
         SOURCE_ID = "sourceId", AGENT_ID = "agentId", SPAWNED_BY = "spawnedBy",
         SPAWNED_IN_SESSION = "spawnedInSession", SPAWN_TOOL_CALL_ID = "spawnToolCallId",
+        FORKED_FROM_ID = "forkedFromId",
         LEASE = "Lease", LEASE_OF = "leaseOf", LEASE_EXPIRES = "leaseExpires",
     }
 }

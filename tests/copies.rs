@@ -279,6 +279,113 @@ fn a_copied_codex_rollout_becomes_a_fork_of_the_stored_one() {
     );
 }
 
+/// The fixture rollout, and a `codex fork` of it: a new id, `forked_from_id` naming the
+/// original, the history repeated, then a turn of its own.
+fn codex_parent_and_fork() -> (String, String) {
+    let path = format!(
+        "{}/tests/data/codex/rollout.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let parent = std::fs::read_to_string(path).unwrap();
+    let forked = parent
+        .replacen(
+            r#"{"id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30","#,
+            r#"{"id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b31","forked_from_id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30","#,
+            1,
+        )
+        .trim_end()
+        .to_string()
+        + "\n"
+        + &json!({"timestamp": "2025-09-14T10:00:00.000Z", "type": "response_item",
+            "payload": {"type": "message", "role": "user",
+                        "content": [{"type": "input_text", "text": "Now the Sunday case."}]}})
+        .to_string()
+        + "\n";
+    assert!(forked.contains("forked_from_id"));
+    (parent, forked)
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn a_codex_fork_imported_before_its_parent_becomes_its_fork_when_the_parent_comes() {
+    let (parent_text, fork_text) = codex_parent_and_fork();
+    let codex = |store: &Store, text: &str| {
+        store
+            .import_with(
+                text.as_bytes(),
+                Some(ImportFormat::Codex),
+                &TranscriptOptions::default(),
+            )
+            .unwrap()
+    };
+    // The order Codex writes them in: the parent, then the fork.
+    let in_order = rocksdb();
+    codex(&in_order.store, &parent_text);
+    codex(&in_order.store, &fork_text);
+
+    // The other order, on a store with a catalog, the fork forked again meanwhile.
+    let late = rocksdb();
+    let store = &late.store;
+    let fork = sid("0199449a-3c2e-7d41-9f6b-5e2c8a1d7b31");
+    let first = codex(store, &fork_text);
+    assert!(first.shared.is_empty());
+    let whole = store.info(&fork).unwrap().length;
+    assert_eq!(stored_turns(store, &fork), whole as usize);
+    let grandchild = fork_at(store, &fork, 3, "g", "retry");
+    let before = store.replay(&grandchild, None).unwrap();
+    let parent_report = codex(store, &parent_text);
+    let parent = sid("0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30");
+    let shared = whole - 1;
+    assert_eq!(parent_report.sessions, vec![parent.clone()]);
+    assert_eq!(
+        parent_report.shared,
+        vec![forktrail::SharedCopy {
+            session: fork.clone(),
+            parent: parent.clone(),
+            shared_turns: shared,
+            branch: "copy".into(),
+        }]
+    );
+    // The fork keeps only its own turn; the parent holds the history once.
+    assert_eq!(stored_turns(store, &fork), 1);
+    assert_eq!(stored_turns(store, &parent), shared as usize);
+    let info = store.info(&fork).unwrap();
+    assert_eq!(
+        (info.parent.as_ref(), info.forked_at_index, info.depth),
+        (Some(&parent), Some(shared), 1)
+    );
+    // Its own fork moved down with it and reads as before.
+    let moved = store.info(&grandchild).unwrap();
+    assert_eq!((moved.depth, moved.fork_root.clone()), (2, parent.clone()));
+    assert_eq!(store.replay(&grandchild, None).unwrap(), before);
+    // The same store as in the order Codex writes them, the extra fork aside.
+    store.delete(&grandchild, false).unwrap();
+    assert_eq!(shape(store), shape(&in_order.store));
+    // Nothing waits any more, and search finds the history once, in the parent.
+    let ask = format!(
+        "ASK {{ GRAPH ?g {{ ?s <{}forkedFromId> ?p }} }}",
+        forktrail::vocab::ft::NS
+    );
+    assert!(matches!(
+        store.query(&ask, &[]).unwrap(),
+        QueryResults::Boolean(false)
+    ));
+    let hits = store
+        .search(&forktrail::SearchQuery {
+            text: "Mondays".into(),
+            limit: None,
+            cursor: None,
+        })
+        .unwrap()
+        .hits;
+    let sessions: Vec<&SessionId> = hits.iter().map(|h| &h.session).collect();
+    assert_eq!(sessions, vec![&parent]);
+    assert!(store.verify(None).unwrap().problems.is_empty());
+    // Importing either again changes nothing.
+    imports_nothing_new(store, "the parent again", || codex(store, &parent_text));
+    imports_nothing_new(store, "the fork again", || codex(store, &fork_text));
+}
+
 /// A Claude Code message line of log `log`; with `from`, a copy (as a fork's log holds
 /// it) of message `from.1` of log `from.0`.
 fn cc(
@@ -288,7 +395,9 @@ fn cc(
     text: &str,
     from: Option<(&str, &str)>,
 ) -> String {
-    let role = if uuid.starts_with('u') || uuid.starts_with("cu") || uuid.starts_with("fu") {
+    // A fork of a fork's copies and lines start with `g`.
+    let own = uuid.trim_start_matches('g');
+    let role = if own.starts_with('u') || own.starts_with("cu") || own.starts_with("fu") {
         "user"
     } else {
         "assistant"
@@ -459,6 +568,80 @@ fn a_folder_holding_a_fork_log_and_its_parent_stores_the_copied_lines_once() {
             (Some(parent), Some(upto as u64), "fork-1"),
             "{upto}"
         );
+    }
+}
+
+/// A fork of the fork's log (`fork_log(2)`), made at its message `upto`: every line
+/// before it copied with new uuids, `forkedFrom` naming the fork's log and line (as
+/// Claude Code writes a fork of a fork), then a line of its own.
+fn fork_of_fork_log(upto: usize) -> String {
+    let lines = [
+        ("cu1", "Rename the module."),
+        ("ca1", "Renamed it."),
+        ("fu1", "Instead, split it in two."),
+        ("fa1", "Split."),
+    ];
+    let mut log = String::new();
+    let mut parent: Option<String> = None;
+    for (uuid, text) in &lines[..upto] {
+        let copy = format!("g{uuid}");
+        log += &cc(
+            GRANDCHILD,
+            &copy,
+            parent.as_deref(),
+            text,
+            Some((FORK, uuid)),
+        );
+        parent = Some(copy);
+    }
+    log + &cc(
+        GRANDCHILD,
+        "gu9",
+        parent.as_deref(),
+        "Or keep it whole after all.",
+        None,
+    )
+}
+
+const GRANDCHILD: &str = "5f0c2a1e-0000-4000-8000-00000000000g";
+
+#[test]
+fn a_fork_of_a_fork_imported_on_its_own_stores_only_its_own_lines() {
+    // Each log imported on its own, in the order they were written; then all three in
+    // one folder.
+    let grandchild = SessionId::new(GRANDCHILD).unwrap();
+    let fork = SessionId::new(FORK).unwrap();
+    let parent = SessionId::new(PARENT).unwrap();
+    for upto in [4, 3, 1] {
+        let store = Store::in_memory().unwrap();
+        claude(&store, &parent_log());
+        claude(&store, &fork_log(2));
+        let report = claude(&store, &fork_of_fork_log(upto));
+        assert_eq!(report.turns, 1, "{upto}: {report:?}");
+        assert_eq!(stored_turns(&store, &grandchild), 1, "{upto}");
+        let info = store.info(&grandchild).unwrap();
+        // Forked past the fork point, it hangs on the fork; before it, on the parent.
+        let on = if upto > 2 { &fork } else { &parent };
+        assert_eq!(
+            (info.parent.as_ref(), info.forked_at_index),
+            (Some(on), Some(upto as u64)),
+            "{upto}"
+        );
+        assert_eq!(
+            (stored_turns(&store, &parent), stored_turns(&store, &fork)),
+            (4, 2),
+            "{upto}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.jsonl"), fork_of_fork_log(upto)).unwrap();
+        std::fs::write(dir.path().join("b.jsonl"), fork_log(2)).unwrap();
+        std::fs::write(dir.path().join("c.jsonl"), parent_log()).unwrap();
+        let together = Store::in_memory().unwrap();
+        together
+            .import_path(dir.path(), None, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(shape(&together), shape(&store), "{upto}");
     }
 }
 

@@ -160,6 +160,24 @@ fn rich_store() -> Store {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-project");
     s.import_claude_code_path(&project, &forktrail::TranscriptOptions::default())
         .unwrap();
+    // A Codex fork rollout whose parent is not here: it waits for it.
+    let rollout = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/codex/rollout.jsonl"),
+    )
+    .unwrap()
+    .replacen(
+        r#""id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30","#,
+        r#""id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b31","forked_from_id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30","#,
+        1,
+    );
+    let waiting = s
+        .import_with(
+            rollout.as_bytes(),
+            Some(forktrail::ImportFormat::Codex),
+            &forktrail::TranscriptOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(waiting.sessions.len(), 1);
     s
 }
 

@@ -27,9 +27,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     Agent, ForkOptions, Kind, Label, NewSession, NewTurn, Role, SessionId, MAX_FORK_DEPTH,
 };
-use crate::rdf::{
-    adopt_change, source_id_quad, sub_agent_quads, ImportedGraph, SessionNode, SubAgentFacts,
-};
+use crate::rdf::{source_id_quad, sub_agent_quads, ImportedGraph, SessionNode, SubAgentFacts};
 use crate::store::Store;
 use oxigraph::model::{NamedNode, Quad};
 use serde_json::{json, Value};
@@ -140,7 +138,7 @@ impl Store {
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
         let mut report = TranscriptReport::default();
-        let families = read_families(&files, options, &mut report)?;
+        let families = read_families(self, &files, options, &mut report)?;
         self.import_families(&files, families, "claude-code", options, report)
     }
 
@@ -750,7 +748,7 @@ impl Build<'_, '_> {
         };
         let label = self.next_label(&agent_label(agent));
         let reason = format!("sub-agent {agent} launched by turn {index} of {parent}");
-        match self.scratch.adopt(id, &parent, &label, &reason) {
+        match self.scratch.adopt(id, &parent, 0, &label, &reason) {
             Ok(moved) => {
                 for session in &moved {
                     self.extended(session);
@@ -1022,6 +1020,7 @@ impl Build<'_, '_> {
 /// (by `sessionId`), counting what is skipped; a bad line fails the import unless
 /// `skip_invalid`.
 fn read_families(
+    store: &Store,
     files: &[SourceFile],
     options: &TranscriptOptions<'_>,
     report: &mut TranscriptReport,
@@ -1110,6 +1109,7 @@ fn read_families(
             }
         }
     }
+    forks.resolve_stored(store, &families)?;
     Ok(forks.merge(families))
 }
 
@@ -1163,6 +1163,60 @@ impl Forks {
     /// The log a fork's log was first forked from (itself when it is no fork).
     fn root_log(&self, log: &str) -> String {
         chase(&self.fork_of, log)
+    }
+
+    /// Aliases the copied lines of a fork's log whose originals neither the import nor
+    /// the store names: a fork of a fork imported on its own copies lines its parent's
+    /// log had copied in turn, and those were stored once, under the session they
+    /// copied, with no source id of their own. Such lines are found by position in the
+    /// stored session's chain (their turns' digests equal the stored ones there) and
+    /// aliased to the source message of the turn at that index.
+    fn resolve_stored(
+        &mut self,
+        store: &Store,
+        families: &BTreeMap<Option<String>, Family>,
+    ) -> Result<()> {
+        for (log, family) in families {
+            let Some(from) = log.as_ref().and_then(|l| self.fork_of.get(l)) else {
+                continue;
+            };
+            let Ok(from) = SessionId::new(from.clone()) else {
+                continue;
+            };
+            if families.contains_key(&Some(from.to_string())) || !store.exists(&from)? {
+                continue;
+            }
+            let chain = store.chain(&from)?;
+            let (mut digest, mut index) = (String::new(), 0u64);
+            for node in family.nodes.iter().filter(|n| n.copy) {
+                for turn in &node.turns {
+                    digest = crate::rdf::turn_digest(
+                        &digest,
+                        index,
+                        turn.role,
+                        turn.kind,
+                        &turn.content,
+                    );
+                    index += 1;
+                }
+                let Some(last) = index.checked_sub(1).filter(|&l| l < chain.leaf().length) else {
+                    break;
+                };
+                if store.digest_in_chain(&chain, last)? != digest {
+                    break;
+                }
+                let original = self.original(&node.uuid);
+                if store.rdf().session_holding(&original)?.is_some() {
+                    continue;
+                }
+                let owner = chain.owner_of(last).expect("an index within the chain");
+                let turn = store.iris.turn(owner.id.as_str(), last);
+                if let Some(source) = store.rdf().source_id(&turn, &owner.iri)? {
+                    self.alias.insert(node.uuid.clone(), source);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Moves each fork's lines into the family of the log it was forked from: its copied
@@ -1500,52 +1554,4 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
         spawned,
         ..Default::default()
     }))
-}
-
-impl Store {
-    /// Makes root session `child` (with no inherited turns) a fork at 0 of `parent`
-    /// labelled `label`, its descendants moving down with it (within the depth limit).
-    /// Its turns chain from the empty digest either way, so they stay as they are.
-    /// Returns the sessions it changed.
-    fn adopt(
-        &self,
-        child: &SessionId,
-        parent: &SessionId,
-        label: &str,
-        reason: &str,
-    ) -> Result<Vec<SessionId>> {
-        let mut tx = self.write()?;
-        let facts = self.require(child)?;
-        let chain = self.chain(parent)?;
-        let shift = chain.len() as u64;
-        let subtree = self.subtree_of(facts.clone())?;
-        let deepest = subtree
-            .iter()
-            .map(|f| f.depth + shift)
-            .max()
-            .unwrap_or(shift);
-        if deepest > MAX_FORK_DEPTH as u64 {
-            return Err(Error::ForkTooDeep {
-                parent: parent.to_string(),
-                depth: deepest as usize,
-                max: MAX_FORK_DEPTH,
-            });
-        }
-        let node_quads = self.rdf().about(facts.iri.as_ref(), facts.iri.as_ref())?;
-        let (inserts, removes) = adopt_change(
-            &self.iris,
-            &subtree,
-            &node_quads,
-            chain.levels(),
-            label,
-            reason,
-        );
-        tx.insert(inserts);
-        tx.remove(removes);
-        for f in &subtree {
-            tx.forget(&f.iri);
-        }
-        tx.commit()?;
-        Ok(subtree.into_iter().map(|f| f.id).collect())
-    }
 }

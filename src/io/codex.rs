@@ -92,6 +92,7 @@ impl Store {
         let items = read_items(text);
 
         let mut root = self.rollout_root(text, &items)?;
+        let declared_parent = forked_from(&items);
 
         // The messages response items carry: an event showing one of them repeats it;
         // an event with no such item is the only record of its message.
@@ -181,10 +182,22 @@ impl Store {
                     .into(),
             ));
         }
-        if self.exists(root.id())? {
-            return self.extend_rollout(root, report);
-        }
-        report.added(self.add_root(root, options)?);
+        let id = root.id().clone();
+        let mut report = if self.exists(&id)? {
+            self.extend_rollout(root, report)?
+        } else {
+            // A fork rollout whose parent is not here yet waits for it (see `adopt`).
+            if let Some(parent) = declared_parent.filter(|p| *p != id) {
+                if !self.exists(&parent)? {
+                    root.awaits(parent);
+                }
+            }
+            report.added(self.add_root(root, options)?);
+            report
+        };
+        // Fork rollouts imported before this one, waiting for it, become its forks
+        // (again on a later import, should that once have failed).
+        report.shared.extend(self.adopt_awaiting(&id)?);
         Ok(report)
     }
 
@@ -236,7 +249,7 @@ impl Store {
         items: &[(u64, std::result::Result<Item, String>)],
     ) -> Result<RootBuilder> {
         let meta_id = items.iter().find_map(|(_, item)| match item {
-            Ok(Item::Meta { id }) => Some(id.clone()),
+            Ok(Item::Meta { id, .. }) => Some(id.clone()),
             _ => None,
         });
         // A rollout without a usable id is named by its first line (its session meta,
@@ -263,6 +276,16 @@ impl Store {
             },
         )
     }
+}
+
+/// The session a rollout's first `session_meta` says it was forked from, if a valid id.
+fn forked_from(items: &[(u64, std::result::Result<Item, String>)]) -> Option<SessionId> {
+    items.iter().find_map(|(_, item)| match item {
+        Ok(Item::Meta { forked_from, .. }) => {
+            Some(forked_from.as_deref().and_then(|f| SessionId::new(f).ok()))
+        }
+        _ => None,
+    })?
 }
 
 /// Each non-blank line of a rollout, numbered, read as what it holds (or why not). An
@@ -292,8 +315,12 @@ fn read_items(text: &str) -> Vec<(u64, std::result::Result<Item, String>)> {
 
 /// What one line of a rollout holds.
 enum Item {
-    /// A `session_meta`: the first names the session.
-    Meta { id: Option<String> },
+    /// A `session_meta`: the first names the session, and the session it was forked
+    /// from (`forked_from_id`, written by `codex fork`).
+    Meta {
+        id: Option<String>,
+        forked_from: Option<String>,
+    },
     /// A `turn_context`, with the model of the turns that follow.
     Context { model: Option<String> },
     /// A turn, and the tool call it makes or answers.
@@ -349,6 +376,7 @@ fn rollout_line(value: Value, n: u64) -> std::result::Result<Item, String> {
     match kind.as_str() {
         "session_meta" => Ok(Item::Meta {
             id: string(&payload, "id"),
+            forked_from: string(&payload, "forked_from_id"),
         }),
         "turn_context" => Ok(Item::Context {
             model: string(&payload, "model"),
@@ -389,6 +417,7 @@ fn early_meta(value: &Value) -> std::result::Result<Item, String> {
         .ok_or("the session meta must be an object")?;
     Ok(Item::Meta {
         id: string(object, "id"),
+        forked_from: None,
     })
 }
 

@@ -12,8 +12,11 @@
 //! | `codex.rs` | OpenAI Codex CLI rollouts in |
 //! | `pi.rs` | Pi session files (a tree in one file) in |
 //! | `otlp.rs` | OpenTelemetry GenAI traces in (OTLP requests and JSON Lines files) |
+//! | `root.rs` | new root sessions built whole; copies stored as forks |
+//! | `adopt.rs` | a root made a fork of a session that arrived after it |
 //! | `copy.rs` | a whole store into another, checked session by session |
 
+mod adopt;
 mod claude_code;
 mod codex;
 mod copy;

@@ -43,6 +43,9 @@ pub(crate) struct RootBuilder {
     turns: Vec<(NewTurn, Option<Agent>)>,
     /// The stored session this one's start repeats, once found: it goes in as a fork.
     base: Option<Base>,
+    /// The session its source says it was forked from, not in the store: recorded on
+    /// the node if it goes in as a root, so that importing that session adopts it.
+    awaits: Option<SessionId>,
 }
 
 /// Where a new session that repeats a stored one's start hangs: a fork of `parent` at
@@ -101,6 +104,7 @@ impl RootBuilder {
             title: session.title,
             turns: Vec::new(),
             base: None,
+            awaits: None,
         })
     }
 
@@ -112,6 +116,12 @@ impl RootBuilder {
     /// The turns added, in order.
     pub(crate) fn into_turns(self) -> Vec<NewTurn> {
         self.turns.into_iter().map(|(turn, _)| turn).collect()
+    }
+
+    /// Notes that the session's source forked it from session `parent`, which is not
+    /// in the store: when `parent` is imported, this session becomes its fork.
+    pub(crate) fn awaits(&mut self, parent: SessionId) {
+        self.awaits = Some(parent);
     }
 
     /// Adds a turn, refused as `append` would refuse it (and then not added).
@@ -219,6 +229,7 @@ impl Store {
                 title,
                 turns,
                 base,
+                awaits,
                 ..
             } = root;
             let iri = self.session_iri(&id);
@@ -226,7 +237,15 @@ impl Store {
                 Some(base) => (base.at, base.digest.clone()),
                 None => (0, String::new()),
             };
-            let node = self.node_quads(&id, &principal, title.as_deref(), base.as_ref(), &created);
+            let mut node =
+                self.node_quads(&id, &principal, title.as_deref(), base.as_ref(), &created);
+            if let (None, Some(parent)) = (&base, &awaits) {
+                node.push(rdf::awaited_parent_quad(
+                    &self.iris,
+                    id.as_str(),
+                    parent.as_str(),
+                ));
+            }
             let principal_iri = self.iris.agent(&principal);
             let (side, declared, written, created) = (&side[r], &declared, &written, &created);
             let turns = turns.into_iter().enumerate().skip(start as usize).flat_map(
@@ -325,6 +344,11 @@ impl Store {
         let holder = |digests: &[String], k: usize| -> Result<Option<SessionNode>> {
             let mut first: Option<SessionNode> = None;
             for graph in self.rdf().graphs_with_digest(&digests[k])? {
+                // A session waiting for the parent its source names is not a parent:
+                // that one, when it comes, adopts it.
+                if self.rdf().awaited_parent(graph.as_ref())?.is_some() {
+                    continue;
+                }
                 if let Some(facts) = self.facts_of(graph.as_ref())? {
                     if first.as_ref().is_none_or(|f| facts.id < f.id) {
                         first = Some(facts);
@@ -355,20 +379,7 @@ impl Store {
         if depth > MAX_FORK_DEPTH {
             return Ok(None);
         }
-        let mut n = 1;
-        let label = loop {
-            let label = Label::new(if n == 1 {
-                "copy".to_string()
-            } else {
-                format!("copy-{n}")
-            })?;
-            if self.rdf().child_with_label(&found.iri, &label)?.is_none()
-                && taken.insert((found.iri.clone(), label.to_string()))
-            {
-                break label;
-            }
-            n += 1;
-        };
+        let label = self.copy_label(&found.iri, taken)?;
         Ok(Some(Base {
             at: lo as u64 + 1,
             digest: digests[lo].clone(),
@@ -377,6 +388,29 @@ impl Store {
             parent: found,
             label,
         }))
+    }
+
+    /// The first of `copy`, `copy-2`, … that no child of `parent` has and this import
+    /// has not given (`taken`, by parent).
+    pub(super) fn copy_label(
+        &self,
+        parent: &NamedNode,
+        taken: &mut HashSet<(NamedNode, String)>,
+    ) -> Result<Label> {
+        let mut n = 1;
+        loop {
+            let label = Label::new(if n == 1 {
+                "copy".to_string()
+            } else {
+                format!("copy-{n}")
+            })?;
+            if self.rdf().child_with_label(parent, &label)?.is_none()
+                && taken.insert((parent.clone(), label.to_string()))
+            {
+                return Ok(label);
+            }
+            n += 1;
+        }
     }
 
     /// The quads of a new session's node: a root, or with `base` a fork of the session

@@ -94,6 +94,21 @@ impl Rdf<'_> {
             .is_some())
     }
 
+    /// The source message turn `turn` (stored in graph `graph`) was imported from.
+    pub(crate) fn source_id(&self, turn: &NamedNode, graph: &NamedNode) -> Result<Option<String>> {
+        for quad in self.backend.quads(
+            Some(turn.as_ref().into()),
+            Some(ft::SOURCE_ID),
+            None,
+            Some(GraphNameRef::NamedNode(graph.as_ref())),
+        ) {
+            if let Some(id) = text(&quad?.object) {
+                return Ok(Some(id.to_string()));
+            }
+        }
+        Ok(None)
+    }
+
     /// The graph of the session that holds the turns imported from source message `id`
     /// (not a copy a detach made), if any.
     pub(crate) fn session_holding(&self, id: &str) -> Result<Option<NamedNode>> {

@@ -44,8 +44,8 @@ pub(crate) use job::{JobNode, JobRecord};
 pub(crate) use lease::{expiry as lease_expiry, fence_condition, lease_quads};
 pub(crate) use listing::SessionFilter;
 pub(crate) use session::{
-    adopt_change, detach_change, fork_request_quads, session_quads, sub_agent_quads, ForkRecord,
-    SessionNode, SessionRecord, SubAgentFacts,
+    adopt_change, awaited_parent_quad, detach_change, fork_request_quads, repointed, session_quads,
+    sub_agent_quads, Adoption, ForkRecord, SessionNode, SessionRecord, SubAgentFacts,
 };
 pub(crate) use turn::{detach_copy, missing_turn, turn_quads, TurnRecord};
 pub(crate) use whatif::{CallRecord, ComparisonRecord, Node as WhatIfNode, RunRecord, StoredRun};
@@ -77,6 +77,13 @@ impl Rdf<'_> {
                 None,
                 Some(GraphNameRef::NamedNode(graph)),
             )
+            .collect()
+    }
+
+    /// Every quad, in any graph, whose object is `object`: what points at a node.
+    pub(crate) fn naming(&self, object: NamedNodeRef<'_>) -> Result<Vec<Quad>> {
+        self.backend
+            .quads(None, None, Some(object.into()), None)
             .collect()
     }
 

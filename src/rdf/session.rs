@@ -5,7 +5,7 @@ use super::{literal, text, GraphWriter, Iris, Rdf};
 use crate::error::{Error, Result};
 use crate::model::{Agent, Label, SessionId, SubAgentInfo, TurnRef};
 use crate::vocab::{dcterms, ft, prov, rdf};
-use oxigraph::model::{GraphName, Literal, NamedNode, NamedNodeRef, Quad, Term};
+use oxigraph::model::{GraphName, GraphNameRef, Literal, NamedNode, NamedNodeRef, Quad, Term};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -307,6 +307,28 @@ impl Rdf<'_> {
         Ok(None)
     }
 
+    /// The session nodes that wait for session `id` (as its source named it): imported
+    /// with `ft:forkedFromId` `id` while `id` was not in the store.
+    pub(crate) fn awaiting(&self, id: &str) -> Result<Vec<NamedNode>> {
+        self.sessions_where(ft::FORKED_FROM_ID, literal(id))
+    }
+
+    /// The session its source says session `session` was forked from, while that one
+    /// is not in the store.
+    pub(crate) fn awaited_parent(&self, session: NamedNodeRef<'_>) -> Result<Option<String>> {
+        for quad in self.backend.quads(
+            Some(session.into()),
+            Some(ft::FORKED_FROM_ID),
+            None,
+            Some(GraphNameRef::NamedNode(session)),
+        ) {
+            if let Term::Literal(value) = quad?.object {
+                return Ok(Some(value.value().to_string()));
+            }
+        }
+        Ok(None)
+    }
+
     /// The sessions a fork request with id `key` made.
     pub(crate) fn sessions_of_request(&self, key: &str) -> Result<Vec<NamedNode>> {
         self.sessions_where(ft::REQUEST_ID, literal(key))
@@ -372,6 +394,23 @@ pub(crate) fn session_quads(
         }
     }
     w.quads
+}
+
+/// The quad recording that an imported root session's tool forked it from session
+/// `parent` (as the source names it), which is not in the store yet.
+pub(crate) fn awaited_parent_quad(iris: &Iris, id: &str, parent: &str) -> Quad {
+    let iri = iris.session(id);
+    Quad::new(
+        iri.clone(),
+        ft::FORKED_FROM_ID,
+        literal(parent),
+        GraphName::NamedNode(iri),
+    )
+}
+
+/// Quad `quad` naming `to` where it named its object: a reference moved to another node.
+pub(crate) fn repointed(quad: Quad, to: &NamedNode) -> Quad {
+    Quad::new(quad.subject, quad.predicate, to.clone(), quad.graph_name)
 }
 
 /// The summary and the request id and digest a fork may carry.
@@ -456,19 +495,34 @@ fn lineage(f: &SessionNode, depth: u64, root: &NamedNode) -> (Vec<Quad>, Vec<Qua
     (removes, inserts)
 }
 
-/// The edits that make root session `subtree[0]` (no inherited turns) a fork at 0 of
-/// `parent` (whose chain is `chain`, root first) labelled `label`: its node's lineage
-/// facts are replaced by a fork's (what else it says stays), and its descendants move
-/// down by the new depth. Returns `(inserts, removes)`; `node_quads` are the quads of
-/// the root's node as stored.
+/// How a root session becomes a fork: of the last session of `chain` (root first), at
+/// `at` (the root's first `at` turns, which repeat the parent's, ending in turn digest
+/// `base_digest`, are dropped by the caller), labelled `label`, for `reason`.
+pub(crate) struct Adoption<'a> {
+    pub(crate) chain: &'a [SessionNode],
+    pub(crate) at: u64,
+    pub(crate) base_digest: Option<&'a str>,
+    pub(crate) label: &'a str,
+    pub(crate) reason: &'a str,
+}
+
+/// The edits that make root session `subtree[0]` a fork as `adoption` says: its node's
+/// lineage facts are replaced by a fork's (what else it says stays; an awaited parent
+/// goes), and its descendants move down by the new depth. Returns `(inserts,
+/// removes)`; `node_quads` are the quads of the root's node as stored.
 pub(crate) fn adopt_change(
     iris: &Iris,
     subtree: &[SessionNode],
     node_quads: &[Quad],
-    chain: &[SessionNode],
-    label: &str,
-    reason: &str,
+    adoption: &Adoption<'_>,
 ) -> (Vec<Quad>, Vec<Quad>) {
+    let Adoption {
+        chain,
+        at,
+        base_digest,
+        label,
+        reason,
+    } = *adoption;
     let child = &subtree[0];
     let parent = chain.last().expect("a chain is never empty");
     let root = &chain[0].iri;
@@ -495,8 +549,8 @@ pub(crate) fn adopt_change(
         },
         Some(&ForkRecord {
             parent: &parent.iri,
-            at: 0,
-            base_digest: None,
+            at,
+            base_digest,
             reason: Some(reason),
         }),
     );
@@ -509,6 +563,7 @@ pub(crate) fn adopt_change(
         prov::WAS_ATTRIBUTED_TO,
         dcterms::CREATED,
         dcterms::TITLE,
+        ft::FORKED_FROM_ID,
     ];
     let mut removes: Vec<Quad> = node_quads
         .iter()
