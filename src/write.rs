@@ -288,6 +288,45 @@ impl Store {
         Ok(plan)
     }
 
+    /// Forks `parent` as [`Store::fork`] does and appends `turns` to the fork, in one
+    /// transaction: an edited message sent as a new branch. A bad turn is named by its
+    /// place in `turns`, and then neither the fork nor any turn is written.
+    pub fn fork_with(
+        &self,
+        parent: &SessionId,
+        options: ForkOptions,
+        turns: Vec<NewTurn>,
+    ) -> Result<ForkPlan> {
+        if options.dry_run || options.request_id.is_some() {
+            return Err(Error::InvalidInput(
+                "a fork with turns takes no dry run or request id".into(),
+            ));
+        }
+        let mut keys = vec![self.session_iri(parent)];
+        if let Some(id) = &options.id {
+            keys.push(self.session_iri(&SessionId::new(id.clone())?));
+        }
+        let mut tx = self.write_grouped(&keys)?;
+        let (plan, facts) = self.fork_in(&mut tx, parent, options)?;
+        let mut facts = facts.expect("a fork that is not a dry run has facts");
+        let (count, mut prev) = (turns.len(), None);
+        for (n, turn) in turns.into_iter().enumerate() {
+            let (_, digest) = self
+                .append_after(&mut tx, &facts, turn, prev.take(), |_, _, _| {})
+                .map_err(|e| match e {
+                    Error::InvalidInput(why) => Error::InvalidInput(format!(
+                        "turn {n} of the {count} for the fork of {parent}: {why}; nothing was \
+                         written"
+                    )),
+                    other => other,
+                })?;
+            facts.length += 1;
+            prev = Some(digest);
+        }
+        tx.commit()?;
+        Ok(plan)
+    }
+
     /// Adds a fork to `tx` (nothing for a dry run or a reused request): the plan, and
     /// the child's facts as they will be once committed.
     pub(crate) fn fork_in(

@@ -628,6 +628,256 @@ fn what_if_shows_the_estimate_then_follows_the_job_to_its_end() {
     assert_eq!(answer.model.as_deref(), Some("stub-model"));
 }
 
+/// The edges of a page's drawn tree: `(x1, y1, x2, y2)` of each `line.edge`.
+fn edges(html: &str) -> Vec<(f64, f64, f64, f64)> {
+    html.split("<line class=\"edge\" ")
+        .skip(1)
+        .map(|rest| {
+            let attr = |name: &str| -> f64 {
+                let from = rest.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                rest[from..][..rest[from..].find('"').unwrap()]
+                    .parse()
+                    .unwrap()
+            };
+            (attr("x1"), attr("y1"), attr("x2"), attr("y2"))
+        })
+        .collect()
+}
+
+/// Whether segments `a` and `b` cross (touching at an end, as edges from one parent
+/// do, is not crossing).
+fn cross(a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)) -> bool {
+    let turn = |(px, py): (f64, f64), (qx, qy): (f64, f64), (rx, ry): (f64, f64)| {
+        ((qx - px) * (ry - py) - (qy - py) * (rx - px)).signum()
+    };
+    let (p1, p2, q1, q2) = ((a.0, a.1), (a.2, a.3), (b.0, b.1), (b.2, b.3));
+    let (d1, d2, d3, d4) = (
+        turn(q1, q2, p1),
+        turn(q1, q2, p2),
+        turn(p1, p2, q1),
+        turn(p1, p2, q2),
+    );
+    d1 * d2 < 0.0 && d3 * d4 < 0.0
+}
+
+#[test]
+fn a_300_branch_family_is_drawn_with_no_crossing_edges_and_children_centred() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start(Arc::clone(&store));
+    // 300 forks, each of a session made before it (wide and deep at once).
+    let root = ui.tree.root.clone();
+    let mut sessions = vec![root.clone()];
+    let mut rng = common::Rng(0x9e37_79b9_7f4a_7c15);
+    for b in 0..300 {
+        let parent = sessions[rng.below(sessions.len())].clone();
+        let depth = store.info(&parent).unwrap().depth;
+        if depth >= 20 {
+            continue;
+        }
+        let at = store.info(&parent).unwrap().length;
+        let fork = common::fork_at(
+            &store,
+            &parent,
+            at,
+            &format!("b{b}"),
+            &format!("branch-{b}"),
+        );
+        store
+            .append(&fork, NewTurn::new(Role::User, format!("turn of {b}")))
+            .unwrap();
+        sessions.push(fork);
+    }
+    let (status, _, html) = page(&ui, &format!("/ui/sessions/{root}/tree"));
+    assert_eq!(status, 200);
+    let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
+    let lines = edges(svg);
+    // A readable picture: not 300 boxes, and what is left out is counted.
+    let boxes = svg.matches("<rect").count();
+    assert!((10..=120).contains(&boxes), "{boxes} boxes");
+    assert_eq!(
+        lines.len(),
+        boxes - 1,
+        "one edge into every box but the root's"
+    );
+    assert!(svg.contains("more</text>"), "the rest is counted");
+    for (i, a) in lines.iter().enumerate() {
+        for b in &lines[i + 1..] {
+            assert!(!cross(*a, *b), "edges {a:?} and {b:?} cross");
+        }
+    }
+    // Each parent sits centred over its first and last child.
+    let mut children: std::collections::BTreeMap<(i64, i64), Vec<f64>> = Default::default();
+    for (x1, y1, x2, _) in &lines {
+        children
+            .entry(((x1 * 10.0) as i64, (y1 * 10.0) as i64))
+            .or_default()
+            .push(*x2);
+    }
+    for ((x, _), xs) in children {
+        let (lo, hi) = xs
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+        assert!(
+            ((lo + hi) / 2.0 * 10.0 - x as f64).abs() <= 1.0,
+            "{x} over {xs:?}"
+        );
+    }
+    // Every branch box links to the branch at its fork point.
+    let fork = &sessions[1];
+    let at = store.info(fork).unwrap().forked_at_index.unwrap();
+    assert!(
+        svg.contains(&format!("href=\"/ui/sessions/{fork}?from=0#turn-{at}\"")),
+        "{svg}"
+    );
+}
+
+/// Follows job page `location` until the job ends; its page then.
+fn finished_job(ui: &Ui, location: &str) -> String {
+    assert!(location.starts_with("/ui/jobs/"), "{location}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let html = get(format!("{}{location}", ui.base))
+            .unwrap()
+            .text()
+            .unwrap();
+        if !html.contains("data-status=\"running\"") {
+            return html;
+        }
+        assert!(std::time::Instant::now() < deadline, "{html}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_composer_continues_a_session_and_edit_sends_a_new_branch_a_model_answers() {
+    let stub = common::stub::start(common::stub::Mode::Echo);
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start_with(
+        Arc::clone(&store),
+        ServerConfig {
+            token: Some(TOKEN.into()),
+            model_endpoints: vec![stub.url.clone()],
+            ..ServerConfig::default()
+        },
+    );
+    let root = ui.tree.root.clone();
+    let turns = store.load(&root, None).unwrap();
+    let (_, _, playback) = page(&ui, &format!("/ui/sessions/{root}"));
+    // Edit on every user turn of the page, and on nothing else; the composer at the end.
+    let users = turns.iter().filter(|t| t.role == Role::User).count();
+    assert_eq!(
+        playback
+            .matches(&format!("action=\"/ui/sessions/{root}/edit\""))
+            .count(),
+        users
+    );
+    assert!(playback.contains(&format!("action=\"/ui/sessions/{root}/append\"")));
+    let append = format!("/ui/sessions/{root}/append");
+    // Without the token nothing is written.
+    let before = common::quads(&store);
+    let (status, _, _) = post(&ui, &append, &[("content", "Also Tuesday?")], None);
+    assert_eq!(status, 401);
+    assert_eq!(common::quads(&store), before);
+    // A turn added: back at the session's end, at that turn.
+    let n = turns.len() as u64;
+    let (status, location, _) = post(&ui, &append, &[("content", "Also Tuesday?")], Some(TOKEN));
+    assert_eq!(status, 303);
+    assert!(location.ends_with(&format!("#turn-{n}")), "{location}");
+    let added = store.load(&root, None).unwrap().pop().unwrap();
+    assert_eq!(
+        (added.index, added.role, added.content.as_str()),
+        (n, Role::User, "Also Tuesday?")
+    );
+    // And one a model answers: the answer goes to the session itself.
+    let (status, location, _) = post(
+        &ui,
+        &append,
+        &[
+            ("content", "And Wednesday?"),
+            ("answer", "1"),
+            ("model", "stub-model"),
+            ("endpoint", &stub.url),
+        ],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 303);
+    let html = finished_job(&ui, &location);
+    assert!(html.contains("data-status=\"complete\""), "{html}");
+    let now = store.load(&root, None).unwrap();
+    assert_eq!(now.len() as u64, n + 3);
+    let answer = &now[now.len() - 1];
+    assert_eq!(
+        (
+            answer.role,
+            answer.content.as_str(),
+            answer.model.as_deref()
+        ),
+        (
+            Role::Assistant,
+            common::stub::echo("stub-model", "And Wednesday?").as_str(),
+            Some("stub-model")
+        )
+    );
+    assert_eq!(
+        store.jobs().unwrap().pop().unwrap().fork.as_ref(),
+        Some(&root)
+    );
+
+    // Edit a user turn: a branch forked just before it, the edited text its first turn,
+    // then the model's answer to it.
+    let first_user = turns.iter().find(|t| t.role == Role::User).unwrap().index;
+    let edit = format!("/ui/sessions/{root}/edit");
+    let (status, location, _) = post(
+        &ui,
+        &edit,
+        &[
+            ("at", &first_user.to_string()),
+            ("content", "Book it for two."),
+            ("label", "for-two"),
+            ("answer", "1"),
+            ("model", "stub-model"),
+            ("endpoint", &stub.url),
+        ],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 303);
+    finished_job(&ui, &location);
+    let fork = store.jobs().unwrap().pop().unwrap().fork.unwrap();
+    let info = store.info(&fork).unwrap();
+    assert_eq!(
+        (
+            info.parent.as_ref(),
+            info.forked_at_index,
+            info.branch.as_str()
+        ),
+        (Some(&root), Some(first_user), "for-two")
+    );
+    let branch = store.load(&fork, None).unwrap();
+    assert_eq!(branch.len() as u64, first_user + 2);
+    assert_eq!(branch[first_user as usize].content, "Book it for two.");
+    assert_eq!(
+        branch[first_user as usize + 1].content,
+        common::stub::echo("stub-model", "Book it for two.")
+    );
+    // Without an answer, on to the new branch at its turn; a bad index changes nothing.
+    let (status, location, _) = post(
+        &ui,
+        &edit,
+        &[("at", &first_user.to_string()), ("content", "Just one.")],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 303);
+    assert!(
+        location.ends_with(&format!("#turn-{first_user}")),
+        "{location}"
+    );
+    let before = common::quads(&store);
+    let (status, _, html) = post(&ui, &edit, &[("at", "999"), ("content", "x")], Some(TOKEN));
+    assert_eq!(status, 400, "{html}");
+    assert!(html.contains("999"), "{html}");
+    assert_eq!(common::quads(&store), before);
+}
+
 #[test]
 fn export_html_is_one_file_with_no_script_and_every_turn() {
     let store = Store::in_memory().unwrap();

@@ -6,6 +6,9 @@ use crate::error::Result;
 use crate::model::{Role, SessionId, SessionInfo, TreeNode, Turn};
 use crate::store::Store;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+mod drawing;
+pub(crate) use drawing::drawing;
 use std::collections::{HashMap, HashSet};
 
 /// The one stylesheet (linked by the server's pages, inlined in exported files).
@@ -35,6 +38,20 @@ impl Links<'_> {
         match self {
             Links::Server => Some(format!("/ui/comparisons/{id}")),
             Links::File(_) => None,
+        }
+    }
+
+    /// Where a branch opens: at its fork point (its first own turn, or the composer
+    /// at its end when it has none), a root at its start.
+    pub(crate) fn branch(self, node: &TreeNode) -> Option<String> {
+        match (self, node.forked_at_index) {
+            (Links::Server, Some(at)) if at < node.length => self.turn(&node.session, at),
+            (Links::Server, Some(_)) if node.length > 0 => Some(format!(
+                "/ui/sessions/{}?from={}#composer",
+                node.session,
+                (node.length - 1) / PAGE * PAGE
+            )),
+            _ => self.session(&node.session),
         }
     }
 
@@ -264,7 +281,7 @@ fn tree_node(node: &TreeNode, view: &TreeView<'_>) -> (Markup, bool) {
     let own = node.length - node.forked_at_index.unwrap_or(0);
     let label = html! {
         @let name = html! { @if hit { mark { (node.branch) } } @else { (node.branch) } };
-        @match view.links.session(&node.session) {
+        @match view.links.branch(node) {
             Some(href) => a href=(href) aria-current=[here.then_some("page")] { (name) },
             None => span.branch { (name) },
         }
@@ -291,7 +308,7 @@ fn tree_node(node: &TreeNode, view: &TreeView<'_>) -> (Markup, bool) {
     };
     let open = view.hits.is_none() || below;
     let markup = html! {
-        li.node.current[here] {
+        li.node.current[here] id=(format!("outline-{}", node.session)) {
             @if node.children.is_empty() && node.more_children == 0 {
                 (label) (turns)
             } @else {

@@ -13,6 +13,7 @@ mod rest;
 mod sparql;
 mod ui;
 mod ui_compare;
+mod ui_compose;
 
 use crate::error::Error;
 use crate::store::Store;

@@ -52,6 +52,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/ui/style.css", get(style))
         .route("/ui/app.js", get(script))
         .merge(super::ui_compare::routes())
+        .merge(super::ui_compose::routes())
 }
 
 pub(super) type Page = Result<Response, Response>;
@@ -495,6 +496,9 @@ async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQu
             (turn_items(&state, &info, &turns, &points, writable))
         }
         (pages)
+        @if writable && last_page {
+            (super::ui_compose::composer(&info, &state))
+        }
         (session_actions(&info, &anchors, writable))
     };
     Ok(page(
@@ -587,6 +591,27 @@ pub(super) fn endpoints(state: &AppState) -> Vec<String> {
         .unwrap_or_else(|| crate::DEFAULT_ENDPOINT.to_string())]
 }
 
+/// The endpoint a form chose (the first offered when none), if the server offers it.
+pub(super) fn offered_endpoint(state: &AppState, typed: &str) -> Result<String, Response> {
+    let allowed = endpoints(state);
+    let endpoint = given(typed).unwrap_or_else(|| allowed[0].clone());
+    if allowed.contains(&endpoint) {
+        return Ok(endpoint);
+    }
+    Err(error_page(
+        state,
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "endpoint_not_allowed",
+            format!(
+                "endpoint {endpoint:?} is not one this server offers ({}); start it with \
+                 --model-endpoint to add one",
+                allowed.join(", ")
+            ),
+        ),
+    ))
+}
+
 /// A turn's actions: its provenance, and (on a server that takes writes) Fork from
 /// here, What-if from here and Compare models from here (`ui_compare.rs`).
 fn turn_actions(info: &SessionInfo, turn: &Turn, writable: bool, state: &AppState) -> Markup {
@@ -602,6 +627,9 @@ fn turn_actions(info: &SessionInfo, turn: &Turn, writable: bool, state: &AppStat
         div.actions {
             a.action href=(format!("/ui/sessions/{id}/turns/{i}")) { "Provenance" }
             @if writable {
+                @if turn.role == crate::Role::User {
+                    " " (super::ui_compose::edit_form(info, turn, state))
+                }
                 " "
                 details.action.fork {
                     summary { "Fork from here" }
@@ -780,6 +808,8 @@ async fn tree(state: Shared, Path(id): Path<String>, Query(view): Query<TreeQuer
                 @else { " sessions" }
                 @if let Some(n) = matching { ", " (n) " matching (unfolded)" }
             }
+            (html::drawing(&root, &id, Links::Server))
+            h2 #outline { "Outline" }
             (html::tree(&root, &tree_view))
         },
     ))
@@ -932,7 +962,13 @@ async fn fork(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: B
         ..Default::default()
     };
     let plan = write(&state, move |store| store.fork(&id, options)).await?;
-    Ok(Redirect::to(&format!("/ui/sessions/{}", plan.session)).into_response())
+    // On to the new branch's end, where the composer continues it.
+    let page = plan.forked_at_index.saturating_sub(1) / html::PAGE * html::PAGE;
+    Ok(Redirect::to(&format!(
+        "/ui/sessions/{}?from={page}#composer",
+        plan.session
+    ))
+    .into_response())
 }
 
 #[derive(Deserialize)]
@@ -963,22 +999,7 @@ async fn what_if(state: Shared, Path(id): Path<String>, headers: HeaderMap, body
     may_write(&state, &headers, &f.token)?;
     let id = session_id(&state, &id)?;
     let at = turn_index(&state, &f.at)?;
-    let allowed = endpoints(&state);
-    let endpoint = given(&f.endpoint).unwrap_or_else(|| allowed[0].clone());
-    if !allowed.contains(&endpoint) {
-        return Err(error_page(
-            &state,
-            ApiError::new(
-                StatusCode::FORBIDDEN,
-                "endpoint_not_allowed",
-                format!(
-                    "endpoint {endpoint:?} is not one this server offers ({}); start it with \
-                     --model-endpoint to add one",
-                    allowed.join(", ")
-                ),
-            ),
-        ));
-    }
+    let endpoint = offered_endpoint(&state, &f.endpoint)?;
     let tools = match given(&f.tools) {
         None => None,
         Some(text) => Some(serde_json::from_str(&text).map_err(|e| {

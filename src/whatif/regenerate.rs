@@ -56,7 +56,10 @@ pub struct RegenerateOptions {
     /// The sampling temperature, 0 to 2 (sent as temperature; default: the endpoint's).
     #[arg(long)]
     pub temperature: Option<f64>,
-    /// what-if (default), benchmark or manual.
+    /// what-if (default), benchmark or manual; or continue, which answers at the
+    /// session's end (K its length) and appends the answer to the session itself
+    /// rather than to a new fork (to a fork at K after all if the session has grown
+    /// by then).
     #[arg(long)]
     pub reason: Option<String>,
     /// A caller's key: a retry with the same request id and request returns the first
@@ -107,6 +110,9 @@ fn started(job: &Job) -> (Option<chrono::DateTime<chrono::FixedOffset>>, String)
     (instant(job.created_at.as_deref()), job.job.clone())
 }
 
+/// The reason of a regeneration that continues its session rather than forking it.
+const CONTINUE: &str = "continue";
+
 impl Store {
     /// Builds the request a regeneration of `session` at `options.at` would send, and
     /// checks it (fork point, endpoint, size) without writing or calling anything.
@@ -125,9 +131,14 @@ impl Store {
             });
         }
         let reason = options.reason.as_deref().unwrap_or("what-if");
-        if !["what-if", "benchmark", "manual"].contains(&reason) {
+        if !["what-if", "benchmark", "manual", CONTINUE].contains(&reason) {
             return Err(Error::InvalidInput(format!(
-                "unknown reason {reason:?} (expected what-if, benchmark or manual)"
+                "unknown reason {reason:?} (expected what-if, benchmark, manual or continue)"
+            )));
+        }
+        if reason == CONTINUE && at != length {
+            return Err(Error::InvalidInput(format!(
+                "a continue answers at the end of session {session}: at {length}, not {at}"
             )));
         }
         let turns = self.load(session, Some(at - 1))?;
@@ -495,13 +506,20 @@ impl Store {
             tx.commit()?;
             return self.rdf().job(node);
         }
-        let options = ForkOptions {
-            at: Some(job.at),
-            reason: Some(job.reason.clone()),
-            ..Default::default()
+        // A continue whose session is still where the model answered it takes the
+        // answer itself; anything else gets a fork at the job's point.
+        let current = self.require(&job.session)?;
+        let facts = if job.reason == CONTINUE && current.length == job.at {
+            current
+        } else {
+            let options = ForkOptions {
+                at: Some(job.at),
+                reason: Some(job.reason.clone()),
+                ..Default::default()
+            };
+            let (_, facts) = self.fork_in(&mut tx, &job.session, options)?;
+            facts.expect("a fork that is not a dry run has facts")
         };
-        let (_, facts) = self.fork_in(&mut tx, &job.session, options)?;
-        let facts = facts.expect("a fork that is not a dry run has facts");
         self.append_in(&mut tx, &facts, answer.turn, |w, turn, _| {
             node.generated(w, turn)
         })?;

@@ -1,0 +1,287 @@
+//! The web UI's writing: the composer at the end of a session (add a turn, and have a
+//! model answer it), and Edit on a user turn, which sends the edited text as the first
+//! turn of a new branch forked just before it, as chat UIs do with edit-and-resend.
+//!
+//! An answer runs as a what-if job with reason `continue`: it is appended to the
+//! session itself (to a fork, should the session have grown meanwhile), and the job's
+//! page follows it until it ends, then links to the answer.
+
+// A handler's error is the page itself (see `ui.rs`).
+#![allow(clippy::result_large_err)]
+
+use super::ui::{
+    self, endpoints, error_page, given, may_write, session_id, token_field, write, Page,
+};
+use super::{ApiError, AppState, Shared};
+use crate::model::{ForkOptions, NewTurn, Role, SessionId, SessionInfo, Turn};
+use crate::RegenerateOptions;
+use axum::body::Bytes;
+use axum::extract::Path;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::post;
+use axum::Router;
+use maud::{html, Markup};
+use serde::Deserialize;
+use std::sync::Arc;
+
+pub(super) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/ui/sessions/{id}/append", post(append))
+        .route("/ui/sessions/{id}/edit", post(edit))
+}
+
+/// The fields of the model that answers, when asked to (the second button).
+fn answer_fields(prefix: &str, state: &AppState) -> Markup {
+    html! {
+        details.answer {
+            summary { "Model" }
+            label for=(format!("{prefix}-model")) { "Model" }
+            input id=(format!("{prefix}-model")) name="model"
+                placeholder="the last assistant turn's model";
+            label for=(format!("{prefix}-max")) { "Max tokens" }
+            input id=(format!("{prefix}-max")) name="max_tokens" type="number" min="1"
+                placeholder="the endpoint's";
+            label for=(format!("{prefix}-endpoint")) { "Endpoint" }
+            select id=(format!("{prefix}-endpoint")) name="endpoint" {
+                @for e in endpoints(state) { option value=(e) { (e) } }
+            }
+        }
+    }
+}
+
+/// The two ways to send: as it is, or with a model's answer to follow.
+fn send_buttons(send: &str) -> Markup {
+    html! {
+        div.buttons {
+            button.send type="submit" { (send) }
+            button.send-answer type="submit" name="answer" value="1" { (send) " and have the model answer" }
+        }
+    }
+}
+
+/// The composer at the end of a session: a turn to add (a user's, by default), and
+/// whether a model answers it.
+pub(super) fn composer(info: &SessionInfo, state: &AppState) -> Markup {
+    let id = &info.session;
+    html! {
+        section #composer.composer aria-labelledby="composer-title" {
+            h2 #composer-title { "Continue " (info.branch) }
+            @if info.length == info.forked_at_index.unwrap_or(0) && info.parent.is_some() {
+                p.meta { "This branch has no turns of its own yet: write its first." }
+            }
+            form.write method="post" action=(format!("/ui/sessions/{id}/append")) {
+                label for="composer-role" { "As" }
+                select #composer-role name="role" {
+                    option value="user" selected { "user" }
+                    option value="assistant" { "assistant" }
+                    option value="system" { "system" }
+                }
+                label for="composer-content" { "Turn " (info.length) }
+                textarea #composer-content name="content" rows="4" required {}
+                (answer_fields("composer", state))
+                (token_field("composer-token"))
+                (send_buttons(&format!("Add turn {}", info.length)))
+            }
+        }
+    }
+}
+
+/// Edit on user turn `turn`: its text to change and send as a new branch forked just
+/// before it.
+pub(super) fn edit_form(info: &SessionInfo, turn: &Turn, state: &AppState) -> Markup {
+    let (id, i) = (&info.session, turn.index);
+    html! {
+        details.action.edit {
+            summary { "Edit" }
+            form.write method="post" action=(format!("/ui/sessions/{id}/edit")) {
+                input type="hidden" name="at" value=(i);
+                label for=(format!("edit-content-{i}")) { "Turn " (i) ", edited" }
+                textarea id=(format!("edit-content-{i}")) name="content" rows="4" required {
+                    (turn.content)
+                }
+                label for=(format!("edit-label-{i}")) { "Branch label" }
+                input id=(format!("edit-label-{i}")) name="label" placeholder="fork-…";
+                (answer_fields(&format!("edit-{i}"), state))
+                (token_field(&format!("edit-token-{i}")))
+                (send_buttons("Send as a new branch"))
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct AppendForm {
+    #[serde(default)]
+    role: String,
+    content: String,
+    #[serde(default)]
+    answer: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    max_tokens: String,
+    #[serde(default)]
+    endpoint: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// `POST /ui/sessions/{id}/append`: adds the turn; with an answer asked for, on to the
+/// job that gets it, else back to the session's end.
+async fn append(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+    let state = state.0;
+    let f: AppendForm = ui::form(&state, &body)?;
+    may_write(&state, &headers, &f.token)?;
+    let id = session_id(&state, &id)?;
+    let role = match f.role.as_str() {
+        "" | "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "system" => Role::System,
+        other => {
+            return Err(error_page(
+                &state,
+                ApiError::bad_request(format!(
+                    "role {other:?}: expected user, assistant or system"
+                )),
+            ))
+        }
+    };
+    let endpoint = answer_endpoint(&state, &f.answer, &f.endpoint)?;
+    let ask = Ask::read(&state, &f.model, &f.max_tokens)?;
+    let session = id.clone();
+    let turn = NewTurn::new(role, f.content);
+    let index = write(&state, move |store| store.append(&session, turn)).await?;
+    match endpoint {
+        Some(endpoint) => answer(&state, id, index + 1, ask, endpoint).await,
+        None => Ok(Redirect::to(&at_turn(&id, index)).into_response()),
+    }
+}
+
+#[derive(Deserialize)]
+struct EditForm {
+    at: String,
+    content: String,
+    #[serde(default)]
+    label: String,
+    #[serde(default)]
+    answer: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    max_tokens: String,
+    #[serde(default)]
+    endpoint: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// `POST /ui/sessions/{id}/edit`: forks just before the edited turn, the edited text
+/// its first turn (one write); with an answer asked for, on to the job, else to the
+/// new branch.
+async fn edit(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+    let state = state.0;
+    let f: EditForm = ui::form(&state, &body)?;
+    may_write(&state, &headers, &f.token)?;
+    let id = session_id(&state, &id)?;
+    let at: u64 = f.at.trim().parse().map_err(|_| {
+        error_page(
+            &state,
+            ApiError::bad_request(format!("turn index {:?} is not a whole number", f.at)),
+        )
+    })?;
+    let endpoint = answer_endpoint(&state, &f.answer, &f.endpoint)?;
+    let ask = Ask::read(&state, &f.model, &f.max_tokens)?;
+    let options = ForkOptions {
+        at: Some(at),
+        label: given(&f.label),
+        reason: Some(format!("turn {at} edited")),
+        ..Default::default()
+    };
+    let turn = NewTurn::new(Role::User, f.content);
+    let parent = id.clone();
+    let plan = write(&state, move |store| {
+        store.fork_with(&parent, options, vec![turn])
+    })
+    .await?;
+    match endpoint {
+        Some(endpoint) => answer(&state, plan.session, at + 1, ask, endpoint).await,
+        None => Ok(Redirect::to(&at_turn(&plan.session, at)).into_response()),
+    }
+}
+
+/// The endpoint to answer with when the form asks for an answer (one the server
+/// offers), `None` when it does not.
+fn answer_endpoint(state: &AppState, asked: &str, typed: &str) -> Result<Option<String>, Response> {
+    if asked.is_empty() {
+        return Ok(None);
+    }
+    ui::offered_endpoint(state, typed).map(Some)
+}
+
+/// The model and answer size a form asks for.
+struct Ask {
+    model: Option<String>,
+    max_tokens: Option<u32>,
+}
+
+impl Ask {
+    fn read(state: &AppState, model: &str, max_tokens: &str) -> Result<Self, Response> {
+        let max_tokens = match given(max_tokens) {
+            None => None,
+            Some(text) => Some(text.parse::<u32>().map_err(|_| {
+                error_page(
+                    state,
+                    ApiError::bad_request(format!("max tokens {text:?} is not a whole number")),
+                )
+            })?),
+        };
+        Ok(Ask {
+            model: given(model),
+            max_tokens,
+        })
+    }
+}
+
+/// Starts the job that has a model answer session `id` at its end, `at`; on to its page.
+async fn answer(
+    state: &Arc<AppState>,
+    id: SessionId,
+    at: u64,
+    ask: Ask,
+    endpoint: String,
+) -> ui::Page {
+    let options = RegenerateOptions {
+        at,
+        model: ask.model,
+        max_tokens: ask.max_tokens,
+        endpoint: Some(endpoint),
+        allow_remote: state.config.allow_remote_models,
+        reason: Some("continue".into()),
+        ..Default::default()
+    };
+    let back = at_turn(&id, at - 1);
+    match super::rest::start_regeneration(state, id, options).await {
+        Ok(job) => Ok(Redirect::to(&format!("/ui/jobs/{}", job.job)).into_response()),
+        // The turn is in: say so, and what kept the model from answering it.
+        Err(e) => Err(ui::page(
+            state,
+            e.status,
+            "No answer",
+            html! {
+                h1 { "No answer" }
+                p.error data-code=(e.code) { (e.message) }
+                p { "Turn " (at - 1) " was written. " a href=(back) { "Back to it" } }
+            },
+        )),
+    }
+}
+
+/// The playback page of session `id` that shows turn `index`, at that turn.
+fn at_turn(id: &SessionId, index: u64) -> String {
+    let page = crate::html::PAGE;
+    format!(
+        "/ui/sessions/{id}?from={}#turn-{index}",
+        index / page * page
+    )
+}
