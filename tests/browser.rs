@@ -7,7 +7,10 @@
 //! `file:` URL. A second test runs What-if from here against the test LLM. A third
 //! opens a comparison of two models against a scripted stub, side by side, and starts
 //! another from a turn's "Compare models from here". A fourth keeps a playback page
-//! open while turns are appended through REST: they appear without a reload.
+//! open while turns are appended through REST: they appear without a reload. A fifth,
+//! by keyboard alone (Tab, Enter, typing), edits a turn, has the test model answer it
+//! in a new branch, continues that branch in the composer, finds it in the drawn tree
+//! and the outline, and forks from a turn into the new branch's composer.
 //!
 //! `make test` installs Chromium and chromedriver and sets `FORKTRAIL_CHROMEDRIVER`
 //! (and `FORKTRAIL_CHROMIUM`). Screenshots go to `target/tmp/screenshots/`; the README's
@@ -421,7 +424,10 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         // The new branch is in the tree, marked as the one it was opened from.
         click(&c, Locator::LinkText("Fork tree")).await;
         wait_for_path(&c, &format!("{fork_path}/tree"), "", 10).await;
-        let current = c.find(Locator::Css("a[aria-current=page]")).await.unwrap();
+        let current = c
+            .find(Locator::Css("ul.tree a[aria-current=page]"))
+            .await
+            .unwrap();
         assert_eq!(current.text().await.unwrap(), "from-browser");
 
         // Diff against the parent: the parent's later turns are LeftOnly.
@@ -618,6 +624,187 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
             .await
             .unwrap();
         assert_eq!(answer, "gemma-3-270m-q4_k_m", "the model's own id");
+        c.close().await.unwrap();
+    });
+}
+
+/// Types `keys` (text, or WebDriver key codes such as Tab `\u{e004}`) into whatever has
+/// the focus, as a keyboard does.
+async fn keys(c: &Client, keys: &str) {
+    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+    let mut actions = KeyActions::new("keyboard".into());
+    for key in keys.chars() {
+        actions = actions
+            .then(KeyAction::Down { value: key })
+            .then(KeyAction::Up { value: key });
+    }
+    c.perform_actions(actions).await.unwrap();
+}
+
+/// Ctrl+`key` (a WebDriver key code), as one chord.
+async fn ctrl(c: &Client, key: char) {
+    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+    let control = '\u{e009}';
+    let chord = KeyActions::new("keyboard".into())
+        .then(KeyAction::Down { value: control })
+        .then(KeyAction::Down { value: key })
+        .then(KeyAction::Up { value: key })
+        .then(KeyAction::Up { value: control });
+    c.perform_actions(chord).await.unwrap();
+}
+
+const TAB: &str = "\u{e004}";
+const ENTER: &str = "\u{e007}";
+
+/// Presses Tab until the focus is on an element matching `css` (within `limit`
+/// presses); how many it took.
+async fn tab_to(c: &Client, css: &str, limit: usize) -> usize {
+    for n in 0..limit {
+        let here = c
+            .execute(
+                "return document.activeElement.matches(arguments[0])",
+                vec![json!(css)],
+            )
+            .await
+            .unwrap();
+        if here == json!(true) {
+            return n;
+        }
+        keys(c, TAB).await;
+    }
+    panic!("{css} not reached in {limit} presses of Tab");
+}
+
+/// Waits until the job page shows the job ended; its status.
+async fn job_end(c: &Client, seconds: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let status = match c.find(Locator::Css("#job-status")).await {
+            Ok(e) => e.attr("data-status").await.unwrap().unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if !status.is_empty() && status != "running" {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job still runs after {seconds} s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[test]
+fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes_on() {
+    let Some(driver) = chromedriver() else { return };
+    let Some(llm) = common::Llm::start() else {
+        return;
+    };
+    let endpoint = format!("http://127.0.0.1:{}/v1", llm.port);
+    let server = serve(&["--model-endpoint".into(), endpoint]);
+    let base = server.base.clone();
+    let sessions: Value = reqwest::blocking::get(format!("{base}/sessions"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let root = session_on(&sessions, "main");
+    runtime().block_on(async {
+        let c = browser(&driver).await;
+        c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
+        // The token, typed once and kept for the tab.
+        tab_to(&c, "#token-input", 20).await;
+        keys(&c, &format!("{TOKEN}{ENTER}")).await;
+        wait_for_text(&c, "kept for this tab", 5).await;
+        // Edit turn 1 (the user's question) and send it, the model to answer.
+        tab_to(&c, "#turn-1 details.edit summary", 40).await;
+        keys(&c, ENTER).await;
+        tab_to(&c, "#turn-1 details.edit textarea", 5).await;
+        // To the end of the text (Ctrl+End), where the edit goes.
+        ctrl(&c, '\u{e010}').await;
+        keys(&c, " Answer in one word.").await;
+        tab_to(&c, "#turn-1 details.edit details.answer summary", 5).await;
+        keys(&c, ENTER).await;
+        tab_to(&c, "#turn-1 details.edit input[name=model]", 5).await;
+        keys(&c, "gemma-3-270m").await;
+        tab_to(&c, "#turn-1 details.edit input[name=max_tokens]", 5).await;
+        keys(&c, "16").await;
+        tab_to(&c, "#turn-1 details.edit button.send-answer", 10).await;
+        screenshot(&c, "edit.png").await;
+        keys(&c, ENTER).await;
+        wait_for_path(&c, "/ui/jobs/", "", 10).await;
+        assert_eq!(
+            job_end(&c, 300).await,
+            "complete",
+            "{}",
+            c.source().await.unwrap()
+        );
+        tab_to(&c, "#job-fork", 30).await;
+        keys(&c, ENTER).await;
+        let path = wait_for_path(&c, "/ui/sessions/", "", 10).await;
+        let fork = path.trim_start_matches("/ui/sessions/").to_string();
+        assert_ne!(fork, root);
+        let info = rest(&base, &format!("/sessions/{fork}")).await;
+        assert_eq!(
+            (info["parent"].as_str(), info["forked_at_index"].as_u64()),
+            (Some(root.as_str()), Some(1))
+        );
+        let turns = rest(&base, &format!("/sessions/{fork}/replay")).await;
+        let text = |i: usize| turns[i]["content"].as_str().unwrap().to_string();
+        assert!(text(1).ends_with("Answer in one word."), "{turns}");
+        let model = c
+            .find(Locator::Css("#turn-2 .model"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(
+            model, "gemma-3-270m-q4_k_m",
+            "the model answered the edited turn"
+        );
+        // The composer goes on with the new branch.
+        tab_to(&c, "#composer-content", 60).await;
+        keys(&c, "Thanks, that settles it.").await;
+        tab_to(&c, "#composer button.send", 10).await;
+        keys(&c, ENTER).await;
+        wait_for_text(&c, "Thanks, that settles it.</div>", 10).await;
+        let turns = rest(&base, &format!("/sessions/{fork}/replay")).await;
+        assert_eq!(turns.as_array().unwrap().len(), 4);
+        assert_eq!(turns[3]["role"], "user");
+        // The new branch is in the drawn tree and in the outline.
+        c.goto(&format!("{base}/ui/sessions/{fork}/tree"))
+            .await
+            .unwrap();
+        let branch = info["branch"].as_str().unwrap();
+        let drawn = c
+            .find(Locator::Css("svg a[aria-current=page]"))
+            .await
+            .unwrap()
+            .attr("aria-label")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(drawn.starts_with(&format!("{branch}: @1")), "{drawn}");
+        let outline = c
+            .find(Locator::Css(&format!("#outline-{fork} a")))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(outline, branch);
+        screenshot(&c, "drawn-tree.png").await;
+        // Fork from here, by keyboard too: it lands in the new branch's composer.
+        c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
+        tab_to(&c, "#turn-0 details.fork summary", 40).await;
+        keys(&c, ENTER).await;
+        tab_to(&c, "#turn-0 details.fork button[type=submit]", 10).await;
+        keys(&c, ENTER).await;
+        let path = wait_for_path(&c, "/ui/sessions/", &format!("/ui/sessions/{root}"), 10).await;
+        let url = c.current_url().await.unwrap();
+        assert_eq!(url.fragment(), Some("composer"), "{url}");
+        c.find(Locator::Css("#composer-content")).await.unwrap();
+        assert_ne!(path, format!("/ui/sessions/{root}"));
         c.close().await.unwrap();
     });
 }

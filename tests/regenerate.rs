@@ -494,3 +494,52 @@ fn a_completed_what_if_whose_fork_was_deleted_is_asked_again() {
     assert_eq!(stub.requests().len(), 2);
     assert!(s.exists(&second.fork.unwrap().parse().unwrap()).unwrap());
 }
+
+#[test]
+fn a_continue_appends_the_answer_to_the_session_unless_it_has_grown_meanwhile() {
+    let stub = stub::start(Mode::Echo);
+    let s = Store::in_memory().unwrap();
+    let root = conversation(&s);
+    s.append(&root, NewTurn::new(Role::User, "And on Sunday?"))
+        .unwrap();
+    let continued = |at| RegenerateOptions {
+        reason: Some("continue".into()),
+        ..options(&stub, at)
+    };
+    // Only at the session's end.
+    match s.regenerate(&root, &continued(3)) {
+        Err(Error::InvalidInput(why)) => assert!(why.contains("at 6, not 3"), "{why}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let job = s.regenerate(&root, &continued(6)).unwrap();
+    assert_eq!(job.status, JobStatus::Complete);
+    assert_eq!(
+        job.fork.as_ref(),
+        Some(&root),
+        "the answer is the session's own"
+    );
+    let last = s.load(&root, None).unwrap().pop().unwrap();
+    assert_eq!(
+        (last.index, last.content.as_str()),
+        (6, stub::echo("model-b", "And on Sunday?").as_str())
+    );
+    // Grown between the call and the answer: the answer goes to a fork at the point.
+    s.append(&root, NewTurn::new(Role::User, "And Monday?"))
+        .unwrap();
+    let job = s.begin_regeneration(&root, &continued(8)).unwrap();
+    s.append(&root, NewTurn::new(Role::User, "Or Tuesday?"))
+        .unwrap();
+    let job = s.run_job(&job.job).unwrap();
+    let fork = job.fork.unwrap();
+    assert_ne!(fork, root);
+    let info = s.info(&fork).unwrap();
+    assert_eq!(
+        (info.parent, info.forked_at_index),
+        (Some(root.clone()), Some(8))
+    );
+    assert_eq!(
+        s.info(&root).unwrap().length,
+        9,
+        "the session keeps what it had"
+    );
+}

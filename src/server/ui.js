@@ -30,15 +30,22 @@
     const typed = data.get("token");
     if (typed) sessionStorage.setItem(KEY, typed);
     data.delete("token");
-    const headers = {};
+    const headers = { "X-Forktrail-Script": "1" };
     if (token()) headers["Authorization"] = "Bearer " + token();
     const response = await fetch(form.action, {
       method: "POST",
       headers,
       body: new URLSearchParams(data),
     });
-    if (response.redirected) {
-      location.assign(response.url);
+    // Where the server sends us, #fragment included (a followed redirect loses it).
+    const to = response.headers.get("x-forktrail-location");
+    if (to) {
+      const target = new URL(to, location.href);
+      const here = new URL(location.href);
+      target.hash = here.hash = "";
+      location.assign(to);
+      // Only the fragment differs: assign scrolls; the page must show what changed.
+      if (target.href === here.href) location.reload();
       return;
     }
     // An estimate, a preview or an error: the server's page replaces this one.

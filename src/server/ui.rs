@@ -53,6 +53,29 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/ui/app.js", get(script))
         .merge(super::ui_compare::routes())
         .merge(super::ui_compose::routes())
+        .layer(axum::middleware::from_fn(script_redirects))
+}
+
+/// A form the script sent (`X-Forktrail-Script`) is answered 204 with where to go in
+/// `X-Forktrail-Location`, not with the redirect itself: `fetch` would follow it and
+/// lose its `#fragment` (the turn, or the composer, to land on).
+async fn script_redirects(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let script = request.headers().contains_key("x-forktrail-script");
+    let response = next.run(request).await;
+    if !script || !response.status().is_redirection() {
+        return response;
+    }
+    match response.headers().get(header::LOCATION) {
+        Some(location) => (
+            StatusCode::NO_CONTENT,
+            [("x-forktrail-location", location.clone())],
+        )
+            .into_response(),
+        None => response,
+    }
 }
 
 pub(super) type Page = Result<Response, Response>;
