@@ -29,6 +29,7 @@ mod catalog;
 mod chain;
 pub mod demo;
 mod diff;
+pub use diff::{word_diff, AlignedRow, RowKind};
 mod durability;
 mod error;
 mod html;

@@ -448,7 +448,7 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
             .find(Locator::Css("details.prefix summary"))
             .await
             .unwrap();
-        assert_eq!(shared.text().await.unwrap(), "3 shared turns");
+        assert_eq!(shared.text().await.unwrap(), "The shared history (3 turns)");
 
         // The hostile turn is shown as text and never runs.
         c.goto(&format!("{base}/ui/sessions/{booking}"))
@@ -805,6 +805,94 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
         assert_eq!(url.fragment(), Some("composer"), "{url}");
         c.find(Locator::Css("#composer-content")).await.unwrap();
         assert_ne!(path, format!("/ui/sessions/{root}"));
+        c.close().await.unwrap();
+    });
+}
+
+/// Posts `body` as JSON with the test token; the answer's JSON.
+async fn post_json(base: &str, path: &str, body: Value) -> Value {
+    let r = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{path}: {}", r.status());
+    r.json().await.unwrap()
+}
+
+/// The width of the first element matching `css`, and the page's scroll and window
+/// widths.
+async fn widths(c: &Client, css: &str) -> (f64, f64, f64) {
+    let v = c
+        .execute(
+            "const e = document.querySelector(arguments[0]);
+             return [e.getBoundingClientRect().width,
+                     document.documentElement.scrollWidth, window.innerWidth];",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap();
+    let n = |i: usize| v[i].as_f64().unwrap();
+    (n(0), n(1), n(2))
+}
+
+#[test]
+fn the_diff_of_two_1000_turn_branches_reads_in_pages_with_wide_columns_on_any_screen() {
+    let Some(driver) = chromedriver() else { return };
+    let server = serve(&[]);
+    let base = server.base.clone();
+    runtime().block_on(async {
+        // A root of 10 turns, and two branches of 1,000 turns each from its end: every
+        // fifth turn the same on both, the rest rewritten.
+        let turns = |side: &str| -> Vec<Value> {
+            (0..1000)
+                .map(|i| {
+                    let role = if i % 2 == 0 { "user" } else { "assistant" };
+                    let text = if i % 5 == 4 {
+                        format!("Turn {i} says the same on both sides.")
+                    } else {
+                        format!("Turn {i} on the {side} side, with a few words in common.")
+                    };
+                    json!({"role": role, "content": text})
+                })
+                .collect()
+        };
+        let root = post_json(&base, "/sessions", json!({"title": "long", "turns":
+            (0..10).map(|i| json!({"role": "user", "content": format!("root {i}")})).collect::<Vec<_>>()})).await;
+        let root = root["session"].as_str().unwrap().to_string();
+        let mut sides = Vec::new();
+        for side in ["left", "right"] {
+            let fork = post_json(&base, &format!("/sessions/{root}/fork"), json!({"label": side})).await;
+            let fork = fork["session"].as_str().unwrap().to_string();
+            post_json(&base, &format!("/sessions/{fork}/turns"), Value::Array(turns(side))).await;
+            sides.push(fork);
+        }
+        let c = browser(&driver).await;
+        for (w, h) in [(1400, 900), (390, 844)] {
+            c.set_window_size(w, h).await.unwrap();
+            c.goto(&format!("{base}/ui/diff?a={}&b={}", sides[0], sides[1]))
+                .await
+                .unwrap();
+            let rows = c.find_all(Locator::Css("table.diff tbody tr")).await.unwrap();
+            assert_eq!(rows.len(), 100, "a page of rows at {w}");
+            let pages = c.find(Locator::Css("nav.pages span")).await.unwrap().text().await.unwrap();
+            assert_eq!(pages, "rows 1–100 of 1000", "{w}");
+            assert_eq!(c.find_all(Locator::Css("tr.same")).await.unwrap().len(), 20);
+            assert!(!c.find_all(Locator::Css("tr.modified span.added")).await.unwrap().is_empty());
+            let (table, scroll, inner) = widths(&c, "table.diff").await;
+            assert!(scroll <= inner, "no sideways scrolling at {w}: {scroll} > {inner}");
+            for side in [2, 3] {
+                let (cell, _, _) =
+                    widths(&c, &format!("table.diff tbody tr td:nth-child({side})")).await;
+                assert!(cell >= 0.4 * table, "column {side} is {cell} of {table} at {w}");
+            }
+            screenshot(&c, &format!("diff-{w}.png")).await;
+            click(&c, Locator::LinkText("later rows ›")).await;
+            let pages = wait_for_text(&c, "rows 101–200 of 1000", 10).await;
+            assert!(pages.contains("‹ earlier rows"));
+        }
         c.close().await.unwrap();
     });
 }

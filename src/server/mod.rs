@@ -14,6 +14,7 @@ mod sparql;
 mod ui;
 mod ui_compare;
 mod ui_compose;
+mod ui_diff;
 
 use crate::error::Error;
 use crate::store::Store;

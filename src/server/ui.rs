@@ -47,12 +47,12 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/ui/sessions/{id}/delete", post(delete))
         .route("/ui/jobs/{job}", get(job))
         .route("/ui/jobs/{job}/cancel", post(cancel))
-        .route("/ui/diff", get(diff))
         .route("/ui/sparql", get(sparql))
         .route("/ui/style.css", get(style))
         .route("/ui/app.js", get(script))
         .merge(super::ui_compare::routes())
         .merge(super::ui_compose::routes())
+        .merge(super::ui_diff::routes())
         .layer(axum::middleware::from_fn(script_redirects))
 }
 
@@ -1285,87 +1285,6 @@ async fn delete(state: Shared, Path(id): Path<String>, headers: HeaderMap, body:
         Err(e) => return Err(error_page(&state, e)),
     };
     Ok(page(&state, StatusCode::OK, "delete preview", body))
-}
-
-#[derive(Deserialize, Default)]
-struct DiffQuery {
-    #[serde(default)]
-    a: String,
-    #[serde(default)]
-    b: String,
-}
-
-/// `GET /ui/diff?a=&b=`: two sessions from their common ancestor, turn by turn: Same,
-/// Modified, LeftOnly, RightOnly; the shared prefix folded.
-async fn diff(state: Shared, Query(q): Query<DiffQuery>) -> Page {
-    let state = state.0;
-    let a = session_id(&state, &q.a)?;
-    let b = session_id(&state, &q.b)?;
-    let (left, right) = (a.clone(), b.clone());
-    let (d, prefix) = read(&state, move |store| {
-        let d = store.diff(&left, &right)?;
-        let prefix = match d.common_prefix {
-            0 => Vec::new(),
-            n => store.replay(&left, Some(n - 1))?,
-        };
-        Ok((d, prefix))
-    })
-    .await?;
-    let rows = d.a_tail.len().max(d.b_tail.len());
-    let kind = |i: usize| match (d.a_tail.get(i), d.b_tail.get(i)) {
-        (Some(x), Some(y)) if x.role == y.role && x.content == y.content => ("Same", "same"),
-        (Some(_), Some(_)) => ("Modified", "modified"),
-        (Some(_), None) => ("LeftOnly", "left-only"),
-        _ => ("RightOnly", "right-only"),
-    };
-    let cell = |r: Option<&crate::ReplayRecord>| {
-        html! { @if let Some(r) = r {
-            div.meta { "#" (r.index) " " span.role { (r.role.as_str()) } " · " (r.branch) }
-            (html::content(&r.content))
-        } }
-    };
-    Ok(page(
-        &state,
-        StatusCode::OK,
-        &format!("diff {a} {b}"),
-        html! {
-            h1 { "Diff" }
-            p {
-                "Left: " a href=(format!("/ui/sessions/{a}")) { (a) }
-                " · Right: " a href=(format!("/ui/sessions/{b}")) { (b) }
-                " · " a href=(format!("/ui/diff?a={b}&b={a}")) { "swap" }
-            }
-            p.meta {
-                @match &d.common_ancestor {
-                    Some(c) => { "Common ancestor " a href=(format!("/ui/sessions/{c}")) { (c) } "; " }
-                    None => { "No common ancestor; " }
-                }
-                (d.common_prefix) " shared turns (found by " (serde_json::to_value(d.found_by).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()) ")."
-            }
-            @if !prefix.is_empty() {
-                details.prefix {
-                    summary { (prefix.len()) " shared turns" }
-                    ol.turns start="0" { @for r in &prefix {
-                        li.turn.inherited { div.meta { "#" (r.index) " " span.role { (r.role.as_str()) } " · " (r.branch) } (html::content(&r.content)) }
-                    } }
-                }
-            }
-            table.diff {
-                thead { tr { th { "" } th { "Left" } th { "Right" } } }
-                tbody {
-                    @for i in 0..rows {
-                        @let (label, class) = kind(i);
-                        tr class=(class) {
-                            td.kind { (label) }
-                            td { (cell(d.a_tail.get(i))) }
-                            td { (cell(d.b_tail.get(i))) }
-                        }
-                    }
-                }
-            }
-            @if rows == 0 { p { "The two histories are the same." } }
-        },
-    ))
 }
 
 #[derive(Deserialize, Default)]
