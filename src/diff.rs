@@ -176,10 +176,13 @@ pub(crate) fn common_subsequence<T: PartialEq>(a: &[T], b: &[T]) -> Vec<(usize, 
     out
 }
 
+/// A text as runs of `(changed, text)`.
+pub type WordRuns = Vec<(bool, String)>;
+
 /// A word-level diff of two texts: each side as runs of `(changed, text)`, whitespace
 /// kept with the word before it. `None` when the texts are too long to compare word by
 /// word (over 2,000 words each).
-pub fn word_diff(a: &str, b: &str) -> Option<(Vec<(bool, String)>, Vec<(bool, String)>)> {
+pub fn word_diff(a: &str, b: &str) -> Option<(WordRuns, WordRuns)> {
     let words = |t: &str| -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for piece in t.split_inclusive(char::is_whitespace) {

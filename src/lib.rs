@@ -29,7 +29,7 @@ mod catalog;
 mod chain;
 pub mod demo;
 mod diff;
-pub use diff::{word_diff, AlignedRow, RowKind};
+pub use diff::{word_diff, AlignedRow, RowKind, WordRuns};
 mod durability;
 mod error;
 mod html;
