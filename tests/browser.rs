@@ -10,7 +10,11 @@
 //! open while turns are appended through REST: they appear without a reload. A fifth,
 //! by keyboard alone (Tab, Enter, typing), edits a turn, has the test model answer it
 //! in a new branch, continues that branch in the composer, finds it in the drawn tree
-//! and the outline, and forks from a turn into the new branch's composer.
+//! and the outline, and forks from a turn into the new branch's composer. A sixth
+//! diffs two 1,000-turn branches on a desktop and a phone. A seventh opens every kind
+//! of page at 390 and 1400 px, light and dark, and checks that none scrolls sideways
+//! and that axe-core (from npm, `FORKTRAIL_AXE`) finds no serious or critical
+//! violation.
 //!
 //! `make test` installs Chromium and chromedriver and sets `FORKTRAIL_CHROMEDRIVER`
 //! (and `FORKTRAIL_CHROMIUM`). Screenshots go to `target/tmp/screenshots/`; the README's
@@ -123,16 +127,30 @@ fn chromedriver() -> Option<Driver> {
 }
 
 async fn browser(driver: &Driver) -> Client {
+    browser_with(driver, &[]).await
+}
+
+/// A browser with more command-line switches (`--force-dark-mode`, say).
+async fn browser_with(driver: &Driver, extra: &[&str]) -> Client {
     let chromium =
         std::env::var("FORKTRAIL_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let args: Vec<&str> = [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1000,700",
+    ]
+    .into_iter()
+    .chain(extra.iter().copied())
+    .collect();
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
         json!({
             "binary": chromium,
             // Root in CI containers needs --no-sandbox; /dev/shm is small there.
-            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--window-size=1000,700"],
+            "args": args,
         }),
     );
     let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
@@ -777,14 +795,17 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
             .unwrap();
         let branch = info["branch"].as_str().unwrap();
         let drawn = c
-            .find(Locator::Css("svg a[aria-current=page]"))
+            .find(Locator::Css("svg a[aria-current=page] title"))
             .await
             .unwrap()
-            .attr("aria-label")
+            .prop("textContent")
             .await
             .unwrap()
             .unwrap();
-        assert!(drawn.starts_with(&format!("{branch}: @1")), "{drawn}");
+        assert!(
+            drawn.starts_with(&format!("{branch} @1 · 3 own")),
+            "{drawn}"
+        );
         let outline = c
             .find(Locator::Css(&format!("#outline-{fork} a")))
             .await
@@ -895,6 +916,157 @@ fn the_diff_of_two_1000_turn_branches_reads_in_pages_with_wide_columns_on_any_sc
         }
         c.close().await.unwrap();
     });
+}
+
+/// axe-core (from npm: `make test` installs it and sets `FORKTRAIL_AXE` to its
+/// `axe.min.js`), or `None` (with a note) outside CI.
+fn axe_source() -> Option<String> {
+    match std::env::var("FORKTRAIL_AXE")
+        .ok()
+        .map(std::fs::read_to_string)
+    {
+        Some(Ok(source)) => Some(source),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("no axe-core (FORKTRAIL_AXE): `make test` installs it from npm")
+        }
+        _ => {
+            eprintln!("skipped: no axe-core (run `make test`, or set FORKTRAIL_AXE)");
+            None
+        }
+    }
+}
+
+/// The serious and critical axe-core violations of the page shown: rule, impact,
+/// and the first elements it names.
+async fn serious_violations(c: &Client, axe: &str) -> Vec<String> {
+    c.execute(axe, vec![]).await.unwrap();
+    let result = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             axe.run(document, {resultTypes: ['violations']})
+                .then(r => done(r.violations), e => done([{id: 'axe failed: ' + e, impact: 'critical', nodes: []}]));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    result
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+        .map(|v| {
+            let nodes: Vec<String> = v["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(3)
+                .map(|n| {
+                    format!(
+                        "{} {}",
+                        n["target"],
+                        n["failureSummary"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            format!(
+                "{} ({}): {}",
+                v["id"].as_str().unwrap_or("?"),
+                v["impact"],
+                nodes.join(" | ")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_dark() {
+    let Some(driver) = chromedriver() else { return };
+    let Some(axe) = axe_source() else { return };
+    // A model endpoint nothing listens on: the job and the comparison end failed, and
+    // their pages still have to read well.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let server = serve(&["--model-endpoint".into(), endpoint.clone()]);
+    let base = server.base.clone();
+    let pages = runtime().block_on(async {
+        let sessions = rest(&base, "/sessions").await;
+        let root = session_on(&sessions, "main");
+        let fork = session_on(&sessions, "budget");
+        let job = post_json(&base, &format!("/sessions/{root}/regenerate"),
+            json!({"at": 2, "model": "m", "endpoint": endpoint})).await;
+        let comparison = post_json(&base, &format!("/sessions/{root}/compare"),
+            json!({"at": 2, "arms": [{"model": "m", "endpoint": endpoint}, {"model": "n", "endpoint": endpoint}]})).await;
+        vec![
+            "/".to_string(),
+            "/?q=train".into(),
+            format!("/ui/sessions/{root}"),
+            format!("/ui/sessions/{fork}"),
+            format!("/ui/sessions/{root}/tree"),
+            format!("/ui/sessions/{root}/tree?turns=all&q=train"),
+            format!("/ui/diff?a={root}&b={fork}"),
+            format!("/ui/sessions/{root}/turns/1"),
+            "/ui/sparql?name=audit-turn-origin".into(),
+            format!("/ui/jobs/{}", job["job"].as_str().unwrap()),
+            format!("/ui/sessions/{root}/compare?at=2"),
+            format!("/ui/comparisons/{}", comparison["comparison"].as_str().unwrap()),
+            format!("/ui/sessions/{root}/turns/999"),
+        ]
+    });
+    let mut problems = Vec::new();
+    runtime().block_on(async {
+        for (scheme, switches) in [("light", &[][..]), ("dark", &["--force-dark-mode"][..])] {
+            let c = browser_with(&driver, switches).await;
+            for (w, h) in [(1400, 900), (390, 844)] {
+                c.set_window_size(w, h).await.unwrap();
+                for path in &pages {
+                    c.goto(&format!("{base}{path}")).await.unwrap();
+                    let dark = c
+                        .execute(
+                            "return matchMedia('(prefers-color-scheme: dark)').matches",
+                            vec![],
+                        )
+                        .await
+                        .unwrap();
+                    assert_eq!(
+                        dark,
+                        json!(scheme == "dark"),
+                        "{scheme} mode is what the page sees"
+                    );
+                    // The page's width, and the innermost elements that stick out.
+                    let fit = c
+                        .execute(
+                            "const w = window.innerWidth, out = [];
+                             for (const e of document.body.querySelectorAll('*:not(svg *)')) {
+                               const r = e.getBoundingClientRect();
+                               if (r.right > w + 1 && ![...e.children].some(c => c.getBoundingClientRect().right > w + 1))
+                                 out.push(e.tagName.toLowerCase() + (e.className ? '.' + e.className : '') + ' ' + Math.round(r.right));
+                             }
+                             return [document.documentElement.scrollWidth, w, out.slice(0, 5)];",
+                            vec![],
+                        )
+                        .await
+                        .unwrap();
+                    if fit[0].as_f64() > fit[1].as_f64() {
+                        problems.push(format!(
+                            "{path} at {w} px: {} wide in {}, past the edge: {}",
+                            fit[0], fit[1], fit[2]
+                        ));
+                    }
+                    for v in serious_violations(&c, &axe).await {
+                        problems.push(format!("{path} at {w} px, {scheme}: {v}"));
+                    }
+                }
+            }
+            c.close().await.unwrap();
+        }
+    });
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
 
 /// A recorded agent session with tool calls: 0 system, 1 user, 2 assistant calls

@@ -231,17 +231,26 @@ fn stored_markup_is_shown_never_run_and_errors_are_pages() {
 fn the_tree_page_nests_the_whole_family_and_marks_the_session_it_was_opened_from() {
     let ui = start(Arc::new(Store::in_memory().unwrap()));
     let t = &ui.tree;
-    let (status, _, html) = page(&ui, &format!("/ui/sessions/{}/tree", t.booking));
+    let (status, _, page_html) = page(&ui, &format!("/ui/sessions/{}/tree", t.booking));
     assert_eq!(status, 200);
+    // The outline, after the drawing (which marks the session too).
+    let (drawn, html) = page_html.split_at(page_html.find("id=\"outline\"").unwrap());
+    assert_eq!(drawn.matches("aria-current=\"page\"").count(), 1);
     let at = |id: &forktrail::SessionId| {
-        html.find(&format!("href=\"/ui/sessions/{id}\""))
+        html.find(&format!("href=\"/ui/sessions/{id}"))
             .unwrap_or_else(|| panic!("{id} missing"))
     };
     // Root first; model-swap before booking, which it holds.
     assert!(at(&t.root) < at(&t.budget) && at(&t.root) < at(&t.model_swap));
     assert!(at(&t.model_swap) < at(&t.booking));
+    // A fork's link opens it at its fork point.
+    let booking = ui.store.info(&t.booking).unwrap().forked_at_index.unwrap();
+    assert!(html.contains(&format!(
+        "href=\"/ui/sessions/{}?from=0#turn-{booking}\"",
+        t.booking
+    )));
     assert_eq!(html.matches("aria-current=\"page\"").count(), 1);
-    assert!(html[at(&t.booking) - 60..at(&t.booking) + 80].contains("aria-current"));
+    assert!(html[at(&t.booking) - 60..at(&t.booking) + 140].contains("aria-current"));
     assert_eq!(
         html.matches("<details open>").count(),
         2,
@@ -297,8 +306,12 @@ fn fork_from_here_needs_the_token_checks_the_index_and_lands_on_the_new_branch()
     assert_eq!(status, 303);
     let typed: SessionId = location
         .trim_start_matches("/ui/sessions/")
+        .split('?')
+        .next()
+        .unwrap()
         .parse()
         .unwrap();
+    assert!(location.ends_with("#composer"), "{location}");
     let info = store.info(&typed).unwrap();
     assert_eq!(
         (
@@ -436,7 +449,7 @@ fn diff_provenance_and_sparql_pages() {
         .map(|k| html.matches(&format!("<tr class={k}")).count())
         .sum();
     assert_eq!(counted, rows);
-    assert!(html.contains(&format!("{} shared turns", d.common_prefix)));
+    assert!(html.contains(&format!("The shared history ({} turns)", d.common_prefix)));
     let (status, _, _) = page(&ui, &format!("/ui/diff?a={}&b=nope", t.budget));
     assert_eq!(status, 404);
     // Provenance: the audit query's row and an intact digest chain.
@@ -692,7 +705,7 @@ fn a_300_branch_family_is_drawn_with_no_crossing_edges_and_children_centred() {
     let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
     let lines = edges(svg);
     // A readable picture: not 300 boxes, and what is left out is counted.
-    let boxes = svg.matches("<rect").count();
+    let boxes = svg.matches("<rect class=").count();
     assert!((10..=120).contains(&boxes), "{boxes} boxes");
     assert_eq!(
         lines.len(),

@@ -11,7 +11,7 @@
 //! a picture one can read; the outline below it is the whole tree, and the accessible
 //! alternative.
 
-use super::{first_line, Links};
+use super::Links;
 use crate::model::{SessionId, TreeNode};
 use maud::{html, Markup};
 use std::collections::{HashSet, VecDeque};
@@ -170,17 +170,23 @@ pub(crate) fn drawing(root: &TreeNode, current: &SessionId, links: Links<'_>) ->
                             x2=(cx + BOX_W / 2.0) y2=(cy) {}
                     }
                 }
-                @for p in &placed { (node_box(p, current, links)) }
+                @for (n, p) in placed.iter().enumerate() { (node_box(n, p, current, links)) }
             }
         }
     }
 }
 
-/// One box: a branch linking to its fork point, or a count of those left out.
-fn node_box(p: &Placed<'_>, current: &SessionId, links: Links<'_>) -> Markup {
+/// One box: a branch linking to its fork point, or a count of those left out. Texts
+/// are whole (a long label is clipped at the box's edge, not cut), so the link's name
+/// holds what it shows.
+fn node_box(n: usize, p: &Placed<'_>, current: &SessionId, links: Links<'_>) -> Markup {
     let (x, y) = corner(p);
-    let text = |dy: f64, class: &str, s: String| {
-        html! { text class=(class) x=(x + 8.0) y=(y + dy) { (s) } }
+    let clip = format!("clip-{n}");
+    let text = |dy: f64, class: &str, s: &str| {
+        html! { text class=(class) x=(x + 8.0) y=(y + dy) clip-path=(format!("url(#{clip})")) { (s) } }
+    };
+    let frame = html! {
+        clipPath id=(clip) { rect x=(x + 4.0) y=(y) width=(BOX_W - 8.0) height=(BOX_H) {} }
     };
     match &p.what {
         Drawn::Branch(node) => {
@@ -197,24 +203,23 @@ fn node_box(p: &Placed<'_>, current: &SessionId, links: Links<'_>) -> Markup {
                 }
                 figures.push_str(&format!("{} tok", t.input + t.output));
             }
-            let name = format!(
-                "{}: {point}{}",
-                node.branch,
-                if figures.is_empty() {
-                    String::new()
-                } else {
-                    format!(" · {figures}")
-                }
-            );
+            let name = [node.branch.as_str(), &point, &figures]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ");
             let body = html! {
+                (frame)
                 rect.node.current[here] x=(x) y=(y) width=(BOX_W) height=(BOX_H) rx="6" {}
-                (text(18.0, "label", first_line(&node.branch, 18)))
-                (text(34.0, "figures", point))
-                @if !figures.is_empty() { (text(50.0, "figures", first_line(&figures, 22))) }
+                (text(18.0, "label", &node.branch))
+                (text(34.0, "figures", &point))
+                @if !figures.is_empty() { (text(50.0, "figures", &figures)) }
             };
             match links.branch(node) {
+                // Named by its `title` (what it shows, whole), as SVG links are.
                 Some(href) => html! {
-                    a href=(href) aria-label=(name) aria-current=[here.then_some("page")] {
+                    a href=(href) aria-current=[here.then_some("page")] {
                         title { (name) } (body)
                     }
                 },
@@ -222,12 +227,13 @@ fn node_box(p: &Placed<'_>, current: &SessionId, links: Links<'_>) -> Markup {
             }
         }
         Drawn::More { under, count } => {
-            let name = format!("{count} more under {}", under.branch);
+            let shown = format!("+{count} more");
             html! {
-                a href=(format!("#outline-{}", under.session)) aria-label=(name) {
-                    title { (name) }
+                a href=(format!("#outline-{}", under.session)) {
+                    title { (shown) " under " (under.branch) }
+                    (frame)
                     rect.more x=(x) y=(y) width=(BOX_W) height=(BOX_H) rx="6" {}
-                    (text(34.0, "label", format!("+{count} more")))
+                    (text(34.0, "label", &shown))
                 }
             }
         }

@@ -215,11 +215,11 @@ pub(crate) fn turn_item(
 ) -> Markup {
     let inherited = turn.session != info.session;
     html! {
-        (before)
         li.turn.inherited[inherited] id=(format!("turn-{}", turn.index)) {
+            (before)
             div.meta {
                 span.index { "#" (turn.index) }
-                " " span.role { (turn.role.as_str()) }
+                " " span class=(format!("role role-{}", turn.role.as_str())) { (turn.role.as_str()) }
                 @if let Some(model) = &turn.model { " " span.model { (model) } }
                 @if let Some(name) = &turn.name { " " span.name { (name) } }
                 @if inherited {
@@ -307,14 +307,15 @@ fn tree_node(node: &TreeNode, view: &TreeView<'_>) -> (Markup, bool) {
         }
     };
     let open = view.hits.is_none() || below;
+    let forks = node.children.len() as u64 + node.more_children;
     let markup = html! {
         li.node.current[here] id=(format!("outline-{}", node.session)) {
-            @if node.children.is_empty() && node.more_children == 0 {
-                (label) (turns)
-            } @else {
+            (label) (turns)
+            @if forks > 0 {
+                // The fold holds only the forks, so the branch's link is never inside
+                // the control that folds them.
                 details open[open] {
-                    summary { (label) }
-                    (turns)
+                    summary { (forks) " fork" @if forks != 1 { "s" } " of " (node.branch) }
                     ul {
                         @for (child, _) in &children { (child) }
                         @if node.more_children > 0 {
