@@ -400,10 +400,52 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         click(&c, Locator::Css("#turn-1 details.fork summary")).await;
         type_into(&c, "#turn-1 details.fork input[name=label]", "no-token").await;
         click(&c, Locator::Css("#turn-1 details.fork button[type=submit]")).await;
-        let refused = wait_for_text(&c, "Token needed", 10).await;
-        assert!(refused.contains("Nothing was changed"), "{refused}");
+        // The error stays with its form, on the same page, what was typed kept.
+        wait_for_text(&c, "Token needed", 10).await;
+        let note = c
+            .find(Locator::Css("#turn-1 details.fork p.error[role=alert]"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            note.starts_with("Token needed: ") && note.ends_with("Nothing was changed."),
+            "{note}"
+        );
+        assert_eq!(c.current_url().await.unwrap().path(), budget_path);
+        let typed = c
+            .find(Locator::Css("#turn-1 details.fork input[name=label]"))
+            .await
+            .unwrap()
+            .prop("value")
+            .await
+            .unwrap();
+        assert_eq!(typed.as_deref(), Some("no-token"));
         let after = rest(&base, "/sessions").await;
         assert_eq!(after["total"], 4, "no fork was made");
+        // A wrong token, kept, can be forgotten: the forms ask for one again.
+        type_into(&c, "#token-input", "wrong-token").await;
+        click(&c, Locator::Css("#token-form button[type=submit]")).await;
+        wait_for_text(&c, "kept for this tab", 5).await;
+        click(&c, Locator::Css("#token-forget")).await;
+        let status = c
+            .find(Locator::Css("#token-status"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(status, "");
+        let field = c
+            .find(Locator::Css("#turn-1 details.fork input.token-field"))
+            .await
+            .unwrap();
+        assert_eq!(
+            field.attr("hidden").await.unwrap(),
+            None,
+            "the form asks for the token again"
+        );
 
         // The token, typed once, kept for the tab; then Fork from here on turn 2.
         c.goto(&format!("{base}{budget_path}")).await.unwrap();

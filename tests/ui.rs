@@ -1529,3 +1529,39 @@ fn a_wide_familys_tree_page_shows_500_sessions_and_says_how_many_more() {
     // The library's tree has them all.
     assert_eq!(count(&store.tree(&root).unwrap()), 520);
 }
+
+#[test]
+fn go_to_turn_opens_the_page_that_holds_it_at_it() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start(Arc::clone(&store));
+    let long = common::session_with(&store, "long", 450);
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let go = |turn: &str| {
+        let r = client
+            .get(format!("{}/ui/sessions/{long}?turn={turn}", ui.base))
+            .send()
+            .unwrap();
+        let location = r
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().to_string());
+        (r.status().as_u16(), location)
+    };
+    assert_eq!(
+        go("250"),
+        (303, Some(format!("/ui/sessions/{long}?from=200#turn-250")))
+    );
+    assert_eq!(
+        go("3"),
+        (303, Some(format!("/ui/sessions/{long}?from=0#turn-3")))
+    );
+    assert_eq!(go("two").0, 400);
+    let (_, _, html) = page(&ui, &format!("/ui/sessions/{long}"));
+    assert!(
+        html.contains("name=\"turn\"") && html.contains("max=\"449\""),
+        "the form"
+    );
+}

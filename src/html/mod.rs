@@ -102,11 +102,12 @@ pub(crate) fn document(title: &str, assets: Assets, body: Markup) -> String {
                 }
             }
             body {
+                a.skip href="#main" { "Skip to the content" }
                 @match assets {
                     Assets::Linked { header } => header { (header) },
                     Assets::Inline => header { "forktrail export" },
                 }
-                main { (body) }
+                main #main tabindex="-1" { (body) }
             }
         }
     }

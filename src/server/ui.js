@@ -13,6 +13,40 @@
     if (form) form.hidden = false;
     const status = document.getElementById("token-status");
     if (status) status.textContent = kept ? "kept for this tab" : "";
+    const forget = document.getElementById("token-forget");
+    if (forget) forget.hidden = !kept;
+  }
+
+  // A wrong token can be forgotten; the forms then ask for one again.
+  const forget = document.getElementById("token-forget");
+  if (forget) {
+    forget.addEventListener("click", () => {
+      sessionStorage.removeItem(KEY);
+      refresh();
+    });
+  }
+
+  // An error stays with its form: the message goes above its buttons, what was typed
+  // stays, and the page (and its URL) stay what they were.
+  function showError(form, page) {
+    const doc = new DOMParser().parseFromString(page, "text/html");
+    const found = doc.querySelector("p.error");
+    const heading = doc.querySelector("h1");
+    let note = form.querySelector("p.error[role=alert]");
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "error";
+      note.setAttribute("role", "alert");
+      note.tabIndex = -1;
+      let before = form.querySelector("div.buttons, button[type=submit]");
+      while (before && before.parentNode !== form) before = before.parentNode;
+      form.insertBefore(note, before);
+    }
+    const outcome = doc.querySelector("p.outcome");
+    note.textContent = (heading ? heading.textContent + ": " : "") +
+      (found ? found.textContent : "the server refused it") +
+      (outcome ? " " + outcome.textContent : "");
+    note.focus();
   }
 
   document.addEventListener("submit", async (event) => {
@@ -48,8 +82,12 @@
       if (target.href === here.href) location.reload();
       return;
     }
-    // An estimate, a preview or an error: the server's page replaces this one.
     const page = await response.text();
+    if (response.status >= 400) {
+      showError(form, page);
+      return;
+    }
+    // An estimate or a preview: the server's page replaces this one.
     document.open();
     document.write(page);
     document.close();

@@ -93,6 +93,7 @@ pub(super) fn page(state: &AppState, status: StatusCode, title: &str, body: Mark
                 input #token-input type="password" name="token" autocomplete="off";
                 button type="submit" { "Use for writes" }
                 span #token-status {}
+                button #token-forget type="button" hidden { "Forget the token" }
             }
         } @else {
             span.meta { "read-only server" }
@@ -131,7 +132,8 @@ pub(super) fn error_page(state: &AppState, error: ApiError) -> Response {
         html! {
             h1 { (heading) }
             p.error data-code=(error.code) { (error.message) }
-            p { "Nothing was changed. " a href="/" { "All sessions" } }
+            p.outcome { "Nothing was changed." }
+            p { a href="/" { "All sessions" } }
         },
     )
 }
@@ -440,6 +442,9 @@ fn marked(text: &str, marks: &[(usize, usize)]) -> Markup {
 struct PageQuery {
     #[serde(default)]
     from: u64,
+    /// Go to this turn: the page that holds it, at it.
+    #[serde(default)]
+    turn: String,
 }
 
 /// `GET /ui/sessions/{id}?from=`: a page of the session's turns, inherited ones marked
@@ -447,6 +452,13 @@ struct PageQuery {
 async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQuery>) -> Page {
     let state = state.0;
     let id = session_id(&state, &id)?;
+    if let Some(turn) = given(&at.turn) {
+        let index = turn_index(&state, &turn)?;
+        let page = index / html::PAGE * html::PAGE;
+        return Ok(
+            Redirect::to(&format!("/ui/sessions/{id}?from={page}#turn-{index}")).into_response(),
+        );
+    }
     let from = at.from;
     let read_id = id.clone();
     let (info, turns, root, anchors) = read(&state, move |store| {
@@ -507,6 +519,13 @@ async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQu
                     }
                 }
                 " " button type="submit" { "Diff" }
+            }
+        }
+        @if info.length > 1 {
+            form.inline.goto method="get" action=(base) {
+                label for="goto-turn" { "Go to turn" }
+                input #goto-turn name="turn" type="number" min="0" max=(info.length - 1) required;
+                button type="submit" { "Go" }
             }
         }
         (pages)

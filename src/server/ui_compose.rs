@@ -271,7 +271,8 @@ async fn answer(
             html! {
                 h1 { "No answer" }
                 p.error data-code=(e.code) { (e.message) }
-                p { "Turn " (at - 1) " was written. " a href=(back) { "Back to it" } }
+                p.outcome { "Turn " (at - 1) " was written; no model answered it." }
+                p { a href=(back) { "Back to it" } }
             },
         )),
     }
