@@ -466,6 +466,27 @@ fn diff_provenance_and_sparql_pages() {
     // SPARQL: a shipped query prefilled; a query run; an update refused.
     let (_, _, html) = page(&ui, "/ui/sparql?name=fork-chain");
     assert!(html.contains("ft:parentSession"), "prefilled");
+    // Its input asked for, and run bound as a term (hostile text stays a value).
+    assert!(html.contains("name=\"in_id\""), "{html}");
+    let (status, _, html) = page(
+        &ui,
+        &format!("/ui/sparql?name=fork-chain&run=1&in_id={}", t.booking),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("3 results") && html.contains("<td>model-swap</td>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("value=\"{}\"", t.booking)),
+        "the input kept"
+    );
+    let (status, _, html) = page(
+        &ui,
+        "/ui/sparql?name=fork-chain&run=1&in_id=x%22%20%7D%20DROP%20ALL%20%23",
+    );
+    assert_eq!(status, 200);
+    assert!(html.contains("0 results"), "{html}");
     let (status, _, html) = page(
         &ui,
         "/ui/sparql?query=SELECT%20%3Fb%20WHERE%20%7B%20%3Fs%20%3Chttps%3A%2F%2Fw3id.org%2Fforktrail%2Fns%23branch%3E%20%3Fb%20%7D",
@@ -1563,5 +1584,49 @@ fn go_to_turn_opens_the_page_that_holds_it_at_it() {
     assert!(
         html.contains("name=\"turn\"") && html.contains("max=\"449\""),
         "the form"
+    );
+}
+
+#[test]
+fn a_failed_what_if_says_what_failed_and_offers_a_retry_and_the_way_back() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start_with(
+        Arc::clone(&store),
+        ServerConfig {
+            token: Some(TOKEN.into()),
+            model_endpoints: vec![endpoint.clone()],
+            ..ServerConfig::default()
+        },
+    );
+    let root = ui.tree.root.clone();
+    let (status, location, _) = post(
+        &ui,
+        &format!("/ui/sessions/{root}/whatif"),
+        &[
+            ("at", "2"),
+            ("model", "m"),
+            ("endpoint", &endpoint),
+            ("confirm", "1"),
+        ],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 303);
+    let html = finished_job(&ui, &location);
+    assert!(html.contains("data-status=\"failed\""), "{html}");
+    assert!(
+        html.contains(&format!("Nothing answered at {endpoint}"))
+            && html.contains("No turn was written."),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("action=\"/ui/sessions/{root}/whatif\""))
+            && html.contains("Try again")
+    );
+    assert!(
+        html.contains(&format!("href=\"/ui/sessions/{root}?from=0#turn-1\"")),
+        "{html}"
     );
 }

@@ -28,7 +28,7 @@ use oxigraph::model::{Literal, Term};
 use oxigraph::sparql::QueryResults;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 const SCRIPT: &str = include_str!("ui.js");
@@ -1138,6 +1138,9 @@ async fn job(state: Shared, Path(job): Path<String>) -> Page {
                 @if let Some(ms) = job.latency_ms { dt { "Latency" } dd { (ms) " ms" } }
                 @if let Some(e) = &job.error { dt { "Error" } dd.error { (e) } }
             }
+            @if job.status == JobStatus::Failed {
+                (job_failed(&state, &job))
+            }
             @if running && state.config.token.is_some() {
                 form.write method="post" action=(format!("/ui/jobs/{}/cancel", job.job)) {
                     (token_field("cancel-token"))
@@ -1152,6 +1155,47 @@ async fn job(state: Shared, Path(job): Path<String>) -> Page {
             .insert(header::REFRESH, HeaderValue::from_static("1"));
     }
     Ok(response)
+}
+
+/// What a failed job's error means, in words, and the ways on: the same what-if
+/// again (its estimate first), or back to the turn it started from.
+fn job_failed(state: &AppState, job: &Job) -> Markup {
+    let error = job.error.as_deref().unwrap_or("");
+    let lower = error.to_lowercase();
+    let why = if lower.contains("connection refused") || lower.contains("error trying to connect") {
+        format!(
+            "Nothing answered at {}: the model server is not running there, or listens \
+             elsewhere.",
+            job.endpoint
+        )
+    } else if lower.contains("timed out") || lower.contains("timeout") {
+        "The model did not answer in time.".to_string()
+    } else if lower.contains("status") || lower.contains("http") {
+        format!("The endpoint {} refused the request.", job.endpoint)
+    } else {
+        "The model call failed.".to_string()
+    };
+    let back = job.at.saturating_sub(1);
+    let back_page = back / html::PAGE * html::PAGE;
+    html! {
+        section.failed {
+            h2 { "What failed" }
+            p { (why) " No turn was written." }
+            @if state.config.token.is_some() {
+                form.write method="post" action=(format!("/ui/sessions/{}/whatif", job.session)) {
+                    input type="hidden" name="at" value=(job.at);
+                    input type="hidden" name="model" value=(job.model);
+                    label for="retry-endpoint" { "Endpoint" }
+                    select #retry-endpoint name="endpoint" {
+                        @for e in endpoints(state) { option value=(e) selected[e == job.endpoint] { (e) } }
+                    }
+                    (token_field("retry-token"))
+                    button type="submit" { "Try again" }
+                }
+            }
+            p { a href=(format!("/ui/sessions/{}?from={back_page}#turn-{back}", job.session)) { "Back to turn " (back) } }
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -1306,43 +1350,68 @@ async fn delete(state: Shared, Path(id): Path<String>, headers: HeaderMap, body:
     Ok(page(&state, StatusCode::OK, "delete preview", body))
 }
 
-#[derive(Deserialize, Default)]
-struct SparqlQuery {
-    #[serde(default)]
-    query: String,
-    /// A shipped query to start from.
-    #[serde(default)]
-    name: String,
-}
-
 /// Rows shown on the SPARQL page; the endpoint serves whole results.
 const SHOWN_ROWS: usize = 1000;
 
-/// `GET /ui/sparql?query=&name=`: a read-only query box, prefilled with a shipped query,
-/// results as a table. Runs with the endpoint's limits (time, cost, slots).
-async fn sparql(state: Shared, Query(q): Query<SparqlQuery>) -> Page {
+/// `GET /ui/sparql?query=` runs a query typed; `GET /ui/sparql?name=` opens a shipped
+/// one, with a field for each input its header names (`in_<input>`, read as `--bind`
+/// reads a value), and `&run=1` runs it with them bound as RDF terms. Results as a
+/// table, with the endpoint's limits (time, cost, slots). Every state is its URL.
+async fn sparql(state: Shared, Query(q): Query<HashMap<String, String>>) -> Page {
     let state = state.0;
-    let text = if q.query.trim().is_empty() {
-        match crate::NamedQuery::find(&q.name) {
-            Some(named) => named.source.to_string(),
-            None if q.name.is_empty() => String::new(),
-            None => {
-                return Err(error_page(
-                    &state,
-                    ApiError::new(
-                        StatusCode::NOT_FOUND,
-                        "not_found",
-                        format!("no shipped query named {:?}", q.name),
-                    ),
-                ))
-            }
+    let field = |k: &str| q.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
+    let (typed, name) = (field("query"), field("name"));
+    let named = match crate::NamedQuery::find(&name) {
+        Some(named) => Some(named),
+        None if name.is_empty() => None,
+        None => {
+            return Err(error_page(
+                &state,
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("no shipped query named {name:?}"),
+                ),
+            ))
         }
-    } else {
-        q.query.clone()
     };
-    let run = !q.query.trim().is_empty();
-    let outcome = if run {
-        let query = text.clone();
+    let inputs: Vec<(String, String)> = named
+        .map(|n| n.inputs())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| {
+            let value = field(&format!("in_{i}"));
+            (i, value)
+        })
+        .collect();
+    let text = match (&named, typed.is_empty()) {
+        (Some(n), true) => n.source.to_string(),
+        _ => typed.clone(),
+    };
+    let run_named = named.is_some() && typed.is_empty() && field("run") == "1";
+    let outcome = if run_named {
+        let mut bindings = Vec::new();
+        for (input, value) in inputs.iter().filter(|(_, v)| !v.is_empty()) {
+            let term = crate::binding_value(value).map_err(|e| error_page(&state, e.into()))?;
+            bindings.push((input.clone(), term));
+        }
+        let query = named.expect("a named query");
+        Some(
+            super::sparql::limited(&state, false, move |store, cancel| {
+                let options = crate::QueryOptions {
+                    cancellation: Some(cancel),
+                    ..Default::default()
+                };
+                let bound: Vec<(&str, oxigraph::model::Term)> = bindings
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.clone()))
+                    .collect();
+                table(store.query_named_with(&query, &bound, &options)?)
+            })
+            .await,
+        )
+    } else if !typed.is_empty() {
+        let query = typed.clone();
         Some(
             super::sparql::limited(&state, false, move |store, cancel| {
                 let options = crate::QueryOptions {
@@ -1362,9 +1431,11 @@ async fn sparql(state: Shared, Query(q): Query<SparqlQuery>) -> Page {
             StatusCode::OK,
             html! {
                 p.count { (total) " results" @if total > rows.len() { " (the first " (rows.len()) " shown)" } }
-                table.results {
-                    thead { tr { @for h in &head { th { (h) } } } }
-                    tbody { @for row in &rows { tr { @for v in row { td { (v) } } } } }
+                div.scroll {
+                    table.results {
+                        thead { tr { @for h in &head { th scope="col" { (h) } } } }
+                        tbody { @for row in &rows { tr { @for v in row { td { (v) } } } } }
+                    }
                 }
             },
         ),
@@ -1377,13 +1448,30 @@ async fn sparql(state: Shared, Query(q): Query<SparqlQuery>) -> Page {
         html! {
             h1 { "SPARQL" }
             p.meta { "Read-only. The default graph is the union of all sessions. Shipped queries: "
-                @for (i, named) in crate::queries::listed().enumerate() {
+                @for (i, listed) in crate::queries::listed().enumerate() {
                     @if i > 0 { ", " }
-                    a href=(format!("/ui/sparql?name={}", named.name)) { (named.name) }
+                    a href=(format!("/ui/sparql?name={}", listed.name)) { (listed.name) }
+                }
+            }
+            @if let Some(n) = &named {
+                section.named {
+                    h2 { (n.name) }
+                    p { (n.help().lines().next().unwrap_or("")) }
+                    form.write method="get" action="/ui/sparql" {
+                        input type="hidden" name="name" value=(n.name);
+                        input type="hidden" name="run" value="1";
+                        @for (input, value) in &inputs {
+                            label for=(format!("in-{input}")) { "?" (input) }
+                            input id=(format!("in-{input}")) name=(format!("in_{input}")) value=(value)
+                                placeholder="a value (\"text\", <iri> or a number); empty leaves it free";
+                        }
+                        button type="submit" { "Run " (n.name) }
+                    }
                 }
             }
             form method="get" action="/ui/sparql" {
-                textarea.sparql name="query" aria-label="SPARQL query" { (text) }
+                label for="sparql-text" { @if named.is_some() { "Or edit it and run the text" } @else { "Query" } }
+                textarea.sparql #sparql-text name="query" { (text) }
                 button type="submit" { "Run" }
             }
             (results)
