@@ -80,7 +80,7 @@ pub use verify::{Check, Problem, VerifyReport};
 pub use whatif::{
     Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell, CompareOptions, ComparePlan,
     Comparison, CostStatus, DiffRow, Figures, Price, Provider, RegenerateOptions, RegeneratePlan,
-    ANTHROPIC_ENDPOINT, BASELINE, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
+    TurnFigures, ANTHROPIC_ENDPOINT, BASELINE, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_STEPS, ESTIMATE_METHOD,
 };
 

@@ -660,6 +660,19 @@ fn what_if_shows_the_estimate_then_follows_the_job_to_its_end() {
     assert_eq!(stub.requests().len(), 1);
     let answer = store.load(&fork, None).unwrap().pop().unwrap();
     assert_eq!(answer.model.as_deref(), Some("stub-model"));
+    // The answer's figures, as the job measured them, on its turn.
+    let job = store.jobs().unwrap().pop().unwrap();
+    let (_, _, playback) = page(&ui, &format!("/ui/sessions/{fork}"));
+    let shown = format!(
+        "{} in · {} out tokens · {} ms",
+        job.input_tokens.unwrap(),
+        job.output_tokens.unwrap(),
+        job.latency_ms.unwrap()
+    );
+    let turn = &playback[playback
+        .find(&format!("id=\"turn-{}\"", answer.index))
+        .unwrap()..];
+    assert!(turn.contains(&shown), "{shown} in {turn}");
 }
 
 /// The edges of a page's drawn tree: `(x1, y1, x2, y2)` of each `line.edge`.

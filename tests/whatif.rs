@@ -163,6 +163,17 @@ fn a_replaying_arm_completes_with_no_divergence_and_every_call_answered_from_the
         );
         assert_eq!(turns[7].tool_call_id.as_deref(), Some("x2"));
         assert_eq!(stub.requests()[0]["messages"].as_array().unwrap().len(), 2);
+        // Each step's turn carries its call's figures and its comparison; the tool
+        // answers (from the recording) and the inherited turns carry none.
+        let figures = s.turn_figures(&turns).unwrap();
+        let indices: Vec<u64> = figures.iter().map(|f| f.index).collect();
+        assert_eq!(indices, [2, 4, 6, 8], "{}", s.kind);
+        assert_eq!(figures[0].input_tokens, Some(100));
+        assert_eq!(figures[0].output_tokens, Some(10));
+        assert!(figures[0].latency_ms.is_some() && figures[0].cost_usd.unwrap() > 0.0);
+        assert!(figures
+            .iter()
+            .all(|f| f.comparison.as_deref() == Some(c.comparison.as_str())));
         let derived = ask(
             &s,
             &format!(

@@ -467,3 +467,84 @@ impl Rdf<'_> {
         Ok(out)
     }
 }
+
+/// What the store measured of the model call that generated a turn.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Generated {
+    pub(crate) input_tokens: Option<u64>,
+    pub(crate) output_tokens: Option<u64>,
+    pub(crate) latency_ms: Option<u64>,
+    pub(crate) cost_usd: Option<f64>,
+    /// The comparison the call was a step of, by its id.
+    pub(crate) comparison: Option<String>,
+}
+
+impl Rdf<'_> {
+    /// The figures of the activity that generated turn `turn` (stored in `graph`): a
+    /// what-if job, or a comparison's model call. `None` for a turn no model call
+    /// recorded generating.
+    pub(crate) fn generated(
+        &self,
+        turn: &NamedNode,
+        graph: &NamedNode,
+    ) -> Result<Option<Generated>> {
+        let mut activity = None;
+        for quad in self.backend.quads(
+            Some(turn.as_ref().into()),
+            Some(prov::WAS_GENERATED_BY),
+            None,
+            Some(oxigraph::model::GraphNameRef::NamedNode(graph.as_ref())),
+        ) {
+            if let Term::NamedNode(a) = quad?.object {
+                activity = Some(a);
+            }
+        }
+        let Some(activity) = activity else {
+            return Ok(None);
+        };
+        let mut out = Generated::default();
+        let mut run = None;
+        for quad in self
+            .backend
+            .quads(Some(activity.as_ref().into()), None, None, None)
+        {
+            let quad = quad?;
+            let p = quad.predicate.as_ref();
+            let v = text(&quad.object).unwrap_or_default();
+            if p == ft::INPUT_TOKENS {
+                out.input_tokens = v.parse().ok();
+            } else if p == ft::OUTPUT_TOKENS {
+                out.output_tokens = v.parse().ok();
+            } else if p == ft::LATENCY_MS {
+                out.latency_ms = v.parse().ok();
+            } else if p == ft::COST_USD {
+                out.cost_usd = v.parse().ok();
+            } else if p == dcterms::IS_PART_OF {
+                if let Term::NamedNode(r) = quad.object {
+                    run = Some(r);
+                }
+            }
+        }
+        // A call is part of a run, which is part of a comparison with a job id.
+        if let Some(run) = run {
+            for quad in self.backend.quads(
+                Some(run.as_ref().into()),
+                Some(dcterms::IS_PART_OF),
+                None,
+                None,
+            ) {
+                if let Term::NamedNode(comparison) = quad?.object {
+                    for q in self.backend.quads(
+                        Some(comparison.as_ref().into()),
+                        Some(ft::JOB_ID),
+                        None,
+                        None,
+                    ) {
+                        out.comparison = text(&q?.object).map(str::to_string);
+                    }
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+}

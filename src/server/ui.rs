@@ -476,11 +476,13 @@ async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQu
         } else {
             store.load_range(&read_id, from, last)?
         };
+        let figures = store.turn_figures(&turns)?;
         let root = store.tree(&info.fork_root)?;
         let anchors = store.anchors(&read_id)?;
-        Ok((info, turns, root, anchors))
+        Ok((info, (turns, figures), root, anchors))
     })
     .await?;
+    let (turns, figures) = turns;
     let points = html::sibling_points(&root, &id);
     let writable = state.config.token.is_some();
     let links = Links::Server;
@@ -535,7 +537,7 @@ async fn playback(state: Shared, Path(id): Path<String>, Query(at): Query<PageQu
         ol.turns start=(from)
             data-follow=[last_page.then(|| format!("{base}/after/"))]
             data-next=[last_page.then_some(info.length)] {
-            (turn_items(&state, &info, &turns, &points, writable))
+            (turn_items(&state, &info, &turns, &figures, &points, writable))
         }
         (pages)
         @if writable && last_page {
@@ -556,6 +558,7 @@ fn turn_items(
     state: &AppState,
     info: &SessionInfo,
     turns: &[Turn],
+    figures: &[crate::TurnFigures],
     points: &html::SiblingPoints,
     writable: bool,
 ) -> Markup {
@@ -566,7 +569,38 @@ fn turn_items(
                 Some((options, position)) => html::sibling_pager(turn.index, options, *position, links),
                 None => html! {},
             };
-            (html::turn_item(info, turn, links, before, turn_actions(info, turn, writable, state)))
+            @let after = html! {
+                @if let Some(f) = figures.iter().find(|f| f.index == turn.index) { (turn_figures(f)) }
+                (turn_actions(info, turn, writable, state))
+            };
+            (html::turn_item(info, turn, links, before, after))
+        }
+    }
+}
+
+/// What the store measured of a turn a model wrote: tokens, latency, cost, and the
+/// comparison it was a step of.
+fn turn_figures(f: &crate::TurnFigures) -> Markup {
+    let mut parts: Vec<String> = Vec::new();
+    match (f.input_tokens, f.output_tokens) {
+        (Some(i), Some(o)) => parts.push(format!("{i} in · {o} out tokens")),
+        (Some(i), None) => parts.push(format!("{i} tokens in")),
+        (None, Some(o)) => parts.push(format!("{o} tokens out")),
+        (None, None) => {}
+    }
+    if let Some(ms) = f.latency_ms {
+        parts.push(format!("{ms} ms"));
+    }
+    if let Some(usd) = f.cost_usd {
+        parts.push(format!("${usd:.4}"));
+    }
+    html! {
+        p.figures {
+            (parts.join(" · "))
+            @if let Some(c) = &f.comparison {
+                @if !parts.is_empty() { " · " }
+                a href=(format!("/ui/comparisons/{c}")) { "the model comparison" }
+            }
         }
     }
 }
@@ -584,14 +618,16 @@ async fn turns_after(
     let (info, turns, root) = read(&state, move |store| {
         let info = store.info(&read_id)?;
         if index >= info.length {
-            return Ok((info, Vec::new(), None));
+            return Ok((info, (Vec::new(), Vec::new()), None));
         }
         let last = (index + html::PAGE).min(info.length) - 1;
         let turns = store.load_range(&read_id, index, last)?;
+        let figures = store.turn_figures(&turns)?;
         let root = store.tree(&info.fork_root)?;
-        Ok((info, turns, Some(root)))
+        Ok((info, (turns, figures), Some(root)))
     })
     .await?;
+    let (turns, figures) = turns;
     let next = index + turns.len() as u64;
     let header = [("x-forktrail-next", next.to_string())];
     let Some(root) = root else {
@@ -599,7 +635,7 @@ async fn turns_after(
     };
     let points = html::sibling_points(&root, &id);
     let writable = state.config.token.is_some();
-    let items = turn_items(&state, &info, &turns, &points, writable);
+    let items = turn_items(&state, &info, &turns, &figures, &points, writable);
     let content_type = [(axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8")];
     Ok((header, content_type, items.into_string()).into_response())
 }

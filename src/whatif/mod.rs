@@ -15,10 +15,12 @@
 //! quad is built in `crate::rdf`.
 
 mod compare;
+mod figures;
 mod provider;
 mod regenerate;
 mod run;
 
+pub use figures::TurnFigures;
 pub use provider::{Provider, ANTHROPIC_ENDPOINT, DEFAULT_MAX_OUTPUT_TOKENS};
 pub use regenerate::{
     RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
