@@ -554,6 +554,11 @@ fn anchors_merge_and_delete_preview_first() {
         html.contains("Refused") && html.contains(t.booking.as_str()),
         "{html}"
     );
+    assert_eq!(html.matches("Refused").count(), 1, "said once: {html}");
+    assert!(
+        html.contains("<h1>Delete model-swap?</h1>"),
+        "named: {html}"
+    );
     let (_, _, html) = post(
         &ui,
         &format!("/ui/sessions/{}/delete", t.model_swap),

@@ -250,8 +250,27 @@ const TREES_SHOWN: usize = 25;
 /// The sessions a family's tree page shows at most, breadth first.
 const TREE_SHOWN: usize = 500;
 
+/// Session `id`'s name for people (see [`named`]), read from the store; the id alone
+/// if it cannot be read.
+pub(super) async fn name_of(state: &Arc<AppState>, id: &SessionId) -> Markup {
+    let read_id = id.clone();
+    match read(state, move |store| store.info(&read_id)).await {
+        Ok(info) => named(id, info.title.as_deref(), &info.branch),
+        Err(_) => html! { a href=(format!("/ui/sessions/{id}")) { (id) } },
+    }
+}
+
+/// Session `id`'s title, else its branch label (its id if it cannot be read).
+pub(super) async fn label_of(state: &Arc<AppState>, id: &SessionId) -> String {
+    let read_id = id.clone();
+    match read(state, move |store| store.info(&read_id)).await {
+        Ok(info) => info.title.unwrap_or(info.branch),
+        Err(_) => id.to_string(),
+    }
+}
+
 /// A session's name for people: its title, else its branch label, with the id after.
-fn named(id: &SessionId, title: Option<&str>, branch: &str) -> Markup {
+pub(super) fn named(id: &SessionId, title: Option<&str>, branch: &str) -> Markup {
     html! {
         a href=(format!("/ui/sessions/{id}")) { (title.unwrap_or(branch)) }
         " " span.id { (id) }
@@ -768,7 +787,7 @@ fn session_actions(info: &SessionInfo, anchors: &[crate::AnchorInfo], writable: 
             @if anchors.is_empty() { p.meta { "No anchors." } } @else {
                 ul { @for a in anchors {
                     li { strong { (a.name) } " at turn " (a.at_index)
-                        @if a.session != *id { " (set on " a href=(format!("/ui/sessions/{}", a.session)) { (a.session) } ")" } }
+                        @if a.session != *id { " (set on " span.id { (a.session) } ")" } }
                 } }
             }
             @if writable {
@@ -972,7 +991,8 @@ async fn provenance(state: Shared, Path((id, index)): Path<(String, String)>) ->
         StatusCode::OK,
         &format!("turn {index} of {id}"),
         html! {
-            h1 { "Provenance of turn " (index) " of " a href=(format!("/ui/sessions/{id}?from={}#turn-{index}", index / html::PAGE * html::PAGE)) { (id) } }
+            h1 { "Provenance of turn " (index) " of " a href=(format!("/ui/sessions/{id}?from={}#turn-{index}", index / html::PAGE * html::PAGE)) { (info.title.as_deref().unwrap_or(&info.branch)) } }
+            p.meta { "Session " span.id { (id) } }
             @if let Some(turn) = &turn {
                 ol.turns start=(index) { (html::turn_item(&info, turn, Links::Server, html! {}, html! {})) }
             }
@@ -1118,7 +1138,7 @@ async fn what_if(state: Shared, Path(id): Path<String>, headers: HeaderMap, body
             StatusCode::OK,
             "what-if estimate",
             html! {
-                h1 { "What-if on " a href=(format!("/ui/sessions/{id}")) { (id) } " at turn " (plan.at) }
+                h1 { "What-if on " (name_of(&state, &id).await) " at turn " (plan.at) }
                 dl.facts.estimate {
                     dt { "Model" } dd { (plan.model) }
                     dt { "Endpoint" } dd { (plan.endpoint) }
@@ -1161,11 +1181,12 @@ async fn job(state: Shared, Path(job): Path<String>) -> Page {
             p { "Status: " strong #job-status data-status=(job.status.as_str()) { (job.status.as_str()) }
                 @if running { span.meta { " (this page reloads each second)" } } }
             dl.facts {
-                dt { "Session" } dd { a href=(format!("/ui/sessions/{}", job.session)) { (job.session) } " at turn " (job.at) }
+                dt { "Session" } dd { (name_of(&state, &job.session).await) " at turn " (job.at) }
                 dt { "Model" } dd { (job.model) }
                 dt { "Endpoint" } dd { (job.endpoint) }
                 @if let Some(fork) = &job.fork {
-                    dt { "Answer" } dd { a #job-fork href=(format!("/ui/sessions/{fork}?from={}#turn-{}", job.at / html::PAGE * html::PAGE, job.at)) { (fork) }
+                    dt { "Answer" } dd { a #job-fork href=(format!("/ui/sessions/{fork}?from={}#turn-{}", job.at / html::PAGE * html::PAGE, job.at)) { "turn " (job.at) " of " (label_of(&state, fork).await) }
+                        " " span.id { (fork) }
                         " · " a href=(format!("/ui/diff?a={}&b={fork}", job.session)) { "diff" } }
                 }
                 @if let (Some(i), Some(o)) = (job.input_tokens, job.output_tokens) {
@@ -1310,8 +1331,8 @@ async fn merge(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: 
         StatusCode::OK,
         "merge preview",
         html! {
-            h1 { "Merge " (plan.child) " back" }
-            p { "Appends turn " (plan.index) " to " a href=(format!("/ui/sessions/{}", plan.into)) { (plan.into) }
+            h1 { "Merge " (name_of(&state, &plan.child).await) " back" }
+            p { "Appends turn " (plan.index) " to " (name_of(&state, &plan.into).await)
                 ", covering turns " (plan.first) "–" (plan.last) " of the fork (" code { (plan.reference) } "):" }
             (html::content(&plan.content))
             form.write method="post" action=(format!("/ui/sessions/{id}/merge")) {
@@ -1356,13 +1377,15 @@ async fn delete(state: Shared, Path(id): Path<String>, headers: HeaderMap, body:
             }
         }
     };
+    let name = label_of(&state, &id).await;
     let body = match outcome {
         Ok(_) if !options.dry_run => return Ok(Redirect::to("/").into_response()),
         Ok(plan) => html! {
-            h1 { "Delete " (id) "?" }
+            h1 { "Delete " (name) "?" }
+            p.meta { "Session " span.id { (id) } }
             p { "This deletes " (plan.deleted.len()) " session" @if plan.deleted.len() != 1 { "s" }
                 " and " (plan.own_turns) " turns they own:" }
-            ul.deleted { @for s in &plan.sessions { li { (s.branch) " (" (s.session) "), " (s.own_turns) " own turns" } } }
+            ul.deleted { @for s in &plan.sessions { li { (s.branch) " " span.id { (s.session) } ", " (s.own_turns) " own turns" } } }
             (form_for(cascade, true, "Delete"))
         },
         Err(e) if e.code == "has_children" => {
@@ -1372,11 +1395,11 @@ async fn delete(state: Shared, Path(id): Path<String>, headers: HeaderMap, body:
             })
             .await?;
             html! {
-                h1 { "Delete " (id) "?" }
-                p.error { (e.message) }
-                p { "Refused: it has " (children.len()) " children, which would lose their history:" }
+                h1 { "Delete " (name) "?" }
+                p.meta { "Session " span.id { (id) } }
+                p.error data-code=(e.code) { "Refused: it has " (children.len()) " children, which would lose their history:" }
                 ul.children { @for c in &children {
-                    li { a href=(format!("/ui/sessions/{}", c.session)) { (c.branch) } " (" (c.session) ")" }
+                    li { a href=(format!("/ui/sessions/{}", c.session)) { (c.branch) } " " span.id { (c.session) } }
                 } }
                 (form_for(true, false, "Preview deleting the whole subtree"))
             }
