@@ -1,6 +1,6 @@
 //! Render times of the web UI on the embedded store (RocksDB; in memory without the
 //! `rocksdb` feature): the tree of a 1,000-branch family (folded, searched, with user
-//! turns listed), the playback of a 5,000-turn session (first and last page), and the
+//! turns listed) and of a 300-branch one (each drawn as SVG above its outline), the playback of a 5,000-turn session (first and last page), and the
 //! whole 5,000-turn session as one `export --format html` file. Each page is asked for
 //! over loopback HTTP from `forktrail serve` in this process; the figure is the median
 //! (and slowest) of the timed requests after one warm-up, body read in full.
@@ -38,12 +38,12 @@ fn turn(i: usize) -> NewTurn {
     }
 }
 
-/// A root of 20 turns and 1,000 forks below it, each of 2 own turns: every fork's
+/// A root of 20 turns and `branches` forks below it, each of 2 own turns: every fork's
 /// parent is one of the sessions made before it, so the tree is wide and deep.
-fn family(store: &Store) -> SessionId {
+fn family(store: &Store, branches: usize) -> SessionId {
     let root = store
         .create_session(NewSession {
-            title: Some("a 1,000-branch family".into()),
+            title: Some(format!("a {branches}-branch family")),
             ..Default::default()
         })
         .unwrap();
@@ -52,7 +52,7 @@ fn family(store: &Store) -> SessionId {
     }
     let mut sessions = vec![(root.clone(), 20u64, 0usize)];
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-    for b in 0..BRANCHES {
+    for b in 0..branches {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
@@ -117,7 +117,8 @@ fn main() {
     #[cfg(not(feature = "rocksdb"))]
     let (store, kind) = (Store::in_memory().unwrap(), "memory");
     let built = Instant::now();
-    let root = family(&store);
+    let root = family(&store, BRANCHES);
+    let small = family(&store, 300);
     let long = store.create_session(NewSession::default()).unwrap();
     for i in 0..LONG {
         store.append(&long, turn(i)).unwrap();
@@ -147,6 +148,10 @@ fn main() {
     let http = reqwest::blocking::Client::new();
     let pages = [
         ("tree, 1,001 sessions", format!("/ui/sessions/{root}/tree")),
+        (
+            "tree, 301 sessions (drawn and outlined)",
+            format!("/ui/sessions/{small}/tree"),
+        ),
         (
             "tree, searched (unfolds matches)",
             format!("/ui/sessions/{root}/tree?q=branch-99"),

@@ -260,6 +260,23 @@ pub(super) async fn name_of(state: &Arc<AppState>, id: &SessionId) -> Markup {
     }
 }
 
+/// The words for an output of `queries/audit-turn-origin.rq`.
+fn audit_label(variable: &str) -> &str {
+    match variable {
+        "id" => "Session",
+        "at" => "Asked at index",
+        "index" => "Turn",
+        "ownerId" => "Stored by session",
+        "ownerBranch" => "Stored on branch",
+        "role" => "Role",
+        "agent" => "Attributed to",
+        "agentName" => "Agent name",
+        "generatedAt" => "Generated at",
+        "digest" => "Digest",
+        other => other,
+    }
+}
+
 /// Session `id`'s title, else its branch label (its id if it cannot be read).
 pub(super) async fn label_of(state: &Arc<AppState>, id: &SessionId) -> String {
     let read_id = id.clone();
@@ -1000,9 +1017,15 @@ async fn provenance(state: Shared, Path((id, index)): Path<(String, String)>) ->
             @if rows.is_empty() {
                 p.error { "The audit query found no origin for this turn." }
             } @else {
-                table.audit {
-                    thead { tr { @for (name, _) in &rows[0] { th { (name) } } } }
-                    tbody { @for row in &rows { tr { @for (_, value) in row { td { (value) } } } } }
+                // One answer a list of facts, each named in words (the query's
+                // variable in small print), so it reads on any screen.
+                @for row in &rows {
+                    dl.facts.audit {
+                        @for (name, value) in row {
+                            dt { (audit_label(name)) " " span.id { "?" (name) } }
+                            dd { (value) }
+                        }
+                    }
                 }
             }
             h2 { "Through the forks" }
