@@ -243,6 +243,19 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// The test model, its endpoint, `serve --demo` offering it, and the demo's root.
+fn demo_with_test_model() -> Option<(common::Llm, String, Serve, String)> {
+    let llm = common::Llm::start()?;
+    let endpoint = format!("http://127.0.0.1:{}/v1", llm.port);
+    let server = serve(&["--model-endpoint".into(), endpoint.clone()]);
+    let sessions: Value = reqwest::blocking::get(format!("{}/sessions", server.base))
+        .unwrap()
+        .json()
+        .unwrap();
+    let root = session_on(&sessions, "main");
+    Some((llm, endpoint, server, root))
+}
+
 /// The demo session on `branch`.
 fn session_on(sessions: &Value, branch: &str) -> String {
     sessions["sessions"]
@@ -588,17 +601,10 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
 #[test]
 fn what_if_from_here_runs_against_the_test_model_and_completes() {
     let Some(driver) = chromedriver() else { return };
-    let Some(llm) = common::Llm::start() else {
+    let Some((_llm, endpoint, server, root)) = demo_with_test_model() else {
         return;
     };
-    let endpoint = format!("http://127.0.0.1:{}/v1", llm.port);
-    let server = serve(&["--model-endpoint".into(), endpoint.clone()]);
     let base = server.base.clone();
-    let sessions: Value = reqwest::blocking::get(format!("{base}/sessions"))
-        .unwrap()
-        .json()
-        .unwrap();
-    let root = session_on(&sessions, "main");
     runtime().block_on(async {
         let c = browser(&driver).await;
         c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
@@ -653,21 +659,7 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
         click(&c, Locator::Css("button[name=confirm]")).await;
         let job_path = wait_for_path(&c, "/ui/jobs/", "", 10).await;
         // The page follows the job until it ends.
-        let deadline = Instant::now() + Duration::from_secs(300);
-        let status = loop {
-            let status = match c.find(Locator::Css("#job-status")).await {
-                Ok(e) => e.attr("data-status").await.unwrap().unwrap_or_default(),
-                Err(_) => String::new(),
-            };
-            if !status.is_empty() && status != "running" {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the job is still running after 300 s"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        };
+        let status = job_end(&c, 300).await;
         assert_eq!(status, "complete", "{}", c.source().await.unwrap());
         assert_eq!(
             c.current_url().await.unwrap().path(),
@@ -757,17 +749,10 @@ async fn job_end(c: &Client, seconds: u64) -> String {
 #[test]
 fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes_on() {
     let Some(driver) = chromedriver() else { return };
-    let Some(llm) = common::Llm::start() else {
+    let Some((_llm, _, server, root)) = demo_with_test_model() else {
         return;
     };
-    let endpoint = format!("http://127.0.0.1:{}/v1", llm.port);
-    let server = serve(&["--model-endpoint".into(), endpoint]);
     let base = server.base.clone();
-    let sessions: Value = reqwest::blocking::get(format!("{base}/sessions"))
-        .unwrap()
-        .json()
-        .unwrap();
-    let root = session_on(&sessions, "main");
     runtime().block_on(async {
         let c = browser(&driver).await;
         c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();

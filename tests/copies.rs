@@ -245,19 +245,10 @@ fn a_copied_codex_rollout_becomes_a_fork_of_the_stored_one() {
     let original = &first.sessions[0];
     // `codex fork` writes a new rollout (a new id) that repeats the history, then goes
     // on.
-    let forked = text
-        .replace(
-            "0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30",
-            "0199449a-3c2e-7d41-9f6b-5e2c8a1d7b31",
-        )
-        .trim_end()
-        .to_string()
-        + "\n"
-        + &json!({"timestamp": "2025-09-14T10:00:00.000Z", "type": "response_item",
-            "payload": {"type": "message", "role": "user",
-                        "content": [{"type": "input_text", "text": "Now the Sunday case."}]}})
-        .to_string()
-        + "\n";
+    let forked = goes_on(&text.replace(
+        "0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30",
+        "0199449a-3c2e-7d41-9f6b-5e2c8a1d7b31",
+    ));
     let copy = store
         .import_with(forked.as_bytes(), Some(ImportFormat::Codex), &options)
         .unwrap();
@@ -279,6 +270,14 @@ fn a_copied_codex_rollout_becomes_a_fork_of_the_stored_one() {
     );
 }
 
+/// Rollout `text` with one more line: the user goes on.
+fn goes_on(text: &str) -> String {
+    let line = json!({"timestamp": "2025-09-14T10:00:00.000Z", "type": "response_item",
+        "payload": {"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": "Now the Sunday case."}]}});
+    format!("{}\n{line}\n", text.trim_end())
+}
+
 /// The fixture rollout, and a `codex fork` of it: a new id, `forked_from_id` naming the
 /// original, the history repeated, then a turn of its own.
 fn codex_parent_and_fork() -> (String, String) {
@@ -287,20 +286,11 @@ fn codex_parent_and_fork() -> (String, String) {
         env!("CARGO_MANIFEST_DIR")
     );
     let parent = std::fs::read_to_string(path).unwrap();
-    let forked = parent
-        .replacen(
-            r#"{"id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30","#,
-            r#"{"id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b31","forked_from_id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30","#,
-            1,
-        )
-        .trim_end()
-        .to_string()
-        + "\n"
-        + &json!({"timestamp": "2025-09-14T10:00:00.000Z", "type": "response_item",
-            "payload": {"type": "message", "role": "user",
-                        "content": [{"type": "input_text", "text": "Now the Sunday case."}]}})
-        .to_string()
-        + "\n";
+    let forked = goes_on(&parent.replacen(
+        r#"{"id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30","#,
+        r#"{"id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b31","forked_from_id":"0199449a-3c2e-7d41-9f6b-5e2c8a1d7b30","#,
+        1,
+    ));
     assert!(forked.contains("forked_from_id"));
     (parent, forked)
 }

@@ -581,14 +581,7 @@ fn anchors_merge_and_delete_preview_first() {
 fn what_if_shows_the_estimate_then_follows_the_job_to_its_end() {
     let stub = common::stub::start(common::stub::Mode::Echo);
     let store = Arc::new(Store::in_memory().unwrap());
-    let ui = start_with(
-        Arc::clone(&store),
-        ServerConfig {
-            token: Some(TOKEN.into()),
-            model_endpoints: vec![stub.url.clone()],
-            ..ServerConfig::default()
-        },
-    );
+    let ui = with_endpoint(&store, &stub.url);
     let root = ui.tree.root.clone();
     let path = format!("/ui/sessions/{root}/whatif");
     let (_, _, playback) = page(&ui, &format!("/ui/sessions/{root}"));
@@ -783,6 +776,18 @@ fn a_300_branch_family_is_drawn_with_no_crossing_edges_and_children_centred() {
     );
 }
 
+/// A server that takes writes with [`TOKEN`] and offers model endpoint `endpoint`.
+fn with_endpoint(store: &Arc<Store>, endpoint: &str) -> Ui {
+    start_with(
+        Arc::clone(store),
+        ServerConfig {
+            token: Some(TOKEN.into()),
+            model_endpoints: vec![endpoint.to_string()],
+            ..ServerConfig::default()
+        },
+    )
+}
+
 /// Follows job page `location` until the job ends; its page then.
 fn finished_job(ui: &Ui, location: &str) -> String {
     assert!(location.starts_with("/ui/jobs/"), "{location}");
@@ -804,14 +809,7 @@ fn finished_job(ui: &Ui, location: &str) -> String {
 fn the_composer_continues_a_session_and_edit_sends_a_new_branch_a_model_answers() {
     let stub = common::stub::start(common::stub::Mode::Echo);
     let store = Arc::new(Store::in_memory().unwrap());
-    let ui = start_with(
-        Arc::clone(&store),
-        ServerConfig {
-            token: Some(TOKEN.into()),
-            model_endpoints: vec![stub.url.clone()],
-            ..ServerConfig::default()
-        },
-    );
+    let ui = with_endpoint(&store, &stub.url);
     let root = ui.tree.root.clone();
     let turns = store.load(&root, None).unwrap();
     let (_, _, playback) = page(&ui, &format!("/ui/sessions/{root}"));
@@ -1611,14 +1609,7 @@ fn a_failed_what_if_says_what_failed_and_offers_a_retry_and_the_way_back() {
     let endpoint = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
     let store = Arc::new(Store::in_memory().unwrap());
-    let ui = start_with(
-        Arc::clone(&store),
-        ServerConfig {
-            token: Some(TOKEN.into()),
-            model_endpoints: vec![endpoint.clone()],
-            ..ServerConfig::default()
-        },
-    );
+    let ui = with_endpoint(&store, &endpoint);
     let root = ui.tree.root.clone();
     let (status, location, _) = post(
         &ui,

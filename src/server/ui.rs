@@ -219,7 +219,7 @@ pub(super) fn given(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_string())
 }
 
-fn turn_index(state: &AppState, text: &str) -> Result<u64, Response> {
+pub(super) fn turn_index(state: &AppState, text: &str) -> Result<u64, Response> {
     text.trim().parse().map_err(|_| {
         error_page(
             state,
@@ -714,15 +714,7 @@ pub(super) fn offered_endpoint(state: &AppState, typed: &str) -> Result<String, 
     }
     Err(error_page(
         state,
-        ApiError::new(
-            StatusCode::FORBIDDEN,
-            "endpoint_not_allowed",
-            format!(
-                "endpoint {endpoint:?} is not one this server offers ({}); start it with \
-                 --model-endpoint to add one",
-                allowed.join(", ")
-            ),
-        ),
+        super::ui_compare::not_offered(&endpoint, &allowed),
     ))
 }
 
@@ -1471,41 +1463,17 @@ async fn sparql(state: Shared, Query(q): Query<HashMap<String, String>>) -> Page
         _ => typed.clone(),
     };
     let run_named = named.is_some() && typed.is_empty() && field("run") == "1";
-    let outcome = if run_named {
-        let mut bindings = Vec::new();
-        for (input, value) in inputs.iter().filter(|(_, v)| !v.is_empty()) {
-            let term = crate::binding_value(value).map_err(|e| error_page(&state, e.into()))?;
-            bindings.push((input.clone(), term));
+    let outcome = match (run_named, named) {
+        (true, Some(query)) => {
+            let mut bindings = Vec::new();
+            for (input, value) in inputs.iter().filter(|(_, v)| !v.is_empty()) {
+                let term = crate::binding_value(value).map_err(|e| error_page(&state, e.into()))?;
+                bindings.push((input.clone(), term));
+            }
+            Some(run_sparql(&state, Runnable::Named(query, bindings)).await)
         }
-        let query = named.expect("a named query");
-        Some(
-            super::sparql::limited(&state, false, move |store, cancel| {
-                let options = crate::QueryOptions {
-                    cancellation: Some(cancel),
-                    ..Default::default()
-                };
-                let bound: Vec<(&str, oxigraph::model::Term)> = bindings
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.clone()))
-                    .collect();
-                table(store.query_named_with(&query, &bound, &options)?)
-            })
-            .await,
-        )
-    } else if !typed.is_empty() {
-        let query = typed.clone();
-        Some(
-            super::sparql::limited(&state, false, move |store, cancel| {
-                let options = crate::QueryOptions {
-                    cancellation: Some(cancel),
-                    ..Default::default()
-                };
-                table(store.query_with(&query, &[], &options)?)
-            })
-            .await,
-        )
-    } else {
-        None
+        _ if !typed.is_empty() => Some(run_sparql(&state, Runnable::Text(typed.clone())).await),
+        _ => None,
     };
     let (status, results) = match outcome {
         None => (StatusCode::OK, html! {}),
@@ -1559,6 +1527,33 @@ async fn sparql(state: Shared, Query(q): Query<HashMap<String, String>>) -> Page
             (results)
         },
     ))
+}
+
+/// What the SPARQL page runs: a shipped query with its bindings, or a query's text.
+enum Runnable {
+    Named(crate::NamedQuery, Vec<(String, oxigraph::model::Term)>),
+    Text(String),
+}
+
+/// Runs `query` with the endpoint's limits (time, cost, slots), as a table.
+async fn run_sparql(state: &Arc<AppState>, query: Runnable) -> Result<Table, ApiError> {
+    super::sparql::limited(state, false, move |store, cancel| {
+        let options = crate::QueryOptions {
+            cancellation: Some(cancel),
+            ..Default::default()
+        };
+        match &query {
+            Runnable::Named(named, bindings) => {
+                let bound: Vec<(&str, oxigraph::model::Term)> = bindings
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.clone()))
+                    .collect();
+                table(store.query_named_with(named, &bound, &options)?)
+            }
+            Runnable::Text(text) => table(store.query_with(text, &[], &options)?),
+        }
+    })
+    .await
 }
 
 type Table = (Vec<String>, Vec<Vec<String>>, usize);

@@ -251,7 +251,7 @@ impl Fields {
 }
 
 /// The what-if form's refusal of an endpoint the server does not offer.
-fn not_offered(endpoint: &str, offered: &[String]) -> ApiError {
+pub(super) fn not_offered(endpoint: &str, offered: &[String]) -> ApiError {
     ApiError::new(
         StatusCode::FORBIDDEN,
         "endpoint_not_allowed",

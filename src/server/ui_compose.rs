@@ -110,11 +110,10 @@ pub(super) fn edit_form(info: &SessionInfo, turn: &Turn, state: &AppState) -> Ma
     }
 }
 
+/// The fields of a form that may ask a model to answer (see [`answer_fields`]).
 #[derive(Deserialize)]
-struct AppendForm {
-    #[serde(default)]
-    role: String,
-    content: String,
+struct AnswerForm {
+    /// Set by the second button.
     #[serde(default)]
     answer: String,
     #[serde(default)]
@@ -127,12 +126,21 @@ struct AppendForm {
     token: String,
 }
 
+#[derive(Deserialize)]
+struct AppendForm {
+    #[serde(default)]
+    role: String,
+    content: String,
+    #[serde(flatten)]
+    ask: AnswerForm,
+}
+
 /// `POST /ui/sessions/{id}/append`: adds the turn; with an answer asked for, on to the
 /// job that gets it, else back to the session's end.
 async fn append(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
     let state = state.0;
     let f: AppendForm = ui::form(&state, &body)?;
-    may_write(&state, &headers, &f.token)?;
+    may_write(&state, &headers, &f.ask.token)?;
     let id = session_id(&state, &id)?;
     let role = match f.role.as_str() {
         "" | "user" => Role::User,
@@ -147,8 +155,7 @@ async fn append(state: Shared, Path(id): Path<String>, headers: HeaderMap, body:
             ))
         }
     };
-    let endpoint = answer_endpoint(&state, &f.answer, &f.endpoint)?;
-    let ask = Ask::read(&state, &f.model, &f.max_tokens)?;
+    let (endpoint, ask) = Ask::read(&state, &f.ask)?;
     let session = id.clone();
     let turn = NewTurn::new(role, f.content);
     let index = write(&state, move |store| store.append(&session, turn)).await?;
@@ -164,16 +171,8 @@ struct EditForm {
     content: String,
     #[serde(default)]
     label: String,
-    #[serde(default)]
-    answer: String,
-    #[serde(default)]
-    model: String,
-    #[serde(default)]
-    max_tokens: String,
-    #[serde(default)]
-    endpoint: String,
-    #[serde(default)]
-    token: String,
+    #[serde(flatten)]
+    ask: AnswerForm,
 }
 
 /// `POST /ui/sessions/{id}/edit`: forks just before the edited turn, the edited text
@@ -182,16 +181,10 @@ struct EditForm {
 async fn edit(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
     let state = state.0;
     let f: EditForm = ui::form(&state, &body)?;
-    may_write(&state, &headers, &f.token)?;
+    may_write(&state, &headers, &f.ask.token)?;
     let id = session_id(&state, &id)?;
-    let at: u64 = f.at.trim().parse().map_err(|_| {
-        error_page(
-            &state,
-            ApiError::bad_request(format!("turn index {:?} is not a whole number", f.at)),
-        )
-    })?;
-    let endpoint = answer_endpoint(&state, &f.answer, &f.endpoint)?;
-    let ask = Ask::read(&state, &f.model, &f.max_tokens)?;
+    let at = ui::turn_index(&state, &f.at)?;
+    let (endpoint, ask) = Ask::read(&state, &f.ask)?;
     let options = ForkOptions {
         at: Some(at),
         label: given(&f.label),
@@ -210,15 +203,6 @@ async fn edit(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: B
     }
 }
 
-/// The endpoint to answer with when the form asks for an answer (one the server
-/// offers), `None` when it does not.
-fn answer_endpoint(state: &AppState, asked: &str, typed: &str) -> Result<Option<String>, Response> {
-    if asked.is_empty() {
-        return Ok(None);
-    }
-    ui::offered_endpoint(state, typed).map(Some)
-}
-
 /// The model and answer size a form asks for.
 struct Ask {
     model: Option<String>,
@@ -226,8 +210,14 @@ struct Ask {
 }
 
 impl Ask {
-    fn read(state: &AppState, model: &str, max_tokens: &str) -> Result<Self, Response> {
-        let max_tokens = match given(max_tokens) {
+    /// The endpoint to answer with (one the server offers) when the form asks for an
+    /// answer, `None` when it does not; and the model and size asked for.
+    fn read(state: &AppState, f: &AnswerForm) -> Result<(Option<String>, Self), Response> {
+        let endpoint = match f.answer.is_empty() {
+            true => None,
+            false => Some(ui::offered_endpoint(state, &f.endpoint)?),
+        };
+        let max_tokens = match given(&f.max_tokens) {
             None => None,
             Some(text) => Some(text.parse::<u32>().map_err(|_| {
                 error_page(
@@ -236,10 +226,11 @@ impl Ask {
                 )
             })?),
         };
-        Ok(Ask {
-            model: given(model),
+        let ask = Ask {
+            model: given(&f.model),
             max_tokens,
-        })
+        };
+        Ok((endpoint, ask))
     }
 }
 

@@ -9,9 +9,9 @@
 
 use super::ui::{page, read, session_id, Page};
 use super::{AppState, Shared};
+use crate::diff::{word_diff, AlignedRow, RowKind};
 use crate::html;
 use crate::model::{ReplayRecord, SessionInfo};
-use crate::{word_diff, AlignedRow, RowKind};
 use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::routing::get;
