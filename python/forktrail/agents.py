@@ -20,6 +20,7 @@ structurally (``session_id``, ``session_settings``, ``get_items``, ``add_items``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any, Dict, List, Optional
 
@@ -32,6 +33,43 @@ Item = Dict[str, Any]
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
+@dataclasses.dataclass
+class SessionSettings:
+    """The SDK's ``SessionSettings`` where the SDK is not installed: ``limit`` is the
+    default of ``get_items`` (``None``: every item)."""
+
+    limit: Optional[int] = None
+
+    def resolve(self, override: Any) -> "SessionSettings":
+        """These settings with the non-``None`` values of ``override`` over them."""
+        if override is None:
+            return self
+        other = coerce_settings(override)
+        return SessionSettings(limit=other.limit if other.limit is not None else self.limit)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def coerce_settings(value: Any) -> Any:
+    """Session settings as ``SQLiteSession`` keeps them: the SDK's ``SessionSettings``
+    (a dict of its fields made into one, ``None`` the default), or, without the SDK,
+    this module's stand-in."""
+    try:
+        from agents.memory.session_settings import SessionSettings as Sdk
+        from agents.memory.session_settings import coerce_session_settings
+    except ImportError:
+        if value is None:
+            return SessionSettings()
+        if isinstance(value, dict):
+            unknown = set(value) - {"limit"}
+            if unknown:
+                raise TypeError(f"unknown session settings: {sorted(unknown)}")
+            return SessionSettings(**value)
+        return value
+    return Sdk() if value is None else coerce_session_settings(value)
+
+
 class ForktrailSession:
     """A conversation of the OpenAI Agents SDK stored in forktrail.
 
@@ -40,7 +78,8 @@ class ForktrailSession:
     token. ``model`` (optional) is the model assistant turns are attributed to in the
     provenance; ``title`` and ``principal`` describe a session this creates.
     ``session_settings`` is the SDK's ``SessionSettings`` (its ``limit`` is the
-    default of ``get_items``).
+    default of ``get_items``), or a dict of its fields, coerced as ``SQLiteSession``
+    coerces it; ``None`` gives the default settings.
     """
 
     def __init__(
@@ -58,14 +97,14 @@ class ForktrailSession:
         self.model = model
         self.title = title
         self.principal = principal
-        self.session_settings = session_settings
+        self.session_settings = coerce_settings(session_settings)
 
     # -- the Session protocol -------------------------------------------------------
 
     async def get_items(self, limit: Optional[int] = None) -> List[Item]:
         """The conversation's items in order, inherited ones (before a fork point)
         included; with ``limit``, the latest ``limit`` of them."""
-        if limit is None and self.session_settings is not None:
+        if limit is None:
             limit = getattr(self.session_settings, "limit", None)
         return await asyncio.to_thread(self._get_items, limit)
 
@@ -127,7 +166,11 @@ class ForktrailSession:
     # -- the work, synchronous ------------------------------------------------------
 
     def _get_items(self, limit: Optional[int]) -> List[Item]:
-        if limit is not None and limit <= 0:
+        # As SQLiteSession reads its limit (SQL's LIMIT): 0 gives nothing, a negative
+        # one everything.
+        if limit is not None and limit < 0:
+            limit = None
+        if limit == 0:
             return []
         try:
             turns = self.client.turns(self.session_id, last=limit)

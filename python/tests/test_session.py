@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import types
 import unittest
 
 from forktrail import Client, ForktrailError, ForktrailSession
@@ -94,9 +93,30 @@ class SessionTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(await session.get_items(limit=0), [])
         self.assertEqual(await session.get_items(limit=50), CONVERSATION)
         # The session's settings give the default limit, as the SDK's SessionSettings do.
-        settings = self.session("limited", session_settings=types.SimpleNamespace(limit=3))
+        from agents.memory import SessionSettings
+
+        settings = self.session("limited", session_settings=SessionSettings(limit=3))
         self.assertEqual(await settings.get_items(), CONVERSATION[2:])
         self.assertEqual(await settings.get_items(limit=4), CONVERSATION[1:])
+
+    async def test_limits_and_settings_read_as_sqlite_session_reads_them(self) -> None:
+        from agents import SQLiteSession
+        from agents.memory import SessionSettings
+
+        for settings in [None, {"limit": 1}, {"limit": None}, SessionSettings(limit=2)]:
+            ours = self.session(f"parity-{id(settings)}", session_settings=settings)
+            theirs = SQLiteSession(f"parity-{id(settings)}", session_settings=settings)
+            # Coerced alike: a dict becomes the SDK's SessionSettings, None the default.
+            self.assertIsInstance(ours.session_settings, SessionSettings)
+            self.assertEqual(ours.session_settings, theirs.session_settings)
+            for session in (ours, theirs):
+                await session.add_items(copy.deepcopy(CONVERSATION))
+            for limit in [None, -1, 0, 1, 2, 50]:
+                self.assertEqual(
+                    await ours.get_items(limit=limit),
+                    await theirs.get_items(limit=limit),
+                    f"limit {limit} with settings {settings}",
+                )
 
     async def test_pop_item_removes_the_latest(self) -> None:
         session = self.session("popping")
