@@ -156,12 +156,13 @@ class SessionTest(unittest.IsolatedAsyncioTestCase):
         await session.clear_session()  # already empty: nothing to do
         await session.add_items([copy.deepcopy(USER)])
         self.assertEqual(await session.get_items(), [USER])
-        # A session with forks keeps its items: the forks share them.
-        await session.fork(label="child")
-        with self.assertRaises(ForktrailError) as refused:
-            await session.clear_session()
-        self.assertEqual(refused.exception.code, "has_children")
-        self.assertEqual(await session.get_items(), [USER])
+        # Its forks go with it, as AdvancedSQLiteSession's branches go with a clear.
+        fork = await session.fork(label="child")
+        await fork.add_items([copy.deepcopy(ANSWER)])
+        await session.clear_session()
+        self.assertFalse(self.client.exists("cleared"))
+        self.assertFalse(self.client.exists(fork.session_id))
+        self.assertEqual(await session.get_items(), [])
 
     async def test_add_items_is_all_or_nothing(self) -> None:
         session = self.session("atomic")
