@@ -11,8 +11,14 @@ exits non-zero unless every selected test passed (a skip counts as a failure).
 
     cd python/tests && FORKTRAIL_BIN=… python3 sdk_suites.py [pytest options…]
 
-Needs python3 with the packages of NEEDED at those versions (SQLAlchemy only because
-the advanced suite skips itself without it); the network only for pip's first fetch.
+Needs python3 with the packages of NEEDED at those versions (SQLAlchemy and
+cryptography only because tests skip themselves without them); the network only for
+pip's first fetch.
+
+tests/memory/test_compaction_suffix.py is not run: each of its SQLiteSession cases is
+the atomic suffix replacement SQLiteSession offers OpenAIResponsesCompactionSession
+through its private _get_compaction_snapshot (all 22 fail the same on a plain subclass
+of SQLiteSession, to which the SDK does not offer it).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ SUITES = [
     "tests/memory/test_session.py",
     "tests/memory/test_session_limit.py",
     "tests/extensions/memory/test_advanced_sqlite_session.py",
+    "tests/memory/test_compaction_model_visibility.py",
+    "tests/memory/test_openai_responses_compaction_session.py",
 ]
 # What the suites run with: the SDK, and the versions its own lock file (uv.lock in the
 # source distribution) pins for openai and the test tools. openai matters: later ones
@@ -48,6 +56,7 @@ NEEDED = {
     "pytest": "9.0.3",
     "pytest-asyncio": "1.4.0",
     "sqlalchemy": "2.0.52",
+    "cryptography": "50.0.1",
 }
 
 
