@@ -35,6 +35,7 @@ mod error;
 mod html;
 mod io;
 mod listing;
+#[cfg(feature = "mcp")]
 pub mod mcp;
 mod merge;
 mod model;

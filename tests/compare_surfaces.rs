@@ -292,11 +292,7 @@ fn mcp(store: &Arc<Store>, allow_writes: bool) -> McpServer {
 }
 
 fn call(server: &McpServer, tool: &str, arguments: Value) -> (bool, Value, String) {
-    let request = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                         "params": {"name": tool, "arguments": arguments}});
-    let reply: Value = serde_json::from_str(&server.handle_line(request.to_string()).unwrap())
-        .expect("a JSON-RPC reply");
-    let result = &reply["result"];
+    let result = &mcp_result(server, tool, arguments);
     let text = result["content"][0]["text"].as_str().unwrap().to_string();
     let value = serde_json::from_str(&text).unwrap_or(Value::Null);
     (result["isError"].as_bool().unwrap(), value, text)
@@ -419,11 +415,8 @@ fn compare_models_refusals_are_worded_as_the_engine_words_them() {
 #[test]
 fn the_comparison_tools_are_listed_with_schemas_and_hints() {
     let store = Arc::new(Store::in_memory().unwrap());
-    let reply = mcp(&store, false)
-        .handle_line(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
-        .unwrap();
-    let reply: Value = serde_json::from_str(&reply).unwrap();
-    let tools = reply["result"]["tools"].as_array().unwrap();
+    let tools = serde_json::to_value(mcp(&store, false).tools()).unwrap();
+    let tools = tools.as_array().unwrap();
     let tool = |name: &str| tools.iter().find(|t| t["name"] == name).unwrap().clone();
     let compare = tool("compare_models");
     let schema = &compare["inputSchema"];

@@ -192,12 +192,9 @@ fn rest_mcp_and_the_web_ui_refuse_a_5_mb_field_with_the_stores_message() {
             allow_remote_models: false,
         },
     );
-    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "fork_session", "arguments": {"session": "s", "reason": big}}});
-    let reply: Value =
-        serde_json::from_str(&mcp.handle_line(request.to_string()).unwrap()).unwrap();
-    assert_eq!(reply["result"]["isError"], true, "{reply}");
-    let text = reply["result"]["content"][0]["text"].as_str().unwrap();
+    let result = mcp_result(&mcp, "fork_session", json!({"session": "s", "reason": big}));
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
     assert!(
         text.contains("the fork reason for session s is 5242880 bytes"),
         "{text}"

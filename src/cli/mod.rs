@@ -256,6 +256,7 @@ enum Command {
     /// append_turn, diff_sessions, regenerate, job_status, cancel_job, query, verify;
     /// each session's replay is the resource forktrail://sessions/{id}/replay.
     /// Read-only unless started with --allow-writes.
+    #[cfg(feature = "mcp")]
     Mcp(McpArgs),
     /// Export one session, or all, as RDF, replay records, chat messages or PROV-O.
     ///
@@ -294,6 +295,7 @@ enum Command {
     Completions(CompletionsArgs),
 }
 
+#[cfg(feature = "mcp")]
 #[derive(Args)]
 struct McpArgs {
     /// Allow the tools that write: fork_session, append_turn, regenerate, cancel_job.
@@ -304,8 +306,9 @@ struct McpArgs {
     allow_remote_models: bool,
 }
 
+#[cfg(feature = "mcp")]
 impl McpArgs {
-    fn run(self, out: Out, store: Store) -> CliResult {
+    fn run(self, store: Store) -> CliResult {
         let mode = if self.allow_writes {
             "read-write"
         } else {
@@ -320,7 +323,7 @@ impl McpArgs {
             allow_remote_models: self.allow_remote_models,
         };
         let server = forktrail::mcp::McpServer::new(std::sync::Arc::new(store), config);
-        Ok(server.run(std::io::stdin().lock(), out)?)
+        Ok(server.run_stdio()?)
     }
 }
 
@@ -333,8 +336,9 @@ struct CompletionsArgs {
 /// Runs the CLI and maps errors to stderr and exit code 1.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // Not locked for the whole run: `forktrail mcp` writes to stdout from its runtime's
+    // threads (each write here takes the lock for as long as it lasts).
+    let mut out = std::io::BufWriter::new(std::io::stdout());
     let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -426,7 +430,8 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Watch(args) => args.run(out, &store),
         #[cfg(feature = "server")]
         Command::Serve(args) => args.run(out, store),
-        Command::Mcp(args) => args.run(out, store),
+        #[cfg(feature = "mcp")]
+        Command::Mcp(args) => args.run(store),
         Command::Export(args) => args.run(out, &store),
         Command::Verify(args) => args.run(out, &store),
         Command::Backup(args) => args.run(out, &store),
@@ -441,6 +446,7 @@ impl Command {
             Command::Demo | Command::New(_) | Command::Import(_) | Command::Watch(_) => true,
             #[cfg(feature = "server")]
             Command::Serve(_) => true,
+            #[cfg(feature = "mcp")]
             Command::Mcp(_) => true,
             _ => false,
         }

@@ -64,19 +64,28 @@ pub(super) fn check(
             return cross(format!("the browser says it comes from a {site} page"));
         }
     }
-    if let Some(origin) = text(header::ORIGIN) {
-        let authority = origin
-            .split_once("://")
-            .map(|(_, rest)| rest.trim_end_matches('/'));
-        let same = match (authority, host) {
-            (Some(authority), Some(host)) => authority.eq_ignore_ascii_case(host),
-            _ => false,
-        };
-        if !same {
-            return cross(format!("its origin {origin} is not this server"));
-        }
+    if let Some(origin) = foreign_origin(headers) {
+        return cross(format!("its origin {origin} is not this server"));
     }
     Ok(())
+}
+
+/// The request's `Origin`, when it has one that is not this server (the authority its
+/// `Host` names).
+pub(super) fn foreign_origin(headers: &HeaderMap) -> Option<&str> {
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let origin = match headers.get(header::ORIGIN) {
+        None => return None,
+        Some(value) => value.to_str().unwrap_or("(not text)"),
+    };
+    let authority = origin
+        .split_once("://")
+        .map(|(_, rest)| rest.trim_end_matches('/'));
+    let same = match (authority, text(header::HOST)) {
+        (Some(authority), Some(host)) => authority.eq_ignore_ascii_case(host),
+        _ => false,
+    };
+    (!same).then_some(origin)
 }
 
 /// The host name of a `Host` header: without its port, an IPv6 address without its

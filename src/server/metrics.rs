@@ -15,6 +15,22 @@ use std::time::Instant;
 #[derive(Default)]
 pub struct Metrics {
     by_route: Mutex<BTreeMap<(String, u16), (u64, f64)>>,
+    /// `/mcp` requests by the protocol version their `MCP-Protocol-Version` names.
+    by_mcp_version: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Metrics {
+    /// Counts an `/mcp` request under the version it names: one of the versions the
+    /// server speaks, `none` (an `initialize`, or a client of 2025-03-26 or earlier,
+    /// sends no header) or `other`, so a client cannot make up labels.
+    pub(super) fn count_mcp(&self, header: Option<&str>) {
+        let label = header.map_or("none", crate::mcp::version_label);
+        let mut map = self
+            .by_mcp_version
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *map.entry(label).or_default() += 1;
+    }
 }
 
 pub(super) async fn track(
@@ -89,6 +105,22 @@ pub(super) async fn handler(state: Shared) -> Response {
             out,
             "forktrail_lane_waiting{{lane=\"{name}\"}} {}",
             state.admission.load(lane).1
+        );
+    }
+    let versions = state
+        .metrics
+        .by_mcp_version
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    out.push_str(
+        "# HELP forktrail_mcp_requests_total /mcp requests by the protocol version they name.\n",
+    );
+    out.push_str("# TYPE forktrail_mcp_requests_total counter\n");
+    for (version, count) in versions {
+        let _ = writeln!(
+            out,
+            "forktrail_mcp_requests_total{{protocol_version=\"{version}\"}} {count}"
         );
     }
     if let Some(bytes) = state.store.disk_bytes() {

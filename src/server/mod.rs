@@ -8,6 +8,7 @@
 
 mod admission;
 mod host;
+mod mcp;
 mod metrics;
 mod rest;
 mod sparql;
@@ -113,6 +114,7 @@ pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
         .merge(sparql::routes())
         .merge(rest::routes())
         .merge(ui::routes())
+        .merge(mcp::routes(&state))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),

@@ -595,3 +595,24 @@ pub fn turns_of(
         .map(|t| (t.role, t.kind, t.content, t.model))
         .collect()
 }
+
+/// The result of MCP tool call `tool` on `server`, as the client reads it (`content`,
+/// `structuredContent`, `isError`).
+#[cfg(feature = "mcp")]
+pub fn mcp_result(
+    server: &forktrail::mcp::McpServer,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> serde_json::Value {
+    let serde_json::Value::Object(arguments) = arguments else {
+        panic!("arguments are an object")
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let result = runtime
+        .block_on(server.call(tool, arguments, false))
+        .expect("a tool the server has");
+    serde_json::to_value(result).unwrap()
+}
