@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import unittest
+from types import SimpleNamespace
 
 from forktrail import Client, ForktrailError, ForktrailSession
 from support import TOKEN, Server
@@ -229,6 +230,217 @@ class SessionTest(unittest.IsolatedAsyncioTestCase):
         except ImportError:
             self.skipTest("openai-agents is not installed")
         self.assertIsInstance(self.session("protocol"), Session)
+
+
+def _turn(n: int) -> list:
+    """User turn n of a conversation: the question and its answer."""
+    return [
+        {"role": "user", "content": f"question {n}"},
+        {"role": "assistant", "content": f"answer {n}"},
+    ]
+
+
+def _run(**usage: object) -> SimpleNamespace:
+    """A run result as store_run_usage reads it (the SDK's RunResult has the same path)."""
+    fields = dict(
+        requests=1,
+        input_tokens=50,
+        output_tokens=30,
+        total_tokens=80,
+        input_tokens_details=SimpleNamespace(cached_tokens=10),
+        output_tokens_details=SimpleNamespace(reasoning_tokens=5),
+        request_usage_entries=[],
+    )
+    fields.update(usage)
+    return SimpleNamespace(context_wrapper=SimpleNamespace(usage=SimpleNamespace(**fields)))
+
+
+class BranchTest(unittest.IsolatedAsyncioTestCase):
+    """AdvancedSQLiteSession's branching and usage API on ForktrailSession: branches are
+    forks that share, usage is a usage turn, and all of it is in the store."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = Server()
+        cls.client = Client(cls.server.url, token=TOKEN)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.close()
+
+    def session(self, name: str) -> ForktrailSession:
+        return ForktrailSession(name, self.client)
+
+    async def test_a_branch_shares_what_comes_before_its_turn(self) -> None:
+        main = _turn(1) + _turn(2) + _turn(3)
+        session = self.session("branched")
+        await session.add_items(copy.deepcopy(main))
+        self.assertEqual(await session.create_branch_from_turn(2, "retry"), "retry")
+        self.assertEqual(session.current_branch_id, "retry")
+        # The branch holds turn 1 only, and stores none of it: it shares main's.
+        self.assertEqual(await session.get_items(), main[:2])
+        fork = session.current_branch_session
+        facts = self.client.session(fork)
+        self.assertEqual(
+            (facts["parent"], facts["forked_at_index"], facts["own_turns"], facts["branch"]),
+            ("branched", 2, 0, "retry"),
+        )
+        other = _turn(4)
+        await session.add_items(copy.deepcopy(other))
+        self.assertEqual(await session.get_items(), main[:2] + other)
+        self.assertEqual(await session.get_items(limit=1), other[1:])
+        self.assertEqual(self.client.session(fork)["own_turns"], 2)
+        self.assertEqual([t["session"] for t in self.client.turns(fork)], ["branched"] * 2 + [fork] * 2)
+        self.assertEqual(await session.get_items(branch_id="main"), main)
+        self.assertEqual(self.client.session("branched")["length"], 6)
+        self.assertEqual(await session.get_items(branch_id="nowhere"), [])
+        # Turn numbers are the branch's user turns: its second one is the new question.
+        turns = await session.get_conversation_turns()
+        self.assertEqual([(t["turn"], t["full_content"]) for t in turns], [(1, "question 1"), (2, "question 4")])
+        self.assertEqual(
+            [(t["turn"], t["content"]) for t in await session.find_turns_by_content("QUESTION 4")],
+            [(2, "question 4")],
+        )
+        self.assertEqual(await session.find_turns_by_content("question 2"), [])
+        self.assertEqual(len(await session.find_turns_by_content("question 2", branch_id="main")), 1)
+        # A new object on the same session sees both branches, and starts on main.
+        again = self.session("branched")
+        self.assertEqual(again.current_branch_id, "main")
+        self.assertEqual(
+            [
+                (b["branch_id"], b["message_count"], b["user_turns"], b["is_current"])
+                for b in await again.list_branches()
+            ],
+            [("main", 6, 3, True), ("retry", 4, 2, False)],
+        )
+        await again.switch_to_branch("retry")
+        self.assertEqual(await again.get_items(), main[:2] + other)
+        await again.switch_to_branch("main")
+        self.assertEqual(await again.get_items(), main)
+        with self.assertRaisesRegex(ValueError, "Branch 'nowhere' does not exist"):
+            await again.switch_to_branch("nowhere")
+
+    async def test_branch_names_any_text_used_once(self) -> None:
+        session = self.session("named")
+        await session.add_items(copy.deepcopy(_turn(1) + _turn(2)))
+        name = " draft/東京 'x' "
+        self.assertEqual(await session.create_branch_from_turn(2, name), name)
+        await session.add_items(copy.deepcopy(_turn(3)))
+        # In forktrail the label is the name with what a label may not hold escaped.
+        label = self.client.session(session.current_branch_session)["branch"]
+        self.assertNotEqual(label, name)
+        self.assertRegex(label, r"^[A-Za-z0-9._:-]+$")
+        self.assertEqual({b["branch_id"] for b in await self.session("named").list_branches()}, {"main", name})
+        # A branch of the branch.
+        self.assertEqual(await session.create_branch_from_turn(2, "deeper"), "deeper")
+        await session.add_items(copy.deepcopy(_turn(5)))
+        self.assertEqual(
+            [i["content"] for i in await session.get_items()], ["question 1", "answer 1", "question 5", "answer 5"]
+        )
+        await session.switch_to_branch("main")
+        with self.assertRaisesRegex(ValueError, "Cannot delete the 'main' branch"):
+            await session.delete_branch("main")
+        with self.assertRaisesRegex(ValueError, "'deeper' were made from it"):
+            await session.delete_branch(name)
+        await session.delete_branch("deeper")
+        await session.delete_branch(name)
+        self.assertEqual([b["branch_id"] for b in await session.list_branches()], ["main"])
+        self.assertEqual([t["branch"] for t in self.client.tree("named")["children"]], [])
+        # Deleted, cleared: the names stay used.
+        with self.assertRaisesRegex(ValueError, "already been used"):
+            await session.create_branch_from_turn(1, name)
+        await session.clear_session()
+        self.assertFalse(self.client.exists("named"))
+        await session.add_items(copy.deepcopy(_turn(1)))
+        with self.assertRaisesRegex(ValueError, "already been used"):
+            await self.session("named").create_branch_from_turn(1, "deeper")
+        self.assertEqual(await session.create_branch_from_turn(1, "fresh"), "fresh")
+
+    async def test_usage_is_a_usage_turn_read_back_by_a_new_object(self) -> None:
+        session = self.session("metered")
+        await session.store_run_usage(_run())  # no user turn yet: nothing recorded
+        self.assertIsNone(await session.get_session_usage())
+        await session.add_items(copy.deepcopy(_turn(1)))
+        entries = [SimpleNamespace(input_tokens=20, output_tokens=10, total_tokens=30)] * 2
+        await session.store_run_usage(_run(requests=2, request_usage_entries=entries))
+        await session.add_items(copy.deepcopy(_turn(2)))
+        await session.store_run_usage(_run(requests=9))
+        await session.store_run_usage(_run(requests=3, total_tokens=90))  # turn 2 again: replaces
+        # Stored as usage turns, which are no items of the conversation.
+        turns = self.client.turns("metered")
+        self.assertEqual([t["kind"] for t in turns], ["message"] * 2 + ["usage"] + ["message"] * 2 + ["usage"] * 2)
+        self.assertEqual(turns[2]["payload"]["user_turn_number"], 1)
+        self.assertEqual(len(turns[2]["payload"]["request_usage_entries"]), 2)
+        self.assertEqual(await session.get_items(), _turn(1) + _turn(2))
+        self.assertEqual(await session.get_items(limit=2), _turn(2))
+        again = self.session("metered")
+        self.assertEqual(
+            await again.get_turn_usage(1),
+            {
+                "requests": 2,
+                "input_tokens": 50,
+                "output_tokens": 30,
+                "total_tokens": 80,
+                "input_tokens_details": {"cached_tokens": 10},
+                "output_tokens_details": {"reasoning_tokens": 5},
+            },
+        )
+        self.assertEqual(
+            [(u["user_turn_number"], u["requests"], u["total_tokens"]) for u in await again.get_turn_usage()],
+            [(1, 2, 80), (2, 3, 90)],
+        )
+        self.assertEqual(await again.get_turn_usage(3), {})
+        self.assertEqual(
+            await again.get_session_usage(),
+            {"requests": 5, "input_tokens": 100, "output_tokens": 60, "total_tokens": 170, "total_turns": 2},
+        )
+        # Usage belongs to the branch it was recorded on: a branch does not inherit it.
+        await again.create_branch_from_turn(2, "cheaper")
+        self.assertEqual(await again.get_turn_usage(), [])
+        await again.add_items(copy.deepcopy(_turn(3)))
+        await again.store_run_usage(_run(requests=1, total_tokens=10))
+        self.assertEqual([u["user_turn_number"] for u in await again.get_turn_usage()], [2])
+        self.assertEqual((await again.get_session_usage("cheaper"))["total_tokens"], 10)
+        self.assertEqual((await again.get_session_usage("main"))["total_tokens"], 170)
+        self.assertEqual((await again.get_session_usage())["total_turns"], 3)
+        # fork(at=…) counts items, not the usage turns between them.
+        fork = await self.session("metered").fork(at=3)
+        self.assertEqual(await fork.get_items(), _turn(1) + _turn(2)[:1])
+
+    async def test_pop_on_a_branch_and_what_a_branch_shares(self) -> None:
+        session = self.session("popped")
+        await session.add_items(copy.deepcopy(_turn(1) + _turn(2)))
+        await session.store_run_usage(_run())
+        await session.create_branch_from_turn(2, "side")
+        await session.add_items(copy.deepcopy(_turn(3)[:1]))
+        self.assertEqual(await session.pop_item(), _turn(3)[0])
+        # Past its own turns, a branch gives up what it inherits; main keeps it.
+        self.assertEqual(await session.pop_item(), _turn(1)[1])
+        self.assertEqual(await session.get_items(), _turn(1)[:1])
+        self.assertEqual(self.client.session(session.current_branch_session)["forked_at_index"], 1)
+        self.assertEqual(await session.get_items(branch_id="main"), _turn(1) + _turn(2))
+        await session.switch_to_branch("main")
+        self.assertEqual(await session.pop_item(), _turn(2)[1])  # turn 2 goes on: its usage stays
+        self.assertEqual((await session.get_turn_usage(2))["requests"], 1)
+        self.assertEqual(await session.pop_item(), _turn(2)[0])  # turn 2 is gone, its usage too
+        self.assertEqual(await session.get_turn_usage(), [])
+        self.assertEqual(self.client.turns("popped")[-1]["kind"], "message")
+        self.assertEqual(await session.pop_item(), _turn(1)[1])
+        # Main cannot give up what a branch shares.
+        with self.assertRaises(ForktrailError) as refused:
+            await session.pop_item()
+        self.assertEqual(refused.exception.status, 409)
+        self.assertEqual(await session.get_items(), _turn(1)[:1])
+
+    async def test_a_branch_cleared_elsewhere_sends_writes_back_to_main(self) -> None:
+        stale = self.session("cleared-elsewhere")
+        await stale.add_items(copy.deepcopy(_turn(1) + _turn(2)))
+        await stale.create_branch_from_turn(2, "gone")
+        await self.session("cleared-elsewhere").clear_session()
+        await stale.add_items(copy.deepcopy(_turn(3)))
+        self.assertEqual(stale.current_branch_id, "main")
+        self.assertEqual(await self.session("cleared-elsewhere").get_items(), _turn(3))
+        self.assertEqual(await stale.get_items(branch_id="gone"), [])
 
 
 if __name__ == "__main__":
