@@ -499,7 +499,9 @@ class ForktrailSession:
             raise ValueError("Branch name cannot be empty")
         branch = self._branch
         name, preview, source = await _settled(
-            self._writes.run(lambda: self._on_branch(branch, lambda b: self._create_branch(b, turn_number, branch_name)))
+            self._writes.run(
+                lambda: self._on_branch(branch, lambda b: self._create_branch(b, turn_number, branch_name))
+            )
         )
         if _logs_model_data():
             self._logger.debug("Created branch '%s' from turn %s ('%s') in '%s'", name, turn_number, preview, source)
@@ -539,9 +541,7 @@ class ForktrailSession:
         if branch_id == MAIN:
             raise ValueError("Cannot delete the 'main' branch")
         if branch_id == self._branch[0] and not force:
-            raise ValueError(
-                f"Cannot delete current branch '{branch_id}'. Use force=True or switch branches first"
-            )
+            raise ValueError(f"Cannot delete current branch '{branch_id}'. Use force=True or switch branches first")
         await _settled(self._writes.run(lambda: self._delete_branch(branch_id)))
         self._logger.info("Deleted branch '%s'", branch_id)
 
@@ -566,7 +566,9 @@ class ForktrailSession:
         pattern = re.compile(re.escape(search_term), re.IGNORECASE | re.ASCII)
         return await self._read(branch_id, lambda b: self._user_turns(b, pattern, None), [])
 
-    async def get_conversation_by_turns(self, branch_id: Optional[str] = None) -> Dict[int, List[Dict[str, Optional[str]]]]:
+    async def get_conversation_by_turns(
+        self, branch_id: Optional[str] = None
+    ) -> Dict[int, List[Dict[str, Optional[str]]]]:
         """The items of a branch grouped by user turn: ``{turn: [{"type",
         "tool_name"}, …]}``."""
         self._check_open()
@@ -899,7 +901,9 @@ class ForktrailSession:
             raise ValueError(f"Branch '{name}' does not exist")
         if node.get("children"):
             others = ", ".join(f"'{branch_of_label(c['branch'])}'" for c in node["children"])
-            raise ValueError(f"Branch '{name}' cannot be deleted: branches {others} were made from it and share its turns")
+            raise ValueError(
+                f"Branch '{name}' cannot be deleted: branches {others} were made from it and share its turns"
+            )
         self._use_names([name])
         if self._branch[1] == node["session"]:
             self._branch = (MAIN, self.session_id)
@@ -945,7 +949,9 @@ class ForktrailSession:
         out.sort(key=lambda b: _instant(b["created_at"]))
         return out
 
-    def _user_turns(self, branch: Tuple[str, str], pattern: Optional["re.Pattern[str]"], width: Optional[int]) -> List[Dict[str, Any]]:
+    def _user_turns(
+        self, branch: Tuple[str, str], pattern: Optional["re.Pattern[str]"], width: Optional[int]
+    ) -> List[Dict[str, Any]]:
         out = []
         for e in _entries(self._turns(branch)):
             if not _is_user_message(e.item):
@@ -1020,7 +1026,10 @@ class ForktrailSession:
                 continue
         if not records:
             return None
-        total = {k: sum(int(r.get(k) or 0) for r in records) for k in ("requests", "input_tokens", "output_tokens", "total_tokens")}
+        total = {
+            k: sum(int(r.get(k) or 0) for r in records)
+            for k in ("requests", "input_tokens", "output_tokens", "total_tokens")
+        }
         total["total_turns"] = len(records)
         return total
 

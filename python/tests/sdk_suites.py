@@ -70,14 +70,27 @@ def sdk_tests() -> Path:
     sdist = cache / f"openai_agents-{VERSION}.tar.gz"
     if not sdist.is_file():
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-             "--no-deps", "--no-binary", ":all:", f"openai-agents=={VERSION}", "-d", str(cache)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"openai-agents=={VERSION}",
+                "-d",
+                str(cache),
+            ],
             check=True,
         )
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         with tarfile.open(sdist) as archive:
             members = [
-                m for m in archive.getmembers()
+                m
+                for m in archive.getmembers()
                 if m.name in (f"{root.name}/pyproject.toml",) or m.name.startswith(f"{root.name}/tests/")
             ]
             if sys.version_info >= (3, 12):
@@ -126,8 +139,18 @@ def main(argv: List[str]) -> int:
                 PYTHONDONTWRITEBYTECODE="1",
             )
             command = [
-                sys.executable, "-m", "pytest", "-p", "forktrail_sdk", "-p", "no:cacheprovider",
-                "-q", "-rfEs", "--no-header", *SUITES, *argv,
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "forktrail_sdk",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                "-rfEs",
+                "--no-header",
+                *SUITES,
+                *argv,
             ]
             limit = float(os.environ.get("FORKTRAIL_SDK_TIMEOUT", "900"))
             with subprocess.Popen(command, cwd=root, env=env) as pytest_run:
