@@ -1,6 +1,7 @@
 """ForktrailSession against a real `forktrail serve`: the OpenAI Agents SDK's session
 behaviours (items back exactly, limit, pop, clear), all-or-nothing appends, forks that
-share their prefix, and the provenance of what the SDK stored."""
+share their prefix, the provenance of what the SDK stored, and AdvancedSQLiteSession's
+branches and usage."""
 
 from __future__ import annotations
 
@@ -441,6 +442,13 @@ class BranchTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(stale.current_branch_id, "main")
         self.assertEqual(await self.session("cleared-elsewhere").get_items(), _turn(3))
         self.assertEqual(await stale.get_items(branch_id="gone"), [])
+        # Its own clear takes it back to main too.
+        await stale.create_branch_from_turn(1, "again")
+        await stale.add_items(copy.deepcopy(_turn(4)))
+        self.assertEqual(stale.current_branch_id, "again")
+        await stale.clear_session()
+        self.assertEqual((stale.current_branch_id, await stale.list_branches()), ("main", []))
+        self.assertFalse(self.client.exists("cleared-elsewhere"))
 
 
 if __name__ == "__main__":
