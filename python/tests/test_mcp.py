@@ -1,7 +1,9 @@
-"""`forktrail mcp` driven by the official MCP Python SDK's client over stdio: the tools
-it lists, a fork made through it that shares its parent's prefix, writes refused
-without --allow-writes, errors worded as the CLI words them, and the replay
-resources."""
+"""forktrail's MCP server driven by the official MCP Python SDK's client, over stdio
+(`forktrail mcp`) and over Streamable HTTP (`/mcp` of `forktrail serve`), each in the
+handshake protocol (`initialize`, 2025-11-25) and in the stateless one
+(`server/discover`, 2026-07-28): the tools it lists, a fork made through it that shares
+its parent's prefix, writes refused without --allow-writes (stdio) or the token (HTTP),
+errors worded as the CLI words them, and the replay resources."""
 
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ import unittest
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, List
 
-from support import binary
+from support import TOKEN, binary
 
 try:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
     from mcp import MCPError
 except ImportError:  # pragma: no cover - the Rust wrapper insists on it in CI
     ClientSession = None  # type: ignore[assignment,misc]
@@ -52,6 +55,12 @@ def result(call: Any) -> Any:
 
 
 class McpTest(unittest.IsolatedAsyncioTestCase):
+    """Over stdio, in the handshake protocol; the subclasses change the transport or the
+    protocol and run the same tests."""
+
+    http = False
+    stateless = False
+
     def setUp(self) -> None:
         if ClientSession is None:
             self.skipTest("the mcp package is not installed")
@@ -66,19 +75,64 @@ class McpTest(unittest.IsolatedAsyncioTestCase):
         ]:
             done = cli(self.store, "append", "trip", "--role", role, "--content", content)
             self.assertEqual(done.returncode, 0, done.stderr)
+        self.cli_store = self.store
+        if self.http:
+            self.server = subprocess.Popen(
+                [binary(), "--store", self.store, "serve", "--bind", "127.0.0.1:0", "--token", TOKEN],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            assert self.server.stdout is not None
+            for line in self.server.stdout:
+                if line.startswith("forktrail is serving on "):
+                    self.url = line.split()[4]
+                    break
+            # The CLI reaches the store the server holds through the server.
+            self.cli_store = f"{self.url}/sparql"
 
     def tearDown(self) -> None:
+        if self.http:
+            self.server.terminate()
+            self.server.wait(timeout=30)
+            if self.server.stdout is not None:
+                self.server.stdout.close()
         self.dir.cleanup()
 
     @asynccontextmanager
-    async def connect(self, *flags: str) -> AsyncIterator[Any]:
-        params = StdioServerParameters(command=binary(), args=["--store", self.store, "mcp", *flags])
-        with open(os.devnull, "w") as quiet:
-            async with stdio_client(params, errlog=quiet) as (read, write):
-                async with ClientSession(read, write) as session:
-                    init = await session.initialize()
-                    self.assertEqual(init.server_info.name, "forktrail")
-                    yield session
+    async def connect(self, writes: bool = False) -> AsyncIterator[Any]:
+        """A client session, allowed to write when `writes` (--allow-writes on stdio,
+        the token on HTTP)."""
+        if self.http:
+            headers = {"Authorization": f"Bearer {TOKEN}"} if writes else None
+            async with create_mcp_http_client(headers=headers) as http:
+                async with streamable_http_client(f"{self.url}/mcp", http_client=http) as (read, write):
+                    async with ClientSession(read, write) as session:
+                        yield await self.start(session)
+        else:
+            flags = ["--allow-writes"] if writes else []
+            params = StdioServerParameters(command=binary(), args=["--store", self.store, "mcp", *flags])
+            with open(os.devnull, "w") as quiet:
+                async with stdio_client(params, errlog=quiet) as (read, write):
+                    async with ClientSession(read, write) as session:
+                        yield await self.start(session)
+
+    async def start(self, session: Any) -> Any:
+        """Negotiates the protocol this class speaks, and checks what was agreed."""
+        if self.stateless:
+            await session.discover()
+            self.assertEqual(session.protocol_version, "2026-07-28")
+        else:
+            init = await session.initialize()
+            self.assertEqual(init.server_info.name, "forktrail")
+            self.assertEqual(session.protocol_version, "2025-11-25")
+        self.assertIsNotNone(session.server_capabilities.tools)
+        return session
+
+    def read_only_hint(self) -> str:
+        if self.http:
+            return "send the server's token"
+        return "start it with `forktrail mcp --allow-writes`"
 
     async def test_lists_its_tools_with_schemas(self) -> None:
         async with self.connect() as session:
@@ -94,7 +148,7 @@ class McpTest(unittest.IsolatedAsyncioTestCase):
         self.assertFalse(by_name["append_turn"].annotations.read_only_hint)
 
     async def test_forks_through_mcp_and_the_fork_shares_the_prefix(self) -> None:
-        async with self.connect("--allow-writes") as session:
+        async with self.connect(writes=True) as session:
             plan = result(await session.call_tool("fork_session", {"session": "trip", "at": 2, "label": "cheaper", "dry_run": True}))
             self.assertEqual((plan["forked_at_index"], plan["branch"]), (2, "cheaper"))
             self.assertEqual(result(await session.call_tool("list_branches", {"session": "trip"}))["branches"], [])
@@ -131,7 +185,7 @@ class McpTest(unittest.IsolatedAsyncioTestCase):
             verified = result(await session.call_tool("verify", {}))
             self.assertEqual(verified["problems"], [])
         # What the MCP server wrote is there for the CLI.
-        replay = cli(self.store, "replay", fork, "--json")
+        replay = cli(self.cli_store, "replay", fork, "--json")
         self.assertEqual([t["content"] for t in json.loads(replay.stdout)][2], "What about the bus?")
 
     async def test_lists_sessions_a_page_at_a_time_and_searches(self) -> None:
@@ -155,9 +209,9 @@ class McpTest(unittest.IsolatedAsyncioTestCase):
             ]:
                 call = await session.call_tool(tool, args)
                 self.assertTrue(call.is_error, tool)
-                self.assertIn("start it with `forktrail mcp --allow-writes`", call.content[0].text)
+                self.assertIn(self.read_only_hint(), call.content[0].text)
             self.assertEqual(result(await session.call_tool("show_session", {"session": "trip"}))["length"], 4)
-        self.assertEqual(cli(self.store, "list", "--json").stdout.count('"session"'), 1)
+        self.assertEqual(cli(self.cli_store, "list", "--json").stdout.count('"session"'), 1)
 
     async def test_errors_read_as_the_cli_reads_them(self) -> None:
         cases: List[Any] = [
@@ -166,7 +220,7 @@ class McpTest(unittest.IsolatedAsyncioTestCase):
             ("show_session", {"session": "x> } DROP ALL"}, ["show", "x> } DROP ALL"]),
         ]
         messages = []
-        async with self.connect("--allow-writes") as session:
+        async with self.connect(writes=True) as session:
             for tool, args, _ in cases:
                 call = await session.call_tool(tool, args)
                 self.assertTrue(call.is_error)
@@ -177,7 +231,7 @@ class McpTest(unittest.IsolatedAsyncioTestCase):
             self.assertTrue(bad.is_error)
             self.assertIn('unknown argument "verbose"', bad.content[0].text)
         for (_, _, command), message in zip(cases, messages):
-            run = cli(self.store, *command)
+            run = cli(self.cli_store, *command)
             self.assertNotEqual(run.returncode, 0)
             self.assertIn(message, run.stderr)
 
@@ -191,6 +245,34 @@ class McpTest(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(records[3]["content"], "The 09:10 at 35 euros.")
             with self.assertRaises(MCPError):
                 await session.read_resource("forktrail://sessions/missing/replay")
+
+
+class McpStatelessStdioTest(McpTest):
+    """`forktrail mcp` in the stateless protocol: server/discover, no handshake."""
+
+    stateless = True
+
+
+class McpHttpTest(McpTest):
+    """`/mcp` of `forktrail serve`, in the handshake protocol."""
+
+    http = True
+
+    async def test_a_wrong_token_is_refused_before_any_call(self) -> None:
+        async with create_mcp_http_client(headers={"Authorization": "Bearer wrong"}) as http:
+            response = await http.post(
+                f"{self.url}/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={"Accept": "application/json, text/event-stream"},
+            )
+        self.assertEqual(response.status_code, 401)
+
+
+class McpStatelessHttpTest(McpHttpTest):
+    """`/mcp` of `forktrail serve` in the stateless protocol, as hosts that take MCP
+    servers by URL speak it now."""
+
+    stateless = True
 
 
 if __name__ == "__main__":
