@@ -460,7 +460,7 @@ fn a_line_past_the_limits_is_dropped_unparsed_and_the_next_is_answered() {
     pipe.send(initialize("2025-06-18"));
     pipe.recv();
     // Longer than the most the server holds: dropped as it is read.
-    let mut long = format!(r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"pad":""#);
+    let mut long = r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":""#.to_string();
     long.push_str(&"x".repeat(MAX_LINE_BYTES + 1));
     long.push_str(r#""}}}"#);
     pipe.send(&long);

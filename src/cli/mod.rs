@@ -245,17 +245,20 @@ enum Command {
     /// Open http://127.0.0.1:7878/ in a browser for the web UI (sessions, fork trees,
     /// playback, diff, provenance). Routes: / and /ui/… (the web UI), /sparql, /query,
     /// /update, /store (SPARQL 1.1 Protocol and Graph Store read), /queries, /sessions,
-    /// /import, /v1/traces (OpenTelemetry traces in), /jobs, /health, /metrics.
-    /// Read-only unless started with a token.
+    /// /import, /v1/traces (OpenTelemetry traces in), /mcp (MCP over Streamable HTTP;
+    /// writes with the token), /jobs, /health, /metrics. Read-only unless started with a
+    /// token.
     #[cfg(feature = "server")]
     Serve(serve::ServeArgs),
     /// Serve the store to an MCP client (an agent or its host) over standard input and
     /// output.
     ///
-    /// Tools: list_sessions, show_session, replay_session, list_branches, fork_session,
-    /// append_turn, diff_sessions, regenerate, job_status, cancel_job, query, verify;
-    /// each session's replay is the resource forktrail://sessions/{id}/replay.
-    /// Read-only unless started with --allow-writes.
+    /// Tools: list_sessions, search, show_session, replay_session, list_branches,
+    /// fork_session, append_turn, diff_sessions, regenerate, job_status, cancel_job,
+    /// compare_models, comparison, query, verify; each session's replay is the resource
+    /// forktrail://sessions/{id}/replay. Speaks MCP 2026-07-28 (stateless,
+    /// server/discover) and the handshake versions 2024-11-05 to 2025-11-25. Read-only
+    /// unless started with --allow-writes. `forktrail serve` offers the same at /mcp.
     #[cfg(feature = "mcp")]
     Mcp(McpArgs),
     /// Export one session, or all, as RDF, replay records, chat messages or PROV-O.
@@ -298,7 +301,8 @@ enum Command {
 #[cfg(feature = "mcp")]
 #[derive(Args)]
 struct McpArgs {
-    /// Allow the tools that write: fork_session, append_turn, regenerate, cancel_job.
+    /// Allow the tools that write: fork_session, append_turn, regenerate,
+    /// compare_models, cancel_job.
     #[arg(long)]
     allow_writes: bool,
     /// Let regenerate send context to model endpoints off this machine.

@@ -75,13 +75,20 @@ pub struct McpConfig {
 #[derive(Clone, Copy, Debug)]
 pub struct WriteGrant;
 
-/// Where tool calls run: on a blocking thread of their own, or in the read and write
-/// lanes of `forktrail serve`, which anonymous readers cannot take from writers.
-#[derive(Clone)]
-enum Lanes {
-    Own,
-    #[cfg(feature = "server")]
-    Server(Arc<crate::server::AppState>),
+/// Work a tool call gives to [`Lanes`].
+pub type Work = Box<dyn FnOnce(&Store) -> Result<()> + Send>;
+
+/// Where an embedding server runs tool calls: `forktrail serve` runs them in its read
+/// and write lanes, which anonymous readers cannot take from writers. Without lanes,
+/// each call runs on a blocking thread of its own.
+pub trait Lanes: Send + Sync {
+    /// Runs `work` in the write lane if `writes`, else the read lane; the error is the
+    /// message the client reads (a full lane, say).
+    fn run(
+        &self,
+        writes: bool,
+        work: Work,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::result::Result<(), String>> + Send>>;
 }
 
 /// The server: the store, what it allows, and where its calls run. Cheap to clone (one
@@ -92,7 +99,7 @@ pub struct McpServer {
     config: McpConfig,
     /// How to get writes allowed, said when one is refused.
     read_only_hint: Arc<str>,
-    lanes: Lanes,
+    lanes: Option<Arc<dyn Lanes>>,
 }
 
 impl McpServer {
@@ -102,21 +109,18 @@ impl McpServer {
             store,
             config,
             read_only_hint: "start it with `forktrail mcp --allow-writes`".into(),
-            lanes: Lanes::Own,
+            lanes: None,
         }
     }
 
-    /// The server of `/mcp`: writes only with a [`WriteGrant`], calls in the lanes.
-    #[cfg(feature = "server")]
-    pub(crate) fn for_http(state: Arc<crate::server::AppState>, hint: &str) -> Self {
+    /// A server for HTTP: writes only with a [`WriteGrant`] (`config.allow_writes` off),
+    /// refused with `hint` (how to get one), calls run in `lanes`.
+    pub fn behind(store: Arc<Store>, config: McpConfig, hint: &str, lanes: Arc<dyn Lanes>) -> Self {
         Self {
-            store: Arc::clone(&state.store),
-            config: McpConfig {
-                allow_writes: false,
-                allow_remote_models: state.config.allow_remote_models,
-            },
+            store,
+            config,
             read_only_hint: hint.into(),
-            lanes: Lanes::Server(state),
+            lanes: Some(lanes),
         }
     }
 
@@ -200,25 +204,33 @@ impl McpServer {
         args: Map<String, Value>,
     ) -> std::result::Result<Value, String> {
         let this = self.clone();
-        let work = move |_: &Store| this.run_tool(&name, args);
+        self.in_lane(writes, move |_| this.run_tool(&name, args))
+            .await?
+            .map_err(|e| e.to_string())
+    }
+
+    /// Runs `f` off the async threads, in the server's lanes if it has them.
+    async fn in_lane<T: Send + 'static>(
+        &self,
+        writes: bool,
+        f: impl FnOnce(&Store) -> T + Send + 'static,
+    ) -> std::result::Result<T, String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let work: Work = Box::new(move |store| {
+            let _ = tx.send(f(store));
+            Ok(())
+        });
         match &self.lanes {
-            Lanes::Own => {
+            None => {
                 let store = Arc::clone(&self.store);
                 tokio::task::spawn_blocking(move || work(&store))
                     .await
-                    .map_err(|e| format!("the tool failed: {e}"))?
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| format!("the call failed: {e}"))?
+                    .map_err(|e| e.to_string())?;
             }
-            #[cfg(feature = "server")]
-            Lanes::Server(state) => {
-                let outcome = if writes {
-                    crate::server::writing(state, work).await
-                } else {
-                    crate::server::blocking(state, work).await
-                };
-                outcome.map_err(|e| e.message)
-            }
+            Some(lanes) => lanes.run(writes, work).await?,
         }
+        rx.recv().map_err(|e| format!("the call failed: {e}"))
     }
 
     fn instructions(&self) -> String {
@@ -355,27 +367,9 @@ impl McpServer {
         &self,
         f: impl FnOnce(&Store) -> std::result::Result<T, ErrorData> + Send + 'static,
     ) -> std::result::Result<T, ErrorData> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let work = move |store: &Store| -> Result<()> {
-            let _ = tx.send(f(store));
-            Ok(())
-        };
-        let ran = match &self.lanes {
-            Lanes::Own => {
-                let store = Arc::clone(&self.store);
-                tokio::task::spawn_blocking(move || work(&store))
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()))
-            }
-            #[cfg(feature = "server")]
-            Lanes::Server(state) => crate::server::blocking(state, work)
-                .await
-                .map_err(|e| e.message),
-        };
-        ran.map_err(|e| ErrorData::internal_error(e, None))?;
-        rx.recv()
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+        self.in_lane(false, f)
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?
     }
 
     /// One page of replay resources (newest sessions first), with `nextCursor`.

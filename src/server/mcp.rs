@@ -10,8 +10,8 @@
 //! against DNS rebinding, a request whose `Origin` is not this server is refused (403)
 //! whatever its method; `Host` is checked for every route by [`super::host`].
 
-use super::{authorize, host, ApiError, AppState, Shared};
-use crate::mcp::{McpServer, WriteGrant};
+use super::{authorize, blocking, host, writing, ApiError, AppState, Shared};
+use crate::mcp::{Lanes, McpConfig, McpServer, Work, WriteGrant};
 use axum::extract::Request;
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
@@ -27,8 +27,13 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         Some(_) => "send the server's token: `Authorization: Bearer <token>`",
         None => "this server has no token: start `forktrail serve` with --token",
     };
-    let handler = McpServer::for_http(Arc::clone(state), hint);
-    let config = StreamableHttpServerConfig::default()
+    let config = McpConfig {
+        allow_writes: false,
+        allow_remote_models: state.config.allow_remote_models,
+    };
+    let lanes = Arc::new(ServerLanes(Arc::clone(state)));
+    let handler = McpServer::behind(Arc::clone(&state.store), config, hint, lanes);
+    let http = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
@@ -39,7 +44,7 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(NeverSessionManager::default()),
-        config,
+        http,
     );
     Router::new()
         .route_service("/mcp", service)
@@ -47,6 +52,26 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
             Arc::clone(state),
             access,
         ))
+}
+
+/// The server's read and write lanes, for tool calls.
+struct ServerLanes(Arc<AppState>);
+
+impl Lanes for ServerLanes {
+    fn run(
+        &self,
+        writes: bool,
+        work: Work,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>> {
+        let state = Arc::clone(&self.0);
+        Box::pin(async move {
+            let done = match writes {
+                true => writing(&state, work).await,
+                false => blocking(&state, work).await,
+            };
+            done.map_err(|e| e.message)
+        })
+    }
 }
 
 /// Refuses a foreign `Origin` and a wrong token; lets a request with the right token
