@@ -24,7 +24,7 @@
 mod common;
 
 use common::stub::{self, completion, Reply};
-use common::Reaped;
+use common::{runtime, Reaped};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -232,14 +232,6 @@ async fn rest(base: &str, path: &str) -> Value {
         .unwrap()
         .json()
         .await
-        .unwrap()
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
         .unwrap()
 }
 

@@ -28,14 +28,6 @@ fn server(allow_writes: bool) -> (Arc<Store>, McpServer) {
     (Arc::clone(&store), McpServer::new(store, config))
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A tool call as a client makes it: whether the result is an error, and its text.
 fn call(server: &McpServer, tool: &str, arguments: Value) -> (bool, String) {
     let Value::Object(arguments) = arguments else {

@@ -8,6 +8,7 @@ import os
 import subprocess
 import tempfile
 import unittest
+from typing import Optional
 
 TOKEN = "python-test-token"
 
@@ -25,14 +26,16 @@ def binary() -> str:
 
 
 class Server:
-    """`forktrail serve --token` on a fresh store and a free port of 127.0.0.1."""
+    """`forktrail serve --token` on a free port of 127.0.0.1, of `store` (a fresh one
+    when not given, removed at `close`)."""
 
-    def __init__(self, *args: str) -> None:
-        self.dir = tempfile.TemporaryDirectory()
-        self.store = os.path.join(self.dir.name, "store")
+    def __init__(self, *args: str, store: Optional[str] = None) -> None:
+        self.dir = tempfile.TemporaryDirectory() if store is None else None
+        self.store = store if self.dir is None else os.path.join(self.dir.name, "store")
         self.process = subprocess.Popen(
             [binary(), "--store", self.store, "serve", "--bind", "127.0.0.1:0", "--token", TOKEN, *args],
             stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL if store is not None else None,
             text=True,
         )
         assert self.process.stdout is not None
@@ -48,4 +51,20 @@ class Server:
         self.process.wait(timeout=30)
         if self.process.stdout is not None:
             self.process.stdout.close()
-        self.dir.cleanup()
+        if self.dir is not None:
+            self.dir.cleanup()
+
+
+class ServedTest(unittest.IsolatedAsyncioTestCase):
+    """Tests of one class share a `forktrail serve` and a client of it."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        from forktrail import Client
+
+        cls.server = Server()
+        cls.client = Client(cls.server.url, token=TOKEN)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.close()

@@ -15,7 +15,7 @@ import unittest
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, List
 
-from support import TOKEN, binary
+from support import TOKEN, Server, binary
 
 try:
     from mcp import ClientSession, StdioServerParameters
@@ -77,26 +77,14 @@ class McpTest(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(done.returncode, 0, done.stderr)
         self.cli_store = self.store
         if self.http:
-            self.server = subprocess.Popen(
-                [binary(), "--store", self.store, "serve", "--bind", "127.0.0.1:0", "--token", TOKEN],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-            assert self.server.stdout is not None
-            for line in self.server.stdout:
-                if line.startswith("forktrail is serving on "):
-                    self.url = line.split()[4]
-                    break
+            self.server = Server(store=self.store)
+            self.url = self.server.url
             # The CLI reaches the store the server holds through the server.
             self.cli_store = f"{self.url}/sparql"
 
     def tearDown(self) -> None:
         if self.http:
-            self.server.terminate()
-            self.server.wait(timeout=30)
-            if self.server.stdout is not None:
-                self.server.stdout.close()
+            self.server.close()
         self.dir.cleanup()
 
     @asynccontextmanager

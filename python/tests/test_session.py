@@ -10,8 +10,8 @@ import json
 import unittest
 from types import SimpleNamespace
 
-from forktrail import Client, ForktrailError, ForktrailSession
-from support import TOKEN, Server
+from forktrail import ForktrailError, ForktrailSession
+from support import ServedTest
 
 USER = {"role": "user", "content": "What's the weather in Paris?"}
 REASONING = {
@@ -38,16 +38,7 @@ ANSWER = {
 CONVERSATION = [USER, REASONING, CALL, OUTPUT, ANSWER]
 
 
-class SessionTest(unittest.IsolatedAsyncioTestCase):
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.server = Server()
-        cls.client = Client(cls.server.url, token=TOKEN)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.server.close()
-
+class SessionTest(ServedTest):
     def session(self, name: str, **kwargs) -> ForktrailSession:
         return ForktrailSession(name, self.client, **kwargs)
 
@@ -256,18 +247,9 @@ def _run(**usage: object) -> SimpleNamespace:
     return SimpleNamespace(context_wrapper=SimpleNamespace(usage=SimpleNamespace(**fields)))
 
 
-class BranchTest(unittest.IsolatedAsyncioTestCase):
+class BranchTest(ServedTest):
     """AdvancedSQLiteSession's branching and usage API on ForktrailSession: branches are
     forks that share, usage is a usage turn, and all of it is in the store."""
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.server = Server()
-        cls.client = Client(cls.server.url, token=TOKEN)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.server.close()
 
     def session(self, name: str) -> ForktrailSession:
         return ForktrailSession(name, self.client)
@@ -451,21 +433,10 @@ class BranchTest(unittest.IsolatedAsyncioTestCase):
         self.assertFalse(self.client.exists("cleared-elsewhere"))
 
 
-if __name__ == "__main__":
-    unittest.main()
 
 
-class ListingTest(unittest.TestCase):
+class ListingTest(ServedTest):
     """Client.iter_sessions and Client.search against a real `forktrail serve`."""
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.server = Server()
-        cls.client = Client(cls.server.url, token=TOKEN)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.server.close()
 
     def test_iter_sessions_walks_every_page_once(self) -> None:
         made = {self.client.create_session(principal="pager") for _ in range(7)}
@@ -512,3 +483,6 @@ class ListingTest(unittest.TestCase):
         self.assertEqual(report["shared"][0]["parent"], first["session"])
         report = self.client.import_transcript(data, format="openai", no_dedup=True)
         self.assertNotIn("shared", report)
+
+if __name__ == "__main__":
+    unittest.main()

@@ -405,6 +405,15 @@ impl Rng {
     }
 }
 
+/// A tokio runtime of two workers, for tests that drive async clients or servers.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// `forktrail serve` of `store` in this process, on 127.0.0.1 and a free port (whatever
 /// `config.bind` says); returns the address once it listens.
 #[cfg(feature = "server")]
@@ -414,11 +423,7 @@ pub fn serve_in_process(
 ) -> std::net::SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
+        runtime()
             .block_on(forktrail::server::serve(
                 store,
                 forktrail::server::ServerConfig {
