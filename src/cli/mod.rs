@@ -305,7 +305,8 @@ struct McpArgs {
     /// compare_models, cancel_job.
     #[arg(long)]
     allow_writes: bool,
-    /// Let regenerate send context to model endpoints off this machine.
+    /// Let regenerate and compare_models send context to model endpoints off this
+    /// machine.
     #[arg(long)]
     allow_remote_models: bool,
 }

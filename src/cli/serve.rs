@@ -167,5 +167,6 @@ fn banner(addr: std::net::SocketAddr, writable: bool, tree: Option<&forktrail::S
     let _ = writeln!(out, "try: curl -H 'Accept: text/csv' --data-urlencode 'query=SELECT ?id ?branch WHERE {{ ?s <https://w3id.org/forktrail/ns#sessionId> ?id ; <https://w3id.org/forktrail/ns#branch> ?branch }}' http://{addr}/sparql");
     let _ = writeln!(out, "     curl http://{addr}/sessions");
     let _ = writeln!(out, "     curl http://{addr}/queries");
+    let _ = writeln!(out, "MCP clients (Streamable HTTP): http://{addr}/mcp");
     let _ = out.flush();
 }
