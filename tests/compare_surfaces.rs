@@ -287,6 +287,7 @@ fn mcp(store: &Arc<Store>, allow_writes: bool) -> McpServer {
     let config = McpConfig {
         allow_writes,
         allow_remote_models: false,
+        ..McpConfig::default()
     };
     McpServer::new(Arc::clone(store), config)
 }

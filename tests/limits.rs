@@ -190,6 +190,7 @@ fn rest_mcp_and_the_web_ui_refuse_a_5_mb_field_with_the_stores_message() {
         McpConfig {
             allow_writes: true,
             allow_remote_models: false,
+            ..McpConfig::default()
         },
     );
     let result = mcp_result(&mcp, "fork_session", json!({"session": "s", "reason": big}));

@@ -24,6 +24,7 @@ fn server(allow_writes: bool) -> (Arc<Store>, McpServer) {
     let config = McpConfig {
         allow_writes,
         allow_remote_models: false,
+        ..McpConfig::default()
     };
     (Arc::clone(&store), McpServer::new(store, config))
 }
@@ -427,6 +428,36 @@ fn swap_model_and_regenerate_run_as_jobs_the_agent_follows() {
     assert!(
         error && text.contains("endpoint is for swap_model"),
         "{text}"
+    );
+}
+
+#[test]
+fn a_query_past_the_time_limit_is_cancelled_and_the_next_one_answers() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    session_with(&store, "big", 40);
+    let config = McpConfig {
+        query_timeout: Duration::from_millis(200),
+        ..McpConfig::default()
+    };
+    let server = McpServer::new(store, config);
+    // A join of every quad with every quad, a hundred times over: past the check on
+    // cost, far past 200 ms.
+    let values: Vec<String> = (1..=100).map(|i| i.to_string()).collect();
+    let slow = format!(
+        "SELECT (COUNT(*) AS ?n) WHERE {{ ?a ?b ?c . ?d ?e ?f . VALUES ?x {{ {} }} }}",
+        values.join(" ")
+    );
+    let (error, text) = call(&server, "query", json!({ "query": slow }));
+    assert!(error, "{text}");
+    assert_eq!(
+        text,
+        "the query was cancelled: it ran past the time limit of 200ms"
+    );
+    let (error, text) = call(&server, "query", json!({ "query": "ASK { ?s ?p ?o }" }));
+    assert!(!error, "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["boolean"],
+        true
     );
 }
 

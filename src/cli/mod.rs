@@ -309,6 +309,9 @@ struct McpArgs {
     /// machine.
     #[arg(long)]
     allow_remote_models: bool,
+    /// Cancel a query tool call running longer than this (e.g. 30s, 500ms, 2m).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    query_timeout: std::time::Duration,
 }
 
 #[cfg(feature = "mcp")]
@@ -326,10 +329,36 @@ impl McpArgs {
         let config = forktrail::mcp::McpConfig {
             allow_writes: self.allow_writes,
             allow_remote_models: self.allow_remote_models,
+            query_timeout: self.query_timeout,
         };
         let server = forktrail::mcp::McpServer::new(std::sync::Arc::new(store), config);
         Ok(server.run_stdio()?)
     }
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((text, "s"), |i| text.split_at(i));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (e.g. 30s, 500ms, 2m)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {text:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    if seconds <= 0.0 {
+        return Err(format!("the duration {text:?} must be positive"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 #[derive(Args)]

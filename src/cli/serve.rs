@@ -1,6 +1,6 @@
 //! `serve`: the SPARQL 1.1 endpoint and the REST API over the store.
 
-use super::{CliResult, Out};
+use super::{parse_duration, CliResult, Out};
 use clap::Args;
 use forktrail::Store;
 use std::io::Write;
@@ -50,31 +50,6 @@ pub(super) struct ServeArgs {
     /// repeat for more. Default: $OPENAI_BASE_URL, else http://127.0.0.1:11434/v1.
     #[arg(long = "model-endpoint", value_name = "URL")]
     model_endpoints: Vec<String>,
-}
-
-/// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((text, "s"), |i| text.split_at(i));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?} (e.g. 30s, 500ms, 2m)"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in {text:?} (use ms, s, m or h)"
-            ))
-        }
-    };
-    if seconds <= 0.0 {
-        return Err(format!("the duration {text:?} must be positive"));
-    }
-    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 impl ServeArgs {

@@ -27,10 +27,11 @@ mod tools;
 
 use crate::error::{Error, Result};
 use crate::model::{ForkOptions, JobStatus, NewTurn, SessionId};
+use crate::query::QueryOptions;
 use crate::store::Store;
 use crate::whatif::{CompareOptions, RegenerateOptions};
 use oxigraph::sparql::results::{QueryResultsFormat, QueryResultsSerializer};
-use oxigraph::sparql::QueryResults;
+use oxigraph::sparql::{CancellationToken, QueryResults};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
@@ -59,7 +60,7 @@ const RESOURCE_SUFFIX: &str = "/replay";
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// How the server runs.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct McpConfig {
     /// Allow the tools that write (`fork_session`, `append_turn`, `regenerate`,
     /// `compare_models`, `cancel_job`) to every client. Over HTTP this stays off: a
@@ -68,6 +69,19 @@ pub struct McpConfig {
     /// Let `regenerate` and `compare_models` send context to model endpoints off this
     /// machine.
     pub allow_remote_models: bool,
+    /// `query` calls running longer are cancelled (30 s unless told; `forktrail serve`
+    /// gives its `--query-timeout`).
+    pub query_timeout: std::time::Duration,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            allow_writes: false,
+            allow_remote_models: false,
+            query_timeout: std::time::Duration::from_secs(30),
+        }
+    }
 }
 
 /// Put in an HTTP request's extensions (by `forktrail serve`, once it has checked the
@@ -530,7 +544,7 @@ impl McpServer {
                 let limit: Option<usize> = optional(&mut args, "limit")?;
                 no_more(&args)?;
                 let limit = limit.unwrap_or(QUERY_ROWS).clamp(1, QUERY_ROWS_MAX);
-                query(store, &text, limit)
+                query(store, &text, limit, self.config.query_timeout)
             }
             "verify" => {
                 let session = match args.contains_key("session") {
@@ -629,10 +643,34 @@ fn rest<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T> {
         .map_err(|e| Error::InvalidInput(format!("invalid arguments: {e}")))
 }
 
-/// A read-only query's answer, capped at `limit` rows or triples.
-fn query(store: &Store, text: &str, limit: usize) -> Result<Value> {
+/// A read-only query's answer, capped at `limit` rows or triples, cancelled past
+/// `timeout` (as the SPARQL endpoint of `forktrail serve` cancels its queries).
+fn query(store: &Store, text: &str, limit: usize, timeout: std::time::Duration) -> Result<Value> {
+    let cancel = CancellationToken::new();
+    let (finished, watch) = std::sync::mpsc::channel::<()>();
+    let watchdog = cancel.clone();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(timeout) {
+            watchdog.cancel();
+        }
+    });
+    let options = QueryOptions {
+        cancellation: Some(cancel),
+        ..QueryOptions::default()
+    };
+    let answer = answer(store, text, limit, &options).map_err(|e| match e {
+        Error::Cancelled(_) => {
+            Error::Cancelled(format!("it ran past the time limit of {timeout:?}"))
+        }
+        other => other,
+    });
+    drop(finished);
+    answer
+}
+
+fn answer(store: &Store, text: &str, limit: usize, options: &QueryOptions) -> Result<Value> {
     let fail = |e: std::io::Error| Error::io("cannot write the query results", e);
-    match store.query(text, &[])? {
+    match store.query_with(text, &[], options)? {
         QueryResults::Boolean(answer) => json_of(json!({ "head": {}, "boolean": answer })),
         QueryResults::Solutions(solutions) => {
             let mut out = Vec::new();

@@ -30,6 +30,7 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     let config = McpConfig {
         allow_writes: false,
         allow_remote_models: state.config.allow_remote_models,
+        query_timeout: state.config.query_timeout,
     };
     let lanes = Arc::new(ServerLanes(Arc::clone(state)));
     let handler = McpServer::behind(Arc::clone(&state.store), config, hint, lanes);
