@@ -719,14 +719,26 @@ async fn tab_to(c: &Client, css: &str, limit: usize) -> usize {
     panic!("{css} not reached in {limit} presses of Tab");
 }
 
+/// The `data-status` of the element `css` names ("" while there is none). A page that
+/// follows a running job reloads itself: an element found just before a reload is stale
+/// by the time it is read, and reads as "" too, so callers poll on.
+async fn data_status(c: &Client, css: &str) -> String {
+    match c.find(Locator::Css(css)).await {
+        Ok(e) => e
+            .attr("data-status")
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
 /// Waits until the job page shows the job ended; its status.
 async fn job_end(c: &Client, seconds: u64) -> String {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     loop {
-        let status = match c.find(Locator::Css("#job-status")).await {
-            Ok(e) => e.attr("data-status").await.unwrap().unwrap_or_default(),
-            Err(_) => String::new(),
-        };
+        let status = data_status(c, "#job-status").await;
         if !status.is_empty() && status != "running" {
             return status;
         }
@@ -1318,10 +1330,7 @@ fn a_comparison_shows_its_arms_side_by_side_and_another_starts_from_a_turn() {
         // The page follows the comparison until its arms have ended.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let status = match c.find(Locator::Css("#comparison-status")).await {
-                Ok(e) => e.attr("data-status").await.unwrap().unwrap_or_default(),
-                Err(_) => String::new(),
-            };
+            let status = data_status(&c, "#comparison-status").await;
             if status == "ended" {
                 break;
             }
