@@ -6,7 +6,7 @@
 //! `[`, `{`, `,` and `:` outside strings of each line (every value but a container's
 //! first follows one); a line past [`MAX_JSON_VALUES`] values or [`MAX_JSON_CONTAINERS`]
 //! objects and arrays is cut there: what follows, up to its newline, is dropped, so the
-//! parser sees a message that does not parse, answers it with an error, and reads on.
+//! parser sees a message that does not parse, skips it, and reads on.
 //! That keeps a message's parse under ~100 MB besides its strings; legitimate messages
 //! stay far below (a turn's content is one value).
 

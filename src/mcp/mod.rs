@@ -16,10 +16,11 @@
 //! comparison's runs likewise, followed by `comparison`.
 //!
 //! What a client's input cannot do: stop or exhaust the server. A line longer than
-//! [`MAX_LINE_BYTES`] (64 MiB) is dropped unread and answered with an error; a line of
-//! more than [`MAX_JSON_VALUES`] values or [`MAX_JSON_CONTAINERS`] objects and arrays is
-//! cut there, before it is parsed, and answered with an error ([`guard`]); the next line
-//! is read either way. Turn contents are checked by the store, the same for every
+//! [`MAX_LINE_BYTES`] (64 MiB) is dropped unread; a line of more than [`MAX_JSON_VALUES`]
+//! values or [`MAX_JSON_CONTAINERS`] objects and arrays is cut there, before it is parsed
+//! ([`guard`]); a line that is not JSON gets no reply (it has no id to answer, and a peer
+//! echoing a reply back would loop), as the official SDKs do; the next line is read
+//! either way. Turn contents are checked by the store, the same for every
 //! surface.
 
 mod guard;
@@ -55,8 +56,8 @@ const RESOURCE_SUFFIX: &str = "/replay";
 /// largest turn content `forktrail serve` accepts (32 MiB), so such a content fits in a
 /// call with room for its JSON escapes, and it is the request body limit of `forktrail
 /// serve` (`ServerConfig::max_body_bytes`), which `/mcp` shares, so what REST takes in
-/// one request MCP takes in one line. A longer line is answered with an error and read
-/// past: at most this much of it is ever held.
+/// one request MCP takes in one line. A longer line is read past unanswered: at most
+/// this much of it is ever held.
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// How the server runs.
@@ -139,7 +140,7 @@ impl McpServer {
     }
 
     /// Serves one client over `read` and `write` (one JSON-RPC message per line) until
-    /// the input ends. Bad input is answered with an error and the next line read; only
+    /// the input ends. Bad input is skipped and the next line read; only
     /// a failure to read or write ends it early.
     pub async fn serve<R, W>(self, read: R, write: W) -> Result<()>
     where
