@@ -5,7 +5,7 @@
 //! The protocol is the official Rust SDK's (`rmcp`): JSON-RPC framing, the `initialize`
 //! handshake of protocol versions 2024-11-05 to 2025-11-25, and the stateless 2026-07-28
 //! (`server/discover`, the version in each request's `_meta`). What this module adds is
-//! forktrail's: the tools ([`tools`]), each run on the same [`Store`] and with the same
+//! forktrail's: the tools (`tools.rs`), each run on the same [`Store`] and with the same
 //! semantics as the CLI, a failed operation being a tool result with `isError` and the
 //! CLI's message; and the replay of each session as a resource,
 //! `forktrail://sessions/{id}/replay`.
@@ -18,7 +18,7 @@
 //! What a client's input cannot do: stop or exhaust the server. A line longer than
 //! [`MAX_LINE_BYTES`] (64 MiB) is dropped unread; a line of more than [`MAX_JSON_VALUES`]
 //! values or [`MAX_JSON_CONTAINERS`] objects and arrays is cut there, before it is parsed
-//! ([`guard`]); a line that is not JSON gets no reply (it has no id to answer, and a peer
+//! (`guard.rs`); a line that is not JSON gets no reply (it has no id to answer, and a peer
 //! echoing a reply back would loop), as the official SDKs do; the next line is read
 //! either way. Turn contents are checked by the store, the same for every
 //! surface.
