@@ -62,6 +62,15 @@ impl Pipe {
         }
     }
 
+    /// A pipe past the `initialize` handshake of `version`.
+    fn initialized(server: McpServer, version: &str) -> Self {
+        let mut pipe = Self::open(server);
+        pipe.send(initialize(version));
+        let reply = pipe.recv();
+        assert_eq!(reply["result"]["protocolVersion"], version, "{reply}");
+        pipe
+    }
+
     fn send(&mut self, line: impl AsRef<[u8]>) {
         let pipe = self.to_server.as_mut().unwrap();
         self.runtime.block_on(async {
@@ -182,9 +191,7 @@ fn the_stateless_protocol_needs_no_handshake() {
 #[test]
 fn jsonrpc_errors_for_what_is_not_a_tool_result() {
     let (_, server) = server(false);
-    let mut pipe = Pipe::open(server);
-    pipe.send(initialize("2025-06-18"));
-    pipe.recv();
+    let mut pipe = Pipe::initialized(server, "2025-06-18");
     let mut code = |id: u64, method: &str, params: Value| {
         pipe.send(
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
@@ -210,9 +217,7 @@ fn jsonrpc_errors_for_what_is_not_a_tool_result() {
 #[test]
 fn tools_resources_and_templates_are_listed() {
     let (_, server) = server(false);
-    let mut pipe = Pipe::open(server);
-    pipe.send(initialize("2025-11-25"));
-    pipe.recv();
+    let mut pipe = Pipe::initialized(server, "2025-11-25");
     pipe.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
     let tools = pipe.recv();
     let tools = tools["result"]["tools"].as_array().unwrap();
@@ -464,9 +469,7 @@ fn a_query_past_the_time_limit_is_cancelled_and_the_next_one_answers() {
 #[test]
 fn lines_that_are_not_json_or_not_utf8_are_skipped_and_the_server_reads_on() {
     let (_, server) = server(false);
-    let mut pipe = Pipe::open(server);
-    pipe.send(initialize("2025-06-18"));
-    pipe.recv();
+    let mut pipe = Pipe::initialized(server, "2025-06-18");
     // As the official SDKs do, input that does not parse gets no reply (a reply would
     // have no id to name, and a peer echoing it back would loop).
     pipe.send(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\xff\"}");
@@ -479,9 +482,7 @@ fn lines_that_are_not_json_or_not_utf8_are_skipped_and_the_server_reads_on() {
 #[test]
 fn a_line_past_the_limits_is_dropped_unparsed_and_the_next_is_answered() {
     let (_, server) = server(false);
-    let mut pipe = Pipe::open(server);
-    pipe.send(initialize("2025-06-18"));
-    pipe.recv();
+    let mut pipe = Pipe::initialized(server, "2025-06-18");
     // Longer than the most the server holds: dropped as it is read.
     let mut long = r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":""#.to_string();
     long.push_str(&"x".repeat(MAX_LINE_BYTES + 1));
