@@ -184,24 +184,11 @@ pub(crate) fn content(text: &str) -> Markup {
 
 /// Tool calls as `→ name(arguments)` lines; kept raw when they are not the usual JSON.
 pub(crate) fn tool_calls(json: &str) -> Markup {
-    let calls = serde_json::from_str::<serde_json::Value>(json)
-        .ok()
-        .and_then(|v| v.as_array().cloned());
-    let call = |c: &serde_json::Value| -> Option<(String, String)> {
-        let f = c.get("function").unwrap_or(c);
-        let name = f.get("name")?.as_str()?.to_string();
-        let args = match f.get("arguments").or_else(|| f.get("input")) {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => String::new(),
-        };
-        Some((name, args))
-    };
-    match calls.and_then(|calls| calls.iter().map(call).collect::<Option<Vec<_>>>()) {
-        Some(calls) => html! {
-            ul.calls { @for (name, args) in calls { li { code { "→ " (name) "(" (args) ")" } } } }
+    match crate::tool_call::parse_tool_calls(Some(json)) {
+        Ok(calls) => html! {
+            ul.calls { @for c in calls { li { code { "→ " (c.name) "(" (c.arguments) ")" } } } }
         },
-        None => html! { pre.calls { (json) } },
+        Err(_) => html! { pre.calls { (json) } },
     }
 }
 

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::io::openai_messages;
 use crate::model::{Kind, NewTurn, Role, Turn};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::time::Duration;
 
 /// The wire format of a model endpoint.
@@ -211,51 +211,7 @@ fn anthropic_request(turns: &[Turn], s: &Sampling<'_>) -> Result<Value> {
     Ok(body)
 }
 
-/// One tool call of an assistant turn, as OpenAI shapes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct ToolCall {
-    pub(crate) id: String,
-    pub(crate) name: String,
-    /// The arguments as the model wrote them (a JSON text).
-    pub(crate) arguments: String,
-}
-
-impl ToolCall {
-    /// The arguments in canonical form: parsed and written back with sorted keys, so that
-    /// two calls with equal JSON arguments compare equal whatever their spacing or order.
-    pub(crate) fn canonical_arguments(&self) -> String {
-        match serde_json::from_str::<Value>(&self.arguments) {
-            Ok(value) => canonical(&value),
-            Err(_) => self.arguments.clone(),
-        }
-    }
-
-    /// `name(arguments)`, for messages.
-    pub(crate) fn signature(&self) -> String {
-        let args: String = self.canonical_arguments().chars().take(200).collect();
-        format!("{}({args})", self.name)
-    }
-}
-
-/// `value` as JSON text with object keys sorted (serde_json's maps keep insertion order).
-pub(crate) fn canonical(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                let mut out = Map::new();
-                for k in keys {
-                    out.insert(k.clone(), sorted(&map[k]));
-                }
-                Value::Object(out)
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    sorted(value).to_string()
-}
+pub(crate) use crate::tool_call::{parse_tool_calls, ToolCall};
 
 /// The tool calls an assistant turn makes (none when it makes none).
 pub(crate) fn tool_calls(turn: &Turn) -> Result<Vec<ToolCall>> {
@@ -263,39 +219,6 @@ pub(crate) fn tool_calls(turn: &Turn) -> Result<Vec<ToolCall>> {
         session: turn.session.to_string(),
         detail: format!("turn {} has tool_calls that are {why}", turn.index),
     })
-}
-
-/// Tool calls from their stored JSON text: an array of `{id, function: {name,
-/// arguments}}`.
-pub(crate) fn parse_tool_calls(text: Option<&str>) -> std::result::Result<Vec<ToolCall>, String> {
-    let Some(text) = text else {
-        return Ok(Vec::new());
-    };
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let list = value.as_array().ok_or("not a JSON array")?;
-    list.iter()
-        .map(|call| {
-            let function = call.get("function").unwrap_or(call);
-            let name = function
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or("a call without a function name")?;
-            let arguments = match function.get("arguments") {
-                Some(Value::String(s)) => s.clone(),
-                None | Some(Value::Null) => "{}".into(),
-                Some(other) => other.to_string(),
-            };
-            Ok(ToolCall {
-                id: call
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                name: name.to_string(),
-                arguments,
-            })
-        })
-        .collect()
 }
 
 /// A model's answer: the turn it becomes and what the endpoint reported about the call.
