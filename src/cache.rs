@@ -58,7 +58,13 @@ pub(crate) struct OwnTurns {
 }
 
 fn cost(record: &ReplayRecord) -> usize {
-    TURN_OVERHEAD + record.content.len() + record.branch.len()
+    let extra = |v: &Option<String>| v.as_ref().map_or(0, String::len);
+    TURN_OVERHEAD
+        + record.content.len()
+        + record.branch.len()
+        + extra(&record.name)
+        + extra(&record.tool_call_id)
+        + extra(&record.tool_calls)
 }
 
 impl Cache {
@@ -248,12 +254,7 @@ mod tests {
     fn records(from: u64, to: u64) -> Vec<Arc<ReplayRecord>> {
         (from..to)
             .map(|index| {
-                Arc::new(ReplayRecord {
-                    index,
-                    role: Role::User,
-                    content: format!("{index}"),
-                    branch: "main".into(),
-                })
+                Arc::new(ReplayRecord::new(index, Role::User, format!("{index}"), "main"))
             })
             .collect()
     }

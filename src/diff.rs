@@ -46,6 +46,34 @@ impl Store {
     }
 }
 
+impl ReplayRecord {
+    /// The turn as a diff compares and shows it: its content, then a line per tool
+    /// call it makes (`→ name(arguments)`, arguments in canonical form) or the call it
+    /// answers (`← id`), so that two turns that differ only in a call's arguments are
+    /// told apart.
+    ///
+    /// ```
+    /// use forktrail::{ReplayRecord, Role};
+    /// let mut r = ReplayRecord::new(2, Role::Assistant, "", "main");
+    /// r.tool_calls = Some(r#"[{"id":"1","function":{"name":"search","arguments":"{\"day\": \"sunday\"}"}}]"#.into());
+    /// assert_eq!(r.shown(), r#"→ search({"day":"sunday"})"#);
+    /// ```
+    pub fn shown(&self) -> String {
+        let mut lines: Vec<String> = Vec::new();
+        if !self.content.is_empty() {
+            lines.push(self.content.clone());
+        }
+        if let Some(id) = &self.tool_call_id {
+            lines.push(format!("← {id}"));
+        }
+        match crate::tool_call::parse_tool_calls(self.tool_calls.as_deref()) {
+            Ok(calls) => lines.extend(calls.iter().map(|c| format!("→ {}", c.full_signature()))),
+            Err(_) => lines.extend(self.tool_calls.iter().map(|t| format!("→ {t}"))),
+        }
+        lines.join("\n")
+    }
+}
+
 /// How a row of an aligned diff relates its two sides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum RowKind {
@@ -72,14 +100,14 @@ pub struct AlignedRow {
 const ALIGN_CELLS: usize = 4_000_000;
 
 impl SessionDiff {
-    /// The tails aligned: turns equal in role and content on both sides (a longest
-    /// common subsequence) are `Same` rows; between them, the turns left over pair up
+    /// The tails aligned: turns equal in role and [`ReplayRecord::shown`] text on both
+    /// sides (a longest common subsequence) are `Same` rows; between them, the turns left over pair up
     /// in order as `Modified` while their roles agree, and the rest are `LeftOnly` or
     /// `RightOnly`. So an inserted turn shifts nothing, and a user turn is never
     /// paired with an assistant's.
     pub fn rows(&self) -> Vec<AlignedRow> {
-        fn key(r: &ReplayRecord) -> (crate::model::Role, &str) {
-            (r.role, r.content.as_str())
+        fn key(r: &ReplayRecord) -> (crate::model::Role, String) {
+            (r.role, r.shown())
         }
         let a: Vec<_> = self.a_tail.iter().map(key).collect();
         let b: Vec<_> = self.b_tail.iter().map(key).collect();
@@ -228,12 +256,7 @@ mod tests {
         turns
             .iter()
             .enumerate()
-            .map(|(index, (role, content))| ReplayRecord {
-                index: index as u64,
-                role: *role,
-                content: content.to_string(),
-                branch: "b".into(),
-            })
+            .map(|(index, (role, content))| ReplayRecord::new(index as u64, *role, *content, "b"))
             .collect()
     }
 

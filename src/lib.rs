@@ -50,6 +50,8 @@ mod storage;
 mod store;
 mod summary;
 mod tls;
+mod tool_call;
+mod upgrade;
 mod verify;
 pub mod vocab;
 mod whatif;
@@ -74,9 +76,10 @@ pub use model::{
     WhatIfInfo, MAX_FORK_DEPTH,
 };
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};
-pub use rdf::{turn_digest, DEFAULT_BASE_IRI};
+pub use rdf::{turn_digest, DigestVersion, DEFAULT_BASE_IRI};
 pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};
 pub use store::Store;
+pub use upgrade::UpgradeReport;
 pub use verify::{Check, Problem, VerifyReport};
 pub use whatif::{
     Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell, CompareOptions, ComparePlan,

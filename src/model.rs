@@ -313,6 +313,13 @@ named! {
     unknown(text) => Error::InvalidKind { value: text.into() }
 }
 
+impl Kind {
+    /// Whether this is the default kind, `message` (which records and quads leave out).
+    pub fn is_message(&self) -> bool {
+        *self == Kind::Message
+    }
+}
+
 /// How large each free-text field of a write may be, in bytes. One policy, kept by the
 /// [`Store`](crate::Store), so the CLI, REST, MCP, the web UI and imports refuse the
 /// same things with the same message.
@@ -415,7 +422,7 @@ pub struct NewTurn {
     pub model: Option<String>,
     /// The runtime's own record of the turn, as a JSON text kept and returned as given
     /// (an OpenAI Agents SDK item, say), so that a runtime reads back exactly what it
-    /// wrote. Not part of the digest, like `tool_calls`.
+    /// wrote. The digest covers it (by its SHA-256), as it covers `tool_calls`.
     pub payload: Option<String>,
 }
 
@@ -485,6 +492,22 @@ impl NewTurn {
     }
 }
 
+impl From<&Turn> for NewTurn {
+    /// The turn as it would be written again: what it says, not where or when.
+    fn from(t: &Turn) -> Self {
+        Self {
+            role: t.role,
+            content: t.content.clone(),
+            kind: t.kind,
+            name: t.name.clone(),
+            tool_call_id: t.tool_call_id.clone(),
+            tool_calls: t.tool_calls.clone(),
+            model: t.model.clone(),
+            payload: t.payload.clone(),
+        }
+    }
+}
+
 /// A stored turn, as loaded. It serializes with `tool_calls` and `payload` as the JSON
 /// they hold (not as text), as the REST API and the MCP server return it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -510,14 +533,85 @@ pub struct Turn {
     pub digest: String,
 }
 
-/// The plain record replay returns: one per turn, in order. It deserializes too, so
-/// the JSON and JSONL replays (`replay --json`, `export --format jsonl`) read back.
+/// The plain record replay returns: one per turn, in order. `{index, role, content,
+/// branch}`, and what else makes the turn what the model saw or said where the turn has
+/// it: its `kind` when it is not a message, the speaker's or tool's `name`, the
+/// `tool_call_id` a result answers and the `tool_calls` an assistant turn makes (as
+/// JSON), so that two histories that differ only in a call's arguments replay apart.
+/// It deserializes too, so the JSON and JSONL replays (`replay --json`, `export --format
+/// jsonl`) read back.
+///
+/// ```
+/// use forktrail::{ReplayRecord, Role};
+/// let record = ReplayRecord::new(0, Role::User, "hi", "main");
+/// assert_eq!(
+///     serde_json::to_string(&record)?,
+///     r#"{"index":0,"role":"user","content":"hi","branch":"main"}"#
+/// );
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayRecord {
     pub index: u64,
     pub role: Role,
     pub content: String,
     pub branch: String,
+    #[serde(default, skip_serializing_if = "Kind::is_message")]
+    pub kind: Kind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The tool calls, a JSON text (written as the JSON it holds).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "json_text",
+        deserialize_with = "json_text_in"
+    )]
+    pub tool_calls: Option<String>,
+}
+
+impl ReplayRecord {
+    /// A record of a plain message turn.
+    pub fn new(index: u64, role: Role, content: impl Into<String>, branch: impl Into<String>) -> Self {
+        Self {
+            index,
+            role,
+            content: content.into(),
+            branch: branch.into(),
+            kind: Kind::Message,
+            name: None,
+            tool_call_id: None,
+            tool_calls: None,
+        }
+    }
+
+    /// The record of `turn` at `index`, in `branch`.
+    pub fn of(index: u64, turn: &NewTurn, branch: impl Into<String>) -> Self {
+        Self {
+            index,
+            role: turn.role,
+            content: turn.content.clone(),
+            branch: branch.into(),
+            kind: turn.kind,
+            name: turn.name.clone(),
+            tool_call_id: turn.tool_call_id.clone(),
+            tool_calls: turn.tool_calls.clone(),
+        }
+    }
+}
+
+/// A JSON value read back as the text [`json_text`] wrote it from: a string as itself,
+/// anything else as JSON text.
+fn json_text_in<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    Ok(match Option::<serde_json::Value>::deserialize(deserializer)? {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(other) => Some(other.to_string()),
+    })
 }
 
 /// A JSON text written as the JSON it holds (as a string if it is not JSON).
@@ -541,6 +635,10 @@ impl From<&Turn> for ReplayRecord {
             role: t.role,
             content: t.content.clone(),
             branch: t.branch.clone(),
+            kind: t.kind,
+            name: t.name.clone(),
+            tool_call_id: t.tool_call_id.clone(),
+            tool_calls: t.tool_calls.clone(),
         }
     }
 }

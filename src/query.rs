@@ -2,7 +2,7 @@
 
 use crate::chain::Chain;
 use crate::error::{Error, Result};
-use crate::model::{ReplayRecord, SessionId};
+use crate::model::{Kind, ReplayRecord, SessionId};
 use crate::rdf::SessionNode;
 use crate::storage::Sparql;
 use crate::store::Store;
@@ -470,11 +470,19 @@ impl Store {
                         detail: format!("turn {} is missing", out.len()),
                     });
                 }
+                let optional = |var: &str| match row.get(var) {
+                    Some(Term::Literal(l)) => Some(l.value().to_string()),
+                    _ => None,
+                };
                 out.push(ReplayRecord {
                     index,
                     role: text(&row, "role").parse()?,
                     content: text(&row, "content"),
                     branch: text(&row, "branch"),
+                    kind: optional("kind").map_or(Ok(Kind::Message), |k| k.parse())?,
+                    name: optional("name"),
+                    tool_call_id: optional("toolCallId"),
+                    tool_calls: optional("toolCalls"),
                 });
             }
         }

@@ -8,7 +8,7 @@ use crate::model::{
     MAX_FORK_DEPTH,
 };
 use crate::query::queries;
-use crate::rdf::{instant, missing_turn, SessionNode};
+use crate::rdf::{instant, missing_turn, payload_sha256, SessionNode};
 use crate::records::{Entry, Records};
 use crate::store::Store;
 use oxigraph::model::{Literal, NamedNode, NamedNodeRef, Term};
@@ -329,14 +329,7 @@ impl Store {
         if rest == to {
             return Ok(());
         }
-        let record = |e: Entry| {
-            Arc::new(ReplayRecord {
-                index: e.index,
-                role: e.role,
-                content: e.content,
-                branch: e.branch.unwrap_or_else(|| owner.branch.clone()),
-            })
-        };
+        let record = |e: Entry| Arc::new(e.into_record(&owner.branch));
         let read: Vec<Arc<ReplayRecord>> = match &self.records {
             Some(records) => {
                 let mut entries = self.indexed_entries(records, owner, to, end_digest)?;
@@ -450,13 +443,17 @@ impl Store {
                     branch: (turn.branch != owner.branch).then_some(turn.branch),
                     content: turn.content,
                     digest: turn.digest,
+                    name: turn.name,
+                    tool_call_id: turn.tool_call_id,
+                    tool_calls: turn.tool_calls,
+                    payload_sha256: turn.payload.as_deref().map(payload_sha256),
                 }))
             })
             .collect()
     }
 
     /// Turns `from..to` of `owner`: through `turn-entries.rq` for the record index,
-    /// else through the leaner `turn-records.rq`, which reads neither kind nor digest
+    /// else through the leaner `turn-records.rq`, which reads neither digest nor payload
     /// (the entries then serve replay only).
     fn scan_entries<T>(
         &self,
@@ -496,6 +493,10 @@ impl Store {
                     content: content.to_string(),
                     branch: text("branch").map(str::to_string),
                     digest: text("digest").unwrap_or_default().to_string(),
+                    name: text("name").map(str::to_string),
+                    tool_call_id: text("toolCallId").map(str::to_string),
+                    tool_calls: text("toolCalls").map(str::to_string),
+                    payload_sha256: text("payload").map(payload_sha256),
                 }));
             }
         }

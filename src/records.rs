@@ -9,7 +9,9 @@
 //! pops, detaches, SPARQL updates and imports drop the files they may make stale.
 //!
 //! A file is a header (magic, the session's first own index, its IRI) and then records
-//! `index | role | kind | digest | branch | content | index`, lengths in front; the trailing
+//! `index | role | kind | digest | branch | content | extras | index`, lengths in front
+//! (`extras`: a byte of flags, then each of name, tool call id, tool calls and the
+//! payload's SHA-256 the turn has, what the digest covers besides); the trailing
 //! index lets an append check, by reading 8 bytes, that the file ends right before the
 //! turn it adds; the files of the sessions appended to last stay open, so that an
 //! append to one of them is a single write. Nothing is synced: after a crash a file may
@@ -17,8 +19,8 @@
 
 #![cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 
-use crate::model::{Kind, Role};
-use crate::rdf::turn_digest;
+use crate::model::{Kind, NewTurn, ReplayRecord, Role};
+use crate::rdf::{digest_of, payload_sha256, DigestFields, PayloadRef};
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -26,7 +28,9 @@ use std::sync::Mutex;
 
 /// The directory of record files inside a store's directory.
 pub(crate) const DIR: &str = "forktrail-records";
-const MAGIC: &[u8; 8] = b"FTREC01\n";
+/// Version 2 keeps what the digest of version 2 covers; a file of version 1 is read as
+/// no file, and written anew by the next replay.
+const MAGIC: &[u8; 8] = b"FTREC02\n";
 
 /// One turn as the index keeps it: what replay returns and what its digest covers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,19 +43,55 @@ pub(crate) struct Entry {
     pub(crate) branch: Option<String>,
     /// The turn's digest, as the store holds it when the record was written.
     pub(crate) digest: String,
+    pub(crate) name: Option<String>,
+    pub(crate) tool_call_id: Option<String>,
+    pub(crate) tool_calls: Option<String>,
+    /// The SHA-256 of the turn's payload: the digest covers it, replay does not return it.
+    pub(crate) payload_sha256: Option<String>,
 }
 
 impl Entry {
     /// The entry of new turn `turn`, written at `index` with `digest` in its session's
     /// branch.
-    pub(crate) fn new_turn(index: u64, turn: crate::model::NewTurn, digest: String) -> Entry {
+    pub(crate) fn new_turn(index: u64, turn: NewTurn, digest: String) -> Entry {
         Entry {
             index,
             role: turn.role,
             kind: turn.kind,
+            payload_sha256: turn.payload.as_deref().map(payload_sha256),
             content: turn.content,
             branch: None,
             digest,
+            name: turn.name,
+            tool_call_id: turn.tool_call_id,
+            tool_calls: turn.tool_calls,
+        }
+    }
+
+    /// What the entry's digest covers.
+    pub(crate) fn fields(&self) -> DigestFields<'_> {
+        DigestFields {
+            role: self.role,
+            kind: self.kind,
+            content: &self.content,
+            name: self.name.as_deref(),
+            tool_call_id: self.tool_call_id.as_deref(),
+            tool_calls: self.tool_calls.as_deref(),
+            payload: self.payload_sha256.as_deref().map(PayloadRef::Sha256),
+        }
+    }
+
+    /// The replay record of the entry, in `branch` unless it carries a label of its own.
+    pub(crate) fn into_record(self, branch: &str) -> ReplayRecord {
+        ReplayRecord {
+            index: self.index,
+            role: self.role,
+            content: self.content,
+            branch: self.branch.unwrap_or_else(|| branch.to_string()),
+            kind: self.kind,
+            name: self.name,
+            tool_call_id: self.tool_call_id,
+            tool_calls: self.tool_calls,
         }
     }
 }
@@ -64,7 +104,7 @@ pub(crate) fn chained(base: &str, entries: &[Entry]) -> bool {
     fn links(prev: &str, entries: &[Entry]) -> bool {
         let mut prev = prev;
         entries.iter().all(|e| {
-            let ok = turn_digest(prev, e.index, e.role, e.kind, &e.content) == e.digest;
+            let ok = digest_of(prev, e.index, &e.fields()) == e.digest;
             prev = &e.digest;
             ok
         })
@@ -408,6 +448,16 @@ fn encode(e: &Entry, out: &mut Vec<u8>) {
     out.extend_from_slice(e.digest.as_bytes());
     out.extend_from_slice(branch.as_bytes());
     out.extend_from_slice(e.content.as_bytes());
+    let extras = [&e.name, &e.tool_call_id, &e.tool_calls, &e.payload_sha256];
+    let flags = extras
+        .iter()
+        .enumerate()
+        .fold(0u8, |f, (bit, v)| f | (u8::from(v.is_some()) << bit));
+    out.push(flags);
+    for value in extras.into_iter().flatten() {
+        out.extend_from_slice(&(value.len() as u64).to_le_bytes());
+        out.extend_from_slice(value.as_bytes());
+    }
     out.extend_from_slice(&e.index.to_le_bytes());
 }
 
@@ -461,6 +511,16 @@ fn record(r: &mut Cursor<'_>, index: u64) -> Option<Entry> {
     let digest = r.text(digest)?.to_string();
     let branch = r.text(branch)?.to_string();
     let content = r.text(content)?.to_string();
+    let flags = r.byte()?;
+    let mut extra = |bit: u8| -> Option<Option<String>> {
+        if flags & (1 << bit) == 0 {
+            return Some(None);
+        }
+        let n = usize::try_from(r.u64()?).ok()?;
+        Some(Some(r.text(n)?.to_string()))
+    };
+    let (name, tool_call_id, tool_calls, payload_sha256) =
+        (extra(0)?, extra(1)?, extra(2)?, extra(3)?);
     (r.u64()? == index).then_some(())?;
     Some(Entry {
         index,
@@ -469,6 +529,10 @@ fn record(r: &mut Cursor<'_>, index: u64) -> Option<Entry> {
         content,
         branch: (has_branch == 1).then_some(branch),
         digest,
+        name,
+        tool_call_id,
+        tool_calls,
+        payload_sha256,
     })
 }
 
@@ -485,6 +549,10 @@ mod tests {
                 content: format!("turn {index} ü"),
                 branch: (index == 3).then(|| "main".to_string()),
                 digest: format!("{index:064x}"),
+                name: (index == 2).then(|| "a tool".to_string()),
+                tool_call_id: (index == 2).then(|| "call-1".to_string()),
+                tool_calls: (index == 1).then(|| "[]".to_string()),
+                payload_sha256: (index == 4).then(|| "ab".repeat(32)),
             })
             .collect()
     }
@@ -495,15 +563,21 @@ mod tests {
         (0..n)
             .map(|index| {
                 let content = format!("turn {index}");
-                prev = turn_digest(&prev, index, Role::Tool, Kind::Note, &content);
-                Entry {
+                let mut entry = Entry {
                     index,
                     role: Role::Tool,
                     kind: Kind::Note,
                     content,
                     branch: None,
-                    digest: prev.clone(),
-                }
+                    digest: String::new(),
+                    name: None,
+                    tool_call_id: (index % 3 == 1).then(|| format!("call-{index}")),
+                    tool_calls: (index % 3 == 2).then(|| format!(r#"[{{"id":"{index}","name":"f","arguments":"{{}}"}}]"#)),
+                    payload_sha256: (index % 5 == 4).then(|| "cd".repeat(32)),
+                };
+                prev = digest_of(&prev, index, &entry.fields());
+                entry.digest = prev.clone();
+                entry
             })
             .collect()
     }
@@ -520,6 +594,12 @@ mod tests {
                 assert!(!chained("base", &bad), "{n} {at}");
                 let mut bad = good.clone();
                 bad[at as usize].kind = Kind::Message;
+                assert!(!chained("base", &bad), "{n} {at}");
+                let mut bad = good.clone();
+                bad[at as usize].tool_call_id = Some("another call".into());
+                assert!(!chained("base", &bad), "{n} {at}");
+                let mut bad = good.clone();
+                bad[at as usize].payload_sha256 = Some("ef".repeat(32));
                 assert!(!chained("base", &bad), "{n} {at}");
             }
         }

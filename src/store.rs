@@ -5,8 +5,7 @@ use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
 use crate::catalog::{Catalog, Entry as CatalogEntry, Op, Pending, TurnDoc};
 use crate::durability::{Durability, Flusher};
 use crate::error::{Error, Result};
-use crate::model::Kind;
-use crate::model::{Limits, ReplayRecord, SessionId};
+use crate::model::{Limits, SessionId};
 use crate::rdf::{lease_quads, Iris, Rdf, SessionNode};
 use crate::records::{Entry, Records, Run};
 use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
@@ -71,6 +70,11 @@ pub struct Store {
     _flusher: Option<Flusher>,
     /// How large a write's free-text fields may be.
     pub(crate) limits: Limits,
+    /// The digest version of the store's turns, once this process knows it (see
+    /// [`crate::upgrade`]).
+    pub(crate) digests: Mutex<Option<crate::rdf::DigestVersion>>,
+    /// What opening the store upgraded, if it did.
+    upgraded: Option<crate::upgrade::UpgradeReport>,
 }
 
 impl Store {
@@ -88,6 +92,7 @@ impl Store {
             ),
             source: std::io::Error::other(e),
         })?);
+        store.upgraded = store.settle_digest_version()?;
         Ok(store)
     }
 
@@ -98,7 +103,15 @@ impl Store {
             context: "creating the catalog in memory".into(),
             source: std::io::Error::other(e),
         })?);
+        // Made by this code: its digests are the current version's.
+        store.know_digest_version(crate::rdf::DigestVersion::CURRENT);
         Ok(store)
+    }
+
+    /// What opening the store did to bring its digests to the current version, when it
+    /// was written by an older forktrail (see [`Store::upgrade_digests`]).
+    pub fn upgrade_report(&self) -> Option<&crate::upgrade::UpgradeReport> {
+        self.upgraded.as_ref()
     }
 
     /// A remote SPARQL 1.1 store (Oxigraph server, Virtuoso, GraphDB, Neptune, another
@@ -159,6 +172,8 @@ impl Store {
             catalog: None,
             _flusher: None,
             limits: Limits::default(),
+            digests: Mutex::new(None),
+            upgraded: None,
         }
     }
 
@@ -331,6 +346,15 @@ impl Store {
     /// on a shared store, other processes may write other sessions meanwhile. Empty
     /// `keys` claims the whole store.
     pub(crate) fn write_on(&self, keys: &[NamedNode]) -> Result<WriteTx<'_>> {
+        if !self.backend.exclusive() {
+            self.check_shared_digests()?;
+        }
+        self.write_unchecked(keys)
+    }
+
+    /// [`Store::write_on`] without the check that a shared store's digests are of the
+    /// current version: for the check itself and the upgrade.
+    pub(crate) fn write_unchecked(&self, keys: &[NamedNode]) -> Result<WriteTx<'_>> {
         let guard = self.lock_writes();
         let lease = if self.backend.exclusive() {
             // It commits alone: after every queued change.
@@ -579,13 +603,8 @@ impl Effects {
                 branch,
                 ..
             } = a;
-            let record = ReplayRecord {
-                index: entry.index,
-                role: entry.role,
-                content: entry.content,
-                branch,
-            };
-            cache.appended(session.as_str(), record, entry.digest);
+            let digest = entry.digest.clone();
+            cache.appended(session.as_str(), entry.into_record(&branch), digest);
         }
     }
 }
@@ -611,10 +630,8 @@ pub(crate) fn micros(text: Option<&str>) -> i64 {
     crate::rdf::instant(text).map_or(0, |t| t.timestamp_micros())
 }
 
-/// What an appended turn carries besides its replay record.
+/// What an appended turn carries besides its entry in the record index.
 pub(crate) struct AppendedFacts<'a> {
-    pub(crate) kind: Kind,
-    pub(crate) digest: String,
     pub(crate) model: Option<String>,
     /// Its `dcterms:created` lexical form.
     pub(crate) at: &'a str,
@@ -763,25 +780,21 @@ impl<'s> WriteTx<'s> {
             .push(id.as_str(), op(id.as_str()));
     }
 
-    /// A turn appended to session `iri` (whose own turns start at `own_start`), for
-    /// the cache and the record index.
+    /// A turn appended to session `iri` (whose own turns start at `own_start`, whose
+    /// branch is `branch`), for the cache, the record index and the catalog.
     pub(crate) fn appended(
         &mut self,
         iri: &NamedNode,
         own_start: u64,
-        record: ReplayRecord,
+        entry: Entry,
+        branch: &str,
         facts: AppendedFacts<'_>,
     ) {
-        let AppendedFacts {
-            kind,
-            digest,
-            model,
-            at,
-        } = facts;
+        let AppendedFacts { model, at } = facts;
         let turn = TurnDoc {
-            index: record.index,
-            role: record.role.as_str().to_string(),
-            content: record.content.clone(),
+            index: entry.index,
+            role: entry.role.as_str().to_string(),
+            content: entry.content.clone(),
             model,
             at: micros(Some(at)),
         };
@@ -789,24 +802,11 @@ impl<'s> WriteTx<'s> {
             session: id.to_string(),
             turns: vec![turn],
         });
-        let ReplayRecord {
-            index,
-            role,
-            content,
-            branch,
-        } = record;
         self.effects.appended.push(Appended {
             session: iri.clone(),
             own_start,
-            entry: Entry {
-                index,
-                role,
-                kind,
-                content,
-                branch: None,
-                digest,
-            },
-            branch,
+            entry,
+            branch: branch.to_string(),
         });
     }
 

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::model::{Kind, Role, SessionId, MAX_FORK_DEPTH};
-use crate::rdf::{turn_digest, SessionNode, StoredSession, StoredTurn};
+use crate::rdf::{digest_as, DigestFields, DigestVersion, PayloadRef, SessionNode, StoredSession, StoredTurn};
 use crate::store::Store;
 use oxigraph::model::NamedNode;
 use serde::Serialize;
@@ -76,6 +76,9 @@ impl std::fmt::Display for Problem {
 /// What [`Store::verify`] checked and found.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
+    /// The digest version the turns were checked against: the store's (see
+    /// [`DigestVersion`]), or for an export, the version its digests were made with.
+    pub digest_version: DigestVersion,
     /// Sessions checked.
     pub sessions: usize,
     /// Turns whose digest was recomputed.
@@ -93,16 +96,26 @@ impl VerifyReport {
 
 impl Store {
     /// Checks one session and its chain (with `Some`), or every session: recomputes
-    /// each turn's digest from its role, kind, content and its predecessor's digest
-    /// (across fork points), and checks lineage (parent present, fork point in range,
+    /// each turn's digest from what it covers (the store's digest version: see
+    /// [`DigestVersion`]) and its predecessor's digest (across fork points), and checks
+    /// lineage (parent present, fork point in range,
     /// depth and fork root right, no cycle, ≤ 32 levels), contiguous indices, unique
     /// sibling labels, turns attributed and timed, and each fork's activity.
     ///
     /// Reads only. Problems are returned, not raised: `Err` means the store could not
     /// be read (or the session does not exist).
     pub fn verify(&self, session: Option<&SessionId>) -> Result<VerifyReport> {
+        self.verify_with(self.digest_version()?, session)
+    }
+
+    /// [`Store::verify`] with digests recomputed as `version` makes them.
+    fn verify_with(
+        &self,
+        version: DigestVersion,
+        session: Option<&SessionId>,
+    ) -> Result<VerifyReport> {
         let rdf = self.rdf();
-        let mut audit = Audit::default();
+        let mut audit = Audit::at(version);
         let targets: Vec<NamedNode> = match session {
             None => {
                 for iri in rdf.sessions()? {
@@ -146,7 +159,9 @@ impl Store {
     /// Checks forktrail's own TriG or N-Quads export on its own, as a third party would
     /// check what they were sent: the file's graphs are loaded into a scratch store
     /// (nothing is validated on the way in) and verified whole. Sessions are looked for
-    /// under `base` (the default base when `None`).
+    /// under `base` (the default base when `None`). An export states no digest version:
+    /// its digests are checked as the current version makes them, and when some differ,
+    /// as version 1 made them; the report says which version held.
     pub fn verify_export(
         content: impl std::io::Read,
         format: crate::ImportFormat,
@@ -172,14 +187,38 @@ impl Store {
                 what: "the export".into(),
                 detail: e.to_string(),
             })?;
-        scratch.verify(None)
+        scratch.verify_as_either(None)
+    }
+
+    /// [`Store::verify`] of a store whose digest version is not recorded (an export
+    /// loaded as is): as the current version, and if that finds digests that differ,
+    /// as version 1, whose report is kept when it finds none.
+    fn verify_as_either(&self, session: Option<&SessionId>) -> Result<VerifyReport> {
+        let current = self.verify_with(DigestVersion::CURRENT, session)?;
+        if !current.problems.iter().any(|p| p.check == Check::Digest) {
+            return Ok(current);
+        }
+        let old = self.verify_with(DigestVersion::V1, session)?;
+        Ok(match old.problems.iter().any(|p| p.check == Check::Digest) {
+            false => old,
+            true => current,
+        })
     }
 
     /// The problems of the turns of `ids` alone (fields, indices, attribution, the
     /// digest chain from the fork's base digest): what an import must not let in.
     pub(crate) fn turn_problems(&self, ids: &[SessionId]) -> Result<Vec<Problem>> {
+        self.turn_problems_as(self.digest_version()?, ids)
+    }
+
+    /// [`Store::turn_problems`] with digests as `version` makes them.
+    pub(crate) fn turn_problems_as(
+        &self,
+        version: DigestVersion,
+        ids: &[SessionId],
+    ) -> Result<Vec<Problem>> {
         let rdf = self.rdf();
-        let mut audit = Audit::default();
+        let mut audit = Audit::at(version);
         let mut targets = Vec::new();
         for id in ids {
             let iri = self.session_iri(id);
@@ -202,6 +241,13 @@ struct Audit {
 }
 
 impl Audit {
+    /// An audit that recomputes digests as `version` makes them.
+    fn at(version: DigestVersion) -> Self {
+        let mut audit = Self::default();
+        audit.report.digest_version = version;
+        audit
+    }
+
     fn add(&mut self, iri: NamedNode, stored: StoredSession) {
         self.sessions.insert(iri, stored);
     }
@@ -380,7 +426,16 @@ impl Audit {
             return Some(digest.clone());
         };
         if let Some(prev) = prev {
-            let expected = turn_digest(prev, index, role, kind, content);
+            let fields = DigestFields {
+                role,
+                kind,
+                content,
+                name: turn.name.as_deref(),
+                tool_call_id: turn.tool_call_id.as_deref(),
+                tool_calls: turn.tool_calls.as_deref(),
+                payload: turn.payload.as_deref().map(PayloadRef::Text),
+            };
+            let expected = digest_as(self.report.digest_version, prev, index, &fields);
             if *digest != expected {
                 let detail = format!("stored {digest}, recomputed {expected}");
                 self.problem(id, Some(index), Check::Digest, detail);

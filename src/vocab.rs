@@ -41,6 +41,7 @@ pub mod ft {
         SPAWNED_IN_SESSION = "spawnedInSession", SPAWN_TOOL_CALL_ID = "spawnToolCallId",
         FORKED_FROM_ID = "forkedFromId",
         LEASE = "Lease", LEASE_OF = "leaseOf", LEASE_EXPIRES = "leaseExpires",
+        STORE = "Store", DIGEST_VERSION = "digestVersion",
     }
 }
 

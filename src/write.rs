@@ -6,7 +6,7 @@ use crate::chain::Chain;
 use crate::error::{Error, Result};
 use crate::model::{
     check_key, Agent, DeleteOptions, DeletePlan, DeletedSession, DetachOptions, DetachPlan,
-    ForkOptions, ForkPlan, Label, Limits, MovedSession, NewSession, NewTurn, ReplayRecord,
+    ForkOptions, ForkPlan, Label, Limits, MovedSession, NewSession, NewTurn,
     SessionId, SizeClass, Turn, TurnSpan, MAX_FORK_DEPTH,
 };
 use crate::rdf::{
@@ -14,6 +14,7 @@ use crate::rdf::{
     GraphWriter, SessionNode, SessionRecord, TurnRecord,
 };
 use crate::store::{AppendedFacts, Store, WriteTx};
+use crate::records::Entry;
 use oxigraph::model::NamedNode;
 
 pub(crate) const ANONYMOUS: &str = "anonymous";
@@ -216,7 +217,7 @@ impl Store {
             Some(digest) => digest,
             None => self.digest_before(facts, index)?,
         };
-        let digest = rdf::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
+        let digest = rdf::turn_digest(&prev, index, &turn);
         let created = rdf::now();
         let mut w = GraphWriter::new(facts.iri.clone());
         let agent = match &software {
@@ -243,23 +244,13 @@ impl Store {
         extra(&mut w, &turn_iri, index);
         tx.claim_node(&facts.iri, &turn_iri);
         tx.insert(w.quads);
-        let (kind, model, record) = (
-            turn.kind,
-            turn.model,
-            ReplayRecord {
-                index,
-                role: turn.role,
-                content: turn.content,
-                branch: facts.branch.clone(),
-            },
-        );
+        let model = turn.model.clone();
         tx.appended(
             &facts.iri,
             facts.own_start(),
-            record,
+            Entry::new_turn(index, turn, digest.clone()),
+            &facts.branch,
             AppendedFacts {
-                kind,
-                digest: digest.clone(),
                 model,
                 at: created.value(),
             },

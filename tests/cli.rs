@@ -663,6 +663,32 @@ fn anchor_fork_merge_diff_and_request_ids_from_the_command_line() {
 }
 
 #[test]
+fn diff_shows_the_arguments_of_tool_calls_that_differ_only_in_them() {
+    let cli = Cli::new();
+    let call = |day: &str| {
+        format!(
+            r#"[{{"id":"call_1","type":"function","function":{{"name":"search_trains","arguments":"{{\"day\": \"{day}\"}}"}}}}]"#
+        )
+    };
+    for (id, day) in [("fri", "friday"), ("sun", "sunday")] {
+        cli.ok(&["new", "--id", id]);
+        cli.ok(&["append", id, "--role", "user", "--content", "Trains to Amsterdam?"]);
+        let calls = call(day);
+        cli.ok(&["append", id, "--role", "assistant", "--kind", "tool_call", "--content", "", "--tool-calls", &calls]);
+    }
+    let diff = cli.json(&["diff", "fri", "sun", "--json"]);
+    assert_eq!(diff["common_prefix"], 1, "{diff}");
+    assert_eq!(diff["a_tail"][0]["tool_calls"][0]["function"]["arguments"], "{\"day\": \"friday\"}");
+    let text = cli.ok(&["diff", "fri", "sun"]);
+    assert!(text.contains("common prefix  1 turn"), "{text}");
+    assert!(
+        text.contains(r#"search_trains({"day":"friday"})"#)
+            && text.contains(r#"search_trains({"day":"sunday"})"#),
+        "{text}"
+    );
+}
+
+#[test]
 fn transcripts_import_and_export_from_the_command_line() {
     let cli = Cli::new();
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");

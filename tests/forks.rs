@@ -10,12 +10,7 @@ use forktrail::{
 use oxigraph::model::{GraphName, Literal, NamedNode, Quad};
 
 fn rec(index: u64, role: Role, content: &str, branch: &str) -> ReplayRecord {
-    ReplayRecord {
-        index,
-        role,
-        content: content.into(),
-        branch: branch.into(),
-    }
+    ReplayRecord::new(index, role, content, branch)
 }
 
 #[test]

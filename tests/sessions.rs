@@ -28,12 +28,7 @@ fn append_returns_contiguous_indices_and_replay_returns_them_in_order() {
         ]
         .iter()
         .enumerate()
-        .map(|(i, (role, content))| ReplayRecord {
-            index: i as u64,
-            role: *role,
-            content: content.to_string(),
-            branch: "main".into(),
-        })
+        .map(|(i, (role, content))| ReplayRecord::new(i as u64, *role, *content, "main"))
         .collect();
         assert_eq!(records, expected, "{}", s.kind);
     }
@@ -103,7 +98,7 @@ fn digests_chain_each_turn_onto_its_predecessor() {
         let turns = s.load(&id, None).unwrap();
         let mut prev = String::new();
         for t in &turns {
-            let expected = turn_digest(&prev, t.index, t.role, t.kind, &t.content);
+            let expected = turn_digest(&prev, t.index, &NewTurn::from(t));
             assert_eq!(t.digest, expected, "turn {}", t.index);
             prev = expected;
         }

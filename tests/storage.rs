@@ -370,3 +370,105 @@ fn writes_refused_on_a_full_disk_with_507_go_on_once_space_is_freed_without_a_re
     assert_eq!(turns[2].content.len(), big.len());
     assert!(store.verify(None).unwrap().is_clean());
 }
+
+/// A copy of `tests/data/v1-store`: a store written by forktrail before digests covered
+/// tool calls (a demo tree, a Claude Code log with branches and a sub-agent, an OpenAI
+/// transcript with tool calls and forks below them, one detached, an OpenTelemetry
+/// conversation), every session replayed once, so its record index holds files of the
+/// old format. `tests/data/v1-store.json` holds what that forktrail printed of each
+/// session: branch, head digest, replay.
+fn v1_store() -> (tempfile::TempDir, std::path::PathBuf, serde_json::Value) {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    copy_dir(&data.join("v1-store"), &path);
+    let text = std::fs::read_to_string(data.join("v1-store.json")).unwrap();
+    (dir, path, serde_json::from_str(&text).unwrap())
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_store_written_before_digests_covered_tool_calls_is_upgraded_when_opened() {
+    let (_dir, path, before) = v1_store();
+    let before = before.as_object().unwrap();
+    let s = Store::open(&path).unwrap();
+    let report = s.upgrade_report().expect("an upgrade ran").clone();
+    assert_eq!(
+        (report.from, report.to),
+        (forktrail::DigestVersion::V1, forktrail::DigestVersion::V2)
+    );
+    assert_eq!(s.digest_version().unwrap(), forktrail::DigestVersion::V2);
+    // Every chain sound under the new version.
+    let verified = s.verify(None).unwrap();
+    assert!(verified.is_clean(), "{:?}", verified.problems);
+    assert_eq!(verified.digest_version, forktrail::DigestVersion::V2);
+    assert_eq!(verified.sessions, before.len());
+    let mut changed = 0;
+    for (id, old) in before {
+        let id: forktrail::SessionId = id.parse().unwrap();
+        let turns = s.load(&id, None).unwrap();
+        // What each turn says is as it was.
+        let plain: Vec<serde_json::Value> = s
+            .replay(&id, None)
+            .unwrap()
+            .iter()
+            .map(|r| {
+                serde_json::json!({"index": r.index, "role": r.role.as_str(),
+                    "content": r.content, "branch": r.branch})
+            })
+            .collect();
+        assert_eq!(serde_json::Value::Array(plain), old["replay"], "{id}");
+        // A session whose history has no tool call, name or payload keeps its digest;
+        // one that has changes it.
+        let extras = turns
+            .iter()
+            .any(|t| t.tool_calls.is_some() || t.tool_call_id.is_some() || t.name.is_some());
+        let head = s.info(&id).unwrap().head_digest;
+        assert_eq!(head.as_deref() != old["head_digest"].as_str(), extras, "{id}");
+        changed += usize::from(extras);
+    }
+    assert!(changed >= 6 && changed < before.len(), "{changed}");
+    assert!(report.sessions >= 6 && report.turns > 0, "{report:?}");
+    // The record index was written anew, in the new format, as sessions were replayed.
+    for file in std::fs::read_dir(path.join("forktrail-records")).unwrap() {
+        let bytes = std::fs::read(file.unwrap().path()).unwrap();
+        assert_eq!(&bytes[..8], b"FTREC02\n");
+    }
+    // Open again: nothing left to do.
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    assert!(s.upgrade_report().is_none());
+    assert!(s.verify(None).unwrap().is_clean());
+}
+
+#[test]
+fn an_upgraded_opentelemetry_conversation_gains_its_later_spans_without_repeating_itself() {
+    // The OpenTelemetry import names each turn by the digest of its history: the
+    // upgrade renames them, so the conversation's next spans find their start.
+    let (_dir, path, _) = v1_store();
+    let s = Store::open(&path).unwrap();
+    let id = sid("weather-chat");
+    assert_eq!(s.info(&id).unwrap().length, 4);
+    let later = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-otlp-later.jsonl");
+    let report = s
+        .import_path(&later, None, &forktrail::TranscriptOptions::default())
+        .unwrap();
+    assert_eq!(report.extended, vec![id.clone()], "{report:?}");
+    let replay = s.replay(&id, None).unwrap();
+    assert_eq!(replay.len(), 6);
+    assert_eq!(replay[4].content, "And tomorrow?");
+    assert_eq!(replay[5].content, "Sunny, 21°C.");
+    assert!(s.verify(None).unwrap().is_clean());
+}

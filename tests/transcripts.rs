@@ -984,3 +984,81 @@ fn a_log_grown_by_a_prompt_and_two_answers_to_it_forks_at_a_turn_the_same_import
         assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
     }
 }
+
+/// A transcript whose one tool call searches trains for `day`.
+fn train_search(day: &str) -> String {
+    serde_json::json!([
+        {"role": "system", "content": "You are a travel assistant."},
+        {"role": "user", "content": "Which trains go to Amsterdam?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {
+                "name": "search_trains", "arguments": format!("{{\"day\": \"{day}\"}}")}}
+        ]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "search_trains", "content": "[]"},
+    ])
+    .to_string()
+}
+
+#[test]
+fn transcripts_that_differ_only_in_a_tool_calls_arguments_stay_two_sessions() {
+    for s in stores() {
+        let opts = TranscriptOptions::default();
+        let friday = s
+            .import_openai(&train_search("friday"), NewSession::default(), &opts)
+            .unwrap();
+        let sunday = s
+            .import_openai(&train_search("sunday"), NewSession::default(), &opts)
+            .unwrap();
+        let (a, b) = (&friday.sessions[0], &sunday.sessions[0]);
+        // Its start repeats the first transcript's up to the call, not past it: a fork
+        // at 2 that stores the call and its result.
+        assert_eq!(sunday.turns, 2, "{}", s.kind);
+        let shared: Vec<_> = sunday.shared.iter().map(|c| (&c.parent, c.shared_turns)).collect();
+        assert_eq!(shared, vec![(a, 2)], "{}", s.kind);
+        let (ra, rb) = (s.replay(a, None).unwrap(), s.replay(b, None).unwrap());
+        assert_ne!(ra, rb, "{}", s.kind);
+        assert!(rb[2].tool_calls.as_deref().unwrap().contains("sunday"), "{}", s.kind);
+        assert!(ra[2].tool_calls.as_deref().unwrap().contains("friday"), "{}", s.kind);
+        assert_ne!(
+            s.info(a).unwrap().head_digest,
+            s.info(b).unwrap().head_digest,
+            "{}",
+            s.kind
+        );
+        // The sunday call is in the store: its export holds it.
+        let exported = serde_json::to_string(&s.export_openai(b).unwrap()).unwrap();
+        assert!(exported.contains("sunday") && !exported.contains("friday"), "{}", s.kind);
+        let diff = s.diff(a, b).unwrap();
+        assert_eq!(diff.common_prefix, 2, "{}", s.kind);
+        assert!(diff.b_tail[0].shown().contains(r#"search_trains({"day":"sunday"})"#));
+    }
+}
+
+#[test]
+fn the_same_call_spelled_two_ways_is_one_history() {
+    // Claude Code's `input` object and OpenAI's `arguments` text, keys in another order
+    // and other spacing: the digests agree, so the second import shares the first.
+    let s = Store::in_memory().unwrap();
+    let call = |calls: &str| {
+        vec![
+            NewTurn::new(Role::User, "find a train"),
+            NewTurn::new(Role::Assistant, "")
+                .kind(forktrail::Kind::ToolCall)
+                .tool_calls(calls),
+        ]
+    };
+    let openai = r#"[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"b\": 1, \"a\": 2}"}}]"#;
+    let input = r#"[{"id":"c1","name":"f","input":{"a":2,"b":1}}]"#;
+    let ids = s
+        .import_sessions(vec![
+            (NewSession::default(), call(openai)),
+            (NewSession::default(), call(input)),
+        ])
+        .unwrap();
+    let (a, b) = (s.info(&ids[0]).unwrap(), s.info(&ids[1]).unwrap());
+    assert_eq!(a.head_digest, b.head_digest);
+    let other = s
+        .import_sessions(vec![(NewSession::default(), call(&input.replace("\"c1\"", "\"c2\"")))])
+        .unwrap();
+    assert_ne!(s.info(&other[0]).unwrap().head_digest, a.head_digest);
+}

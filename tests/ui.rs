@@ -430,6 +430,36 @@ fn playback_pages_long_sessions_and_pages_between_sibling_branches() {
 }
 
 #[test]
+fn the_web_diff_marks_the_argument_that_differs_between_two_tool_calls() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start(Arc::clone(&store));
+    let call = |day: &str| {
+        format!(
+            r#"[{{"id":"call_1","type":"function","function":{{"name":"search_trains","arguments":"{{\"day\":\"{day}\"}}"}}}}]"#
+        )
+    };
+    for (id, day) in [("fri", "friday"), ("sun", "sunday")] {
+        let id = store
+            .create_session(forktrail::NewSession { id: Some(id.into()), ..Default::default() })
+            .unwrap();
+        store.append(&id, NewTurn::new(Role::User, "Trains to Amsterdam?")).unwrap();
+        store
+            .append(&id, NewTurn::new(Role::Assistant, "").kind(forktrail::Kind::ToolCall).tool_calls(call(day)))
+            .unwrap();
+    }
+    let (status, _, html) = page(&ui, "/ui/diff?a=fri&b=sun");
+    assert_eq!(status, 200);
+    assert!(html.contains("The shared history (1 turns)"), "{html}");
+    assert_eq!(html.matches("<tr class=\"modified\"").count(), 1, "{html}");
+    // The changed words are the days, each marked on its own side.
+    assert!(html.contains("<span class=\"removed\">"), "{html}");
+    let removed = html.split("<span class=\"removed\">").nth(1).unwrap();
+    assert!(removed.split("</span>").next().unwrap().contains("friday"), "{html}");
+    let added = html.split("<span class=\"added\">").nth(1).unwrap();
+    assert!(added.split("</span>").next().unwrap().contains("sunday"), "{html}");
+}
+
+#[test]
 fn diff_provenance_and_sparql_pages() {
     let store = Arc::new(Store::in_memory().unwrap());
     let ui = start(Arc::clone(&store));

@@ -102,6 +102,40 @@ fn an_edited_content_is_a_digest_problem_at_its_index() {
 }
 
 #[test]
+fn an_edited_tool_call_or_tool_result_link_is_a_digest_problem_at_its_index() {
+    for s in stores() {
+        let root = session_with(&s, "agent", 1);
+        let call = r#"[{"id":"call_1","type":"function","function":{"name":"search_trains","arguments":"{\"day\":\"friday\"}"}}]"#;
+        s.append(&root, NewTurn::new(Role::Assistant, "").tool_calls(call))
+            .unwrap();
+        s.append(&root, NewTurn::new(Role::Tool, "[]").tool_call_id("call_1"))
+            .unwrap();
+        let report = s.verify(None).unwrap();
+        assert!(report.is_clean(), "{}: {:?}", s.kind, report.problems);
+        assert_eq!(report.digest_version, forktrail::DigestVersion::V2);
+        let g = graph(&s, &root);
+        let edit = |index: u64, property: &str, value: &str| {
+            let t = turn_iri(&s, &root, index);
+            format!(
+                "DELETE {{ GRAPH {g} {{ {t} <{FT}{property}> ?v }} }} \
+                 INSERT {{ GRAPH {g} {{ {t} <{FT}{property}> {value} }} }} \
+                 WHERE {{ GRAPH {g} {{ {t} <{FT}{property}> ?v }} }}"
+            )
+        };
+        // Friday becomes Sunday in the stored call: turn 1 is named, and turn 2, which
+        // chains onto turn 1's digest, is still sound.
+        let sunday = serde_json::to_string(&call.replace("friday", "sunday")).unwrap();
+        update(&s, &edit(1, "toolCalls", &sunday));
+        assert_eq!(found(&s), [("agent".into(), Some(1), Check::Digest)], "{}", s.kind);
+        update(&s, &edit(1, "toolCalls", &serde_json::to_string(call).unwrap()));
+        assert!(found(&s).is_empty(), "{}", s.kind);
+        // The result made to answer another call.
+        update(&s, &edit(2, "toolCallId", "\"call_9\""));
+        assert_eq!(found(&s), [("agent".into(), Some(2), Check::Digest)], "{}", s.kind);
+    }
+}
+
+#[test]
 fn a_removed_turn_is_named_and_so_is_the_turn_that_chained_onto_it() {
     for s in stores() {
         let (root, _) = tree(&s);
@@ -444,4 +478,30 @@ fn no_mutated_export_imports_a_session_that_cannot_be_replayed() {
         imported > 50 && refused > 50,
         "{imported} imported, {refused} refused"
     );
+}
+
+#[test]
+fn an_export_made_before_digests_covered_tool_calls_verifies_as_version_1_and_imports_as_version_2() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let old = std::fs::read(data.join("fixture-v1.trig")).unwrap();
+    let new = std::fs::read(data.join("fixture.trig")).unwrap();
+    // The same sessions, written by the two versions: the old one's digests of turns
+    // with tool calls differ, and check out under version 1.
+    let report = Store::verify_export(old.as_slice(), ImportFormat::TriG, None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.digest_version, forktrail::DigestVersion::V1);
+    let report = Store::verify_export(new.as_slice(), ImportFormat::TriG, None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.digest_version, forktrail::DigestVersion::V2);
+    // Imported, the old export holds what the new one holds, digests included.
+    for s in stores() {
+        s.import(old.as_slice(), ImportFormat::TriG).unwrap();
+        let fresh = Store::in_memory().unwrap();
+        fresh.import(new.as_slice(), ImportFormat::TriG).unwrap();
+        assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
+        for info in fresh.list().unwrap() {
+            let there = s.load(&info.session, None).unwrap();
+            assert_eq!(there, fresh.load(&info.session, None).unwrap(), "{}", s.kind);
+        }
+    }
 }

@@ -173,6 +173,13 @@ enum Command {
     /// The catalog is derived: safe to delete, rebuilt by this or by the first read
     /// that finds it missing or damaged. Writes wait while it is rebuilt.
     Reindex(sessions::ReindexArgs),
+    /// Bring a store written by an older forktrail to the current digest version.
+    ///
+    /// Digests of version 2 cover tool calls, tool results' calls, names and payloads,
+    /// which version 1 left out. A store on disk is brought up when it is opened (this
+    /// then says what was done); a shared store (--store URL) needs this once, and holds
+    /// every writer meanwhile.
+    Upgrade(sessions::UpgradeArgs),
     /// Delete a session (refused if it has children, unless --cascade).
     Delete(sessions::DeleteArgs),
     /// Remove a session's last turn (refused if it is inherited, or a fork, an anchor or
@@ -448,6 +455,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::List(args) => args.run(out, &store),
         Command::Search(args) => args.run(out, &store),
         Command::Reindex(args) => args.run(out, &store),
+        Command::Upgrade(args) => args.run(out, &store),
         Command::Delete(args) => args.run(out, &store),
         Command::Pop(args) => args.run(out, &store),
         Command::Detach(args) => args.run(out, &store),
@@ -509,7 +517,15 @@ fn open(target: &Target, create: bool) -> Result<Store, Box<dyn std::error::Erro
     }
     #[cfg(feature = "rocksdb")]
     {
-        Ok(Store::open(path)?
+        let store = Store::open(path)?;
+        if let Some(r) = store.upgrade_report().filter(|r| r.upgraded()) {
+            eprintln!(
+                "upgraded the store's digests from version {} to {}: {} turns rewritten in {} \
+                 sessions (they now cover tool calls)",
+                r.from, r.to, r.turns, r.sessions
+            );
+        }
+        Ok(store
             .with_durability(target.durability)
             .with_limits(target.limits))
     }

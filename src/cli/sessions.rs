@@ -308,6 +308,31 @@ impl ReindexArgs {
 }
 
 #[derive(Args)]
+pub(super) struct UpgradeArgs {
+    /// Print {"from", "to", "sessions", "turns"}.
+    #[arg(long)]
+    json: bool,
+}
+
+impl UpgradeArgs {
+    pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
+        // A store on disk was brought up when it was opened: say what that did.
+        let report = match store.upgrade_report() {
+            Some(report) => report.clone(),
+            None => store.upgrade_digests()?,
+        };
+        emit(out, self.json, &report, |out, r| match r.upgraded() {
+            true => writeln!(
+                out,
+                "upgraded the digests from version {} to {}: {} turns rewritten in {} sessions",
+                r.from, r.to, r.turns, r.sessions
+            ),
+            false => writeln!(out, "the digests are of version {} already", r.to),
+        })
+    }
+}
+
+#[derive(Args)]
 pub(super) struct PopArgs {
     /// The session whose last turn goes.
     session: SessionId,

@@ -66,17 +66,19 @@ impl VerifyArgs {
                 let turns = render::count(report.turns, "turn", "turns");
                 writeln!(
                     out,
-                    "ok: {sessions}, {turns}: every digest recomputed, lineage and provenance \
-                     checked"
+                    "ok: {sessions}, {turns}: every digest recomputed (digest version {}), \
+                     lineage and provenance checked",
+                    report.digest_version
                 )?;
             }
             return Ok(());
         }
         let sessions: BTreeSet<&str> = report.problems.iter().map(|p| p.session.as_str()).collect();
         Err(format!(
-            "verify found {} in {}",
+            "verify found {} in {} (digest version {})",
             render::count(report.problems.len() as u64, "problem", "problems"),
-            render::count(sessions.len() as u64, "session", "sessions")
+            render::count(sessions.len() as u64, "session", "sessions"),
+            report.digest_version
         )
         .into())
     }

@@ -1190,13 +1190,7 @@ impl Forks {
             let (mut digest, mut index) = (String::new(), 0u64);
             for node in family.nodes.iter().filter(|n| n.copy) {
                 for turn in &node.turns {
-                    digest = crate::rdf::turn_digest(
-                        &digest,
-                        index,
-                        turn.role,
-                        turn.kind,
-                        &turn.content,
-                    );
+                    digest = crate::rdf::turn_digest(&digest, index, &turn);
                     index += 1;
                 }
                 let Some(last) = index.checked_sub(1).filter(|&l| l < chain.leaf().length) else {

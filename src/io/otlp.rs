@@ -32,7 +32,7 @@ use super::claude_code::{Family, Node, SourceFile};
 use super::report::{lines, TranscriptOptions, TranscriptReport};
 use crate::error::{Error, Result};
 use crate::model::{Kind, NewTurn, Role, SessionId};
-use crate::rdf::turn_digest;
+use crate::rdf::history_name;
 use crate::store::Store;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
@@ -288,7 +288,7 @@ fn session_name(key: &str) -> String {
 }
 
 /// The turns of one conversation as a tree: every turn named by the digest of the
-/// history up to it.
+/// history up to it, without what spans report differently (`rdf::history_name`).
 #[derive(Default)]
 struct Conversation {
     family: Family,
@@ -305,13 +305,7 @@ impl Conversation {
     fn add(&mut self, turns: &[NewTurn]) {
         let mut prev: Option<String> = None;
         for (i, turn) in turns.iter().enumerate() {
-            let digest = turn_digest(
-                prev.as_deref().unwrap_or(""),
-                i as u64,
-                turn.role,
-                turn.kind,
-                &turn.content,
-            );
+            let digest = history_name(prev.as_deref().unwrap_or(""), i as u64, &turn.into());
             self.node(&digest, prev.clone(), i as u64, turn);
             prev = Some(digest);
         }
@@ -366,7 +360,7 @@ impl Conversation {
             turn = turn.name(name);
         }
         let index = self.index[&caller] + 1;
-        let digest = turn_digest(&caller, index, turn.role, turn.kind, &turn.content);
+        let digest = history_name(&caller, index, &(&turn).into());
         self.node(&digest, Some(caller), index, &turn);
         true
     }

@@ -263,7 +263,7 @@ impl Store {
                         None => principal_iri.clone(),
                     };
                     let digest =
-                        rdf::turn_digest(&prev, index, turn.role, turn.kind, &turn.content);
+                        rdf::turn_digest(&prev, index, &turn);
                     turn_quads(
                         &self.iris,
                         &mut w,
@@ -332,7 +332,7 @@ impl Store {
             let mut digests = Vec::with_capacity(upto);
             let mut prev = String::new();
             for (index, (turn, _)) in root.turns.iter().enumerate().take(upto) {
-                prev = rdf::turn_digest(&prev, index as u64, turn.role, turn.kind, &turn.content);
+                prev = rdf::turn_digest(&prev, index as u64, &turn);
                 digests.push(prev.clone());
             }
             digests

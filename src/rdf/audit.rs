@@ -17,6 +17,10 @@ pub(crate) struct StoredTurn {
     pub(crate) kind: Option<String>,
     pub(crate) content: Option<String>,
     pub(crate) digest: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) tool_call_id: Option<String>,
+    pub(crate) tool_calls: Option<String>,
+    pub(crate) payload: Option<String>,
     pub(crate) attributed: bool,
     pub(crate) timed: bool,
     /// Typed `ft:Turn`.
@@ -163,6 +167,14 @@ fn stored_session(iris: &Iris, iri: NamedNodeRef<'_>, quads: Vec<Quad>) -> Optio
             turn.content = value();
         } else if p == ft::DIGEST {
             turn.digest = value();
+        } else if p == ft::NAME {
+            turn.name = value();
+        } else if p == ft::TOOL_CALL_ID {
+            turn.tool_call_id = value();
+        } else if p == ft::TOOL_CALLS {
+            turn.tool_calls = value();
+        } else if p == ft::PAYLOAD {
+            turn.payload = value();
         } else if p == prov::WAS_ATTRIBUTED_TO {
             turn.attributed = true;
         } else if p == prov::GENERATED_AT_TIME {

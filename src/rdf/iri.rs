@@ -49,6 +49,12 @@ impl Iris {
         NamedNode::new_unchecked(format!("{}agents", self.base))
     }
 
+    /// `{base}store`: the node that states facts of the whole store (its digest
+    /// version), and the name of the graph that holds them.
+    pub(crate) fn store_node(&self) -> NamedNode {
+        NamedNode::new_unchecked(format!("{}store", self.base))
+    }
+
     /// Whether `iri` names an agent under this base.
     pub(crate) fn is_agent(&self, iri: &str) -> bool {
         iri.strip_prefix(&self.base)

@@ -135,24 +135,9 @@ impl Rdf<'_> {
         if spans.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: String = spans
-            .iter()
-            .map(|(owner, from, to)| {
-                format!(
-                    "({} {} {}) ",
-                    owner.iri,
-                    Literal::from(*from),
-                    Literal::from(*to)
-                )
-            })
-            .collect();
         let query = format!(
-            "SELECT ?session ?index ?p ?o WHERE {{
-               VALUES (?session ?from ?to) {{ {rows} }}
-               GRAPH ?session {{ ?turn {} ?index ; ?p ?o }}
-               FILTER(?index >= ?from && ?index < ?to)
-             }}",
-            ft::INDEX,
+            "SELECT ?session ?index ?p ?o WHERE {{ {} }}",
+            span_union(&spans, &format!("?turn {} ?index ; ?p ?o .", ft::INDEX)),
         );
         let mut found: BTreeMap<u64, Vec<(NamedNode, Term)>> = BTreeMap::new();
         for row in self.select_rows(&query)? {
@@ -412,31 +397,25 @@ impl Rdf<'_> {
         if spans.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: String = spans
-            .iter()
-            .map(|(owner, from, to)| {
-                format!(
-                    "({} {} {}) ",
-                    owner.iri,
-                    Literal::from(*from),
-                    Literal::from(*to)
-                )
-            })
-            .collect();
-        let query = format!(
-            "SELECT ?session ?index ?role ?content ?branch ?digest WHERE {{
-               VALUES (?session ?from ?to) {{ {rows} }}
-               GRAPH ?session {{
-                 ?turn {} ?index ; {} ?role ; {} ?content ; {} ?digest .
-                 OPTIONAL {{ ?turn {} ?branch }}
-               }}
-               FILTER(?index >= ?from && ?index < ?to)
-             }}",
+        let turn = format!(
+            "?turn {} ?index ; {} ?role ; {} ?content ; {} ?digest .
+             OPTIONAL {{ ?turn {} ?kind }} OPTIONAL {{ ?turn {} ?name }}
+             OPTIONAL {{ ?turn {} ?toolCallId }} OPTIONAL {{ ?turn {} ?toolCalls }}
+             OPTIONAL {{ ?turn {} ?branch }}",
             ft::INDEX,
             ft::ROLE,
             ft::CONTENT,
             ft::DIGEST,
+            ft::KIND,
+            ft::NAME,
+            ft::TOOL_CALL_ID,
+            ft::TOOL_CALLS,
             ft::BRANCH
+        );
+        let query = format!(
+            "SELECT ?session ?index ?role ?content ?digest ?kind ?name ?toolCallId ?toolCalls \
+             ?branch WHERE {{ {} }}",
+            span_union(&spans, &turn)
         );
         let mut found: BTreeMap<u64, (ReplayRecord, String)> = BTreeMap::new();
         for row in self.select_rows(&query)? {
@@ -460,6 +439,10 @@ impl Rdf<'_> {
                 role: role.parse()?,
                 content: content.to_string(),
                 branch: value("branch").unwrap_or(&owner.branch).to_string(),
+                kind: value("kind").map_or(Ok(Kind::Message), str::parse)?,
+                name: value("name").map(str::to_string),
+                tool_call_id: value("toolCallId").map(str::to_string),
+                tool_calls: value("toolCalls").map(str::to_string),
             };
             found.insert(
                 index,
@@ -484,17 +467,22 @@ impl Rdf<'_> {
         if points.is_empty() {
             return Ok(out);
         }
-        let rows: String = points
+        // Each graph named in the query itself, so the store reads only that graph.
+        let branches: Vec<String> = points
             .iter()
-            .map(|(g, i)| format!("({g} {}) ", Literal::from(*i)))
+            .map(|(g, i)| {
+                format!(
+                    "{{ GRAPH {g} {{ ?t {} {} ; {} ?d }} BIND({g} AS ?g) BIND({} AS ?i) }}",
+                    ft::INDEX,
+                    Literal::from(*i),
+                    ft::DIGEST,
+                    Literal::from(*i),
+                )
+            })
             .collect();
         let query = format!(
-            "SELECT ?g ?i ?d WHERE {{
-               VALUES (?g ?i) {{ {rows} }}
-               GRAPH ?g {{ ?t {} ?i ; {} ?d }}
-             }}",
-            ft::INDEX,
-            ft::DIGEST
+            "SELECT ?g ?i ?d WHERE {{ {} }}",
+            branches.join(" UNION ")
         );
         for row in self.select_rows(&query)? {
             let value = |var: &str| row.get(var).and_then(text);
@@ -508,6 +496,26 @@ impl Rdf<'_> {
         }
         Ok(out)
     }
+}
+
+/// A pattern over the turns of `spans` (disjoint index ranges `from..to` of their
+/// owners), one `UNION` branch per span that names the owner's graph itself and binds
+/// `?session`: a store that gets the graph as a variable bound outside `GRAPH` (a
+/// `VALUES` block) may read every graph to join it (Oxigraph does). `turn` is the
+/// pattern inside the graph, binding `?index`.
+fn span_union(spans: &[&(&SessionNode, u64, u64)], turn: &str) -> String {
+    spans
+        .iter()
+        .map(|(owner, from, to)| {
+            format!(
+                "{{ GRAPH {g} {{ {turn} }} FILTER(?index >= {} && ?index < {}) BIND({g} AS ?session) }}",
+                Literal::from(*from),
+                Literal::from(*to),
+                g = owner.iri,
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ")
 }
 
 pub(crate) fn missing_turn(owner: &SessionNode, index: u64) -> Error {

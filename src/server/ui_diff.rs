@@ -141,7 +141,7 @@ fn diff_row(left: &[ReplayRecord], right: &[ReplayRecord], row: &AlignedRow) -> 
         RowKind::RightOnly => ("Right only", "right-only"),
     };
     let words = match (row.kind, l, r) {
-        (RowKind::Modified, Some(x), Some(y)) => word_diff(&x.content, &y.content),
+        (RowKind::Modified, Some(x), Some(y)) => word_diff(&x.shown(), &y.shown()),
         _ => None,
     };
     let cell = |t: Option<&ReplayRecord>, runs: Option<&Vec<(bool, String)>>, mark: &str| {
@@ -151,7 +151,10 @@ fn diff_row(left: &[ReplayRecord], right: &[ReplayRecord], row: &AlignedRow) -> 
                 Some(runs) => div.text { @for (changed, text) in runs {
                     @if *changed { span class=(mark) { (text) } } @else { (text) }
                 } },
-                None => (html::content(&t.content)),
+                None => {
+                    (html::content(&t.content))
+                    @if let Some(calls) = &t.tool_calls { (html::tool_calls(calls)) }
+                }
             }
         } }
     };
