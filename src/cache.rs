@@ -254,7 +254,12 @@ mod tests {
     fn records(from: u64, to: u64) -> Vec<Arc<ReplayRecord>> {
         (from..to)
             .map(|index| {
-                Arc::new(ReplayRecord::new(index, Role::User, format!("{index}"), "main"))
+                Arc::new(ReplayRecord::new(
+                    index,
+                    Role::User,
+                    format!("{index}"),
+                    "main",
+                ))
             })
             .collect()
     }

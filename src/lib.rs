@@ -51,7 +51,6 @@ mod store;
 mod summary;
 mod tls;
 mod tool_call;
-mod upgrade;
 mod verify;
 pub mod vocab;
 mod whatif;
@@ -73,13 +72,12 @@ pub use model::{
     DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus, Kind, Label, Limits, MergeOptions,
     MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, RunStatus, SessionDiff,
     SessionId, SessionInfo, SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan,
-    WhatIfInfo, MAX_FORK_DEPTH,
+    UpgradeReport, WhatIfInfo, MAX_FORK_DEPTH,
 };
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};
 pub use rdf::{turn_digest, DigestVersion, DEFAULT_BASE_IRI};
 pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};
 pub use store::Store;
-pub use upgrade::UpgradeReport;
 pub use verify::{Check, Problem, VerifyReport};
 pub use whatif::{
     Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell, CompareOptions, ComparePlan,

@@ -533,6 +533,74 @@ pub struct Turn {
     pub digest: String,
 }
 
+/// Which fields a turn's digest covers. A store records the version its digests were
+/// made with (`ft:digestVersion` on `{base}store`); a store of an older version is
+/// brought to the current one when it is opened (`Store::upgrade_digests`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(into = "u8")]
+pub enum DigestVersion {
+    /// Role, kind and content only: two histories that differ only in a tool call's
+    /// arguments, its id, a tool result's call or a payload digest alike.
+    V1 = 1,
+    /// Everything that makes a turn what the model saw or said: role, kind, content,
+    /// the speaker's or tool's name, the tool call a result answers, the tool calls
+    /// (canonical: name, id, arguments with sorted keys, in call order) and the payload.
+    /// A turn with none of the last four digests as in version 1.
+    #[default]
+    V2 = 2,
+}
+
+impl DigestVersion {
+    /// The version this code writes.
+    pub const CURRENT: DigestVersion = DigestVersion::V2;
+
+    /// The version a stored number names.
+    pub fn from_number(n: u64) -> Option<Self> {
+        match n {
+            1 => Some(Self::V1),
+            2 => Some(Self::V2),
+            _ => None,
+        }
+    }
+
+    /// The number stored for it.
+    pub fn number(self) -> u8 {
+        self as u8
+    }
+}
+
+impl From<DigestVersion> for u8 {
+    fn from(v: DigestVersion) -> u8 {
+        v.number()
+    }
+}
+
+impl std::fmt::Display for DigestVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.number())
+    }
+}
+
+/// What [`Store::upgrade_digests`](crate::Store::upgrade_digests) did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct UpgradeReport {
+    /// The version the store's digests were made with.
+    pub from: DigestVersion,
+    /// The version they are made with now.
+    pub to: DigestVersion,
+    /// Sessions whose digests were rewritten.
+    pub sessions: usize,
+    /// Turns whose digest was rewritten.
+    pub turns: u64,
+}
+
+impl UpgradeReport {
+    /// Whether the store was brought from an older version.
+    pub fn upgraded(&self) -> bool {
+        self.from != self.to
+    }
+}
+
 /// The plain record replay returns: one per turn, in order. `{index, role, content,
 /// branch}`, and what else makes the turn what the model saw or said where the turn has
 /// it: its `kind` when it is not a message, the speaker's or tool's `name`, the
@@ -574,7 +642,12 @@ pub struct ReplayRecord {
 
 impl ReplayRecord {
     /// A record of a plain message turn.
-    pub fn new(index: u64, role: Role, content: impl Into<String>, branch: impl Into<String>) -> Self {
+    pub fn new(
+        index: u64,
+        role: Role,
+        content: impl Into<String>,
+        branch: impl Into<String>,
+    ) -> Self {
         Self {
             index,
             role,
@@ -607,11 +680,13 @@ impl ReplayRecord {
 fn json_text_in<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> std::result::Result<Option<String>, D::Error> {
-    Ok(match Option::<serde_json::Value>::deserialize(deserializer)? {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => Some(s),
-        Some(other) => Some(other.to_string()),
-    })
+    Ok(
+        match Option::<serde_json::Value>::deserialize(deserializer)? {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) => Some(s),
+            Some(other) => Some(other.to_string()),
+        },
+    )
 }
 
 /// A JSON text written as the JSON it holds (as a string if it is not JSON).

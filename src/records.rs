@@ -572,7 +572,8 @@ mod tests {
                     digest: String::new(),
                     name: None,
                     tool_call_id: (index % 3 == 1).then(|| format!("call-{index}")),
-                    tool_calls: (index % 3 == 2).then(|| format!(r#"[{{"id":"{index}","name":"f","arguments":"{{}}"}}]"#)),
+                    tool_calls: (index % 3 == 2)
+                        .then(|| format!(r#"[{{"id":"{index}","name":"f","arguments":"{{}}"}}]"#)),
                     payload_sha256: (index % 5 == 4).then(|| "cd".repeat(32)),
                 };
                 prev = digest_of(&prev, index, &entry.fields());

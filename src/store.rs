@@ -5,8 +5,8 @@ use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
 use crate::catalog::{Catalog, Entry as CatalogEntry, Op, Pending, TurnDoc};
 use crate::durability::{Durability, Flusher};
 use crate::error::{Error, Result};
-use crate::model::{Limits, SessionId};
-use crate::rdf::{lease_quads, Iris, Rdf, SessionNode};
+use crate::model::{DigestVersion, Limits, SessionId, UpgradeReport};
+use crate::rdf::{self, lease_quads, Iris, Rdf, SessionNode};
 use crate::records::{Entry, Records, Run};
 use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
 use oxigraph::model::{NamedNode, Quad};
@@ -71,10 +71,10 @@ pub struct Store {
     /// How large a write's free-text fields may be.
     pub(crate) limits: Limits,
     /// The digest version of the store's turns, once this process knows it (see
-    /// [`crate::upgrade`]).
-    pub(crate) digests: Mutex<Option<crate::rdf::DigestVersion>>,
+    /// the impl block on digest versions below).
+    pub(crate) digests: Mutex<Option<DigestVersion>>,
     /// What opening the store upgraded, if it did.
-    upgraded: Option<crate::upgrade::UpgradeReport>,
+    upgraded: Option<UpgradeReport>,
 }
 
 impl Store {
@@ -104,13 +104,13 @@ impl Store {
             source: std::io::Error::other(e),
         })?);
         // Made by this code: its digests are the current version's.
-        store.know_digest_version(crate::rdf::DigestVersion::CURRENT);
+        store.know_digest_version(DigestVersion::CURRENT);
         Ok(store)
     }
 
     /// What opening the store did to bring its digests to the current version, when it
     /// was written by an older forktrail (see [`Store::upgrade_digests`]).
-    pub fn upgrade_report(&self) -> Option<&crate::upgrade::UpgradeReport> {
+    pub fn upgrade_report(&self) -> Option<&UpgradeReport> {
         self.upgraded.as_ref()
     }
 
@@ -346,10 +346,12 @@ impl Store {
     /// on a shared store, other processes may write other sessions meanwhile. Empty
     /// `keys` claims the whole store.
     pub(crate) fn write_on(&self, keys: &[NamedNode]) -> Result<WriteTx<'_>> {
-        if !self.backend.exclusive() {
-            self.check_shared_digests()?;
+        let state = !self.backend.exclusive() && self.check_shared_digests()?;
+        let mut tx = self.write_unchecked(keys)?;
+        if state {
+            tx.version = Some(rdf::version_quads(&self.iris, DigestVersion::CURRENT));
         }
-        self.write_unchecked(keys)
+        Ok(tx)
     }
 
     /// [`Store::write_on`] without the check that a shared store's digests are of the
@@ -406,6 +408,7 @@ impl Store {
             new_nodes: Vec::new(),
             labels: Vec::new(),
             group,
+            version: None,
         }
     }
 
@@ -548,6 +551,9 @@ pub(crate) struct WriteTx<'s> {
     labels: Vec<(NamedNode, String)>,
     /// For a group commit, the sessions the write touches.
     group: Option<Vec<NamedNode>>,
+    /// The statement of the store's digest version, written with the write's quads on
+    /// a shared store that has none yet (see `Store::check_shared_digests`).
+    version: Option<Vec<Quad>>,
 }
 
 /// What a committed write changes besides the store: the read cache and the record
@@ -606,6 +612,149 @@ impl Effects {
             let digest = entry.digest.clone();
             cache.appended(session.as_str(), entry.into_record(&branch), digest);
         }
+    }
+}
+
+// The digest version of the store's turns (see `rdf::DigestVersion`) and the upgrade
+// from an older one. Version 2 digests cover what version 1 left out (names, tool call
+// ids, tool calls, payloads) and are version 1's for a turn that has none of them, so
+// an upgrade rewrites only the sessions holding such turns and the forks below them.
+impl Store {
+    /// The digest version of the store's turns (see [`DigestVersion`]): the version the
+    /// store states; without a statement, version 1 if any turn has a field that only
+    /// version 2 covers, else the current version (the two then agree).
+    ///
+    /// ```
+    /// use forktrail::{DigestVersion, Store};
+    /// assert_eq!(Store::in_memory()?.digest_version()?, DigestVersion::V2);
+    /// # Ok::<(), forktrail::Error>(())
+    /// ```
+    pub fn digest_version(&self) -> Result<DigestVersion> {
+        if let Some(version) = *self.digests.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Ok(version);
+        }
+        self.stored_digest_version()
+    }
+
+    fn stored_digest_version(&self) -> Result<DigestVersion> {
+        let rdf = self.rdf();
+        match rdf.stated_digest_version()? {
+            Some(n) => DigestVersion::from_number(n).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "the store {} states digest version {n}, which this forktrail does not \
+                     know: it was written by a newer forktrail",
+                    self.location()
+                ))
+            }),
+            None if rdf.any_turn_with_extras()? => Ok(DigestVersion::V1),
+            None => Ok(DigestVersion::CURRENT),
+        }
+    }
+
+    /// Brings the store's digests to the current version in one pass and states the
+    /// version: every digest that differs is rewritten (with the base digest of every
+    /// fork below it, and an OpenTelemetry import's name for the turn), in one
+    /// transaction that holds every other write, and the record index is rebuilt as
+    /// sessions are read. A store already at the current version is left as it is, but
+    /// for the statement. [`Store::open`] does this by itself; a shared store is
+    /// brought up by `forktrail upgrade --store URL`, once.
+    pub fn upgrade_digests(&self) -> Result<UpgradeReport> {
+        let mut tx = self.write_unchecked(&[])?;
+        let from = self.digest_version()?;
+        let to = DigestVersion::CURRENT;
+        let rdf = self.rdf();
+        let stated = rdf.stated_digest_version()?;
+        let mut report = UpgradeReport {
+            from,
+            to,
+            ..UpgradeReport::default()
+        };
+        if stated == Some(u64::from(to.number())) {
+            drop(tx);
+            self.know_digest_version(to);
+            return Ok(report);
+        }
+        if from != to {
+            let redigest = rdf::redigest(&rdf, rdf.graphs_with_extras()?, None)?;
+            report.sessions = redigest.sessions.len();
+            report.turns = redigest.turns;
+            tx.remove(redigest.remove);
+            tx.insert(redigest.insert);
+            for iri in &redigest.sessions {
+                tx.forget(iri);
+            }
+        }
+        tx.remove(rdf.store_statements()?);
+        tx.insert(rdf::version_quads(&self.iris, to));
+        tx.commit()?;
+        if let Some(records) = &self.records {
+            // Files of the record index's older format are read as absent: gone now,
+            // they are written anew by the replays that need them.
+            records.clear();
+        }
+        self.know_digest_version(to);
+        Ok(report)
+    }
+
+    /// Records the version this process knows the store to be at.
+    pub(crate) fn know_digest_version(&self, version: DigestVersion) {
+        *self.digests.lock().unwrap_or_else(|p| p.into_inner()) = Some(version);
+    }
+
+    /// At open, for a store this process owns: an empty store states the current
+    /// version; a store of an older version is upgraded.
+    pub(crate) fn settle_digest_version(&self) -> Result<Option<UpgradeReport>> {
+        let rdf = self.rdf();
+        if rdf.stated_digest_version()?.is_some() {
+            let version = self.stored_digest_version()?;
+            if version == DigestVersion::CURRENT {
+                self.know_digest_version(version);
+                return Ok(None);
+            }
+        }
+        if !rdf.any_session()? {
+            let mut tx = self.write_unchecked(&[])?;
+            tx.remove(rdf.store_statements()?);
+            tx.insert(rdf::version_quads(&self.iris, DigestVersion::CURRENT));
+            tx.commit()?;
+            self.know_digest_version(DigestVersion::CURRENT);
+            return Ok(None);
+        }
+        self.upgrade_digests().map(Some)
+    }
+
+    /// Before a write to a shared store, until this process knows the store's version:
+    /// a store of an older version is refused (its upgrade holds every writer:
+    /// `forktrail upgrade`); `true` when the store states no version (and has no turn
+    /// whose digest the versions disagree on): the write then states the current one,
+    /// in the same commit, before anything makes the versions disagree.
+    pub(crate) fn check_shared_digests(&self) -> Result<bool> {
+        if self
+            .digests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Ok(false);
+        }
+        match self.stored_digest_version()? {
+            DigestVersion::CURRENT => {}
+            old => {
+                return Err(Error::Conflict(format!(
+                    "the shared store {} holds turn digests of version {old}, which do not \
+                     cover tool calls: run `forktrail upgrade --store {}` once to bring it to \
+                     version {} (it holds every writer meanwhile), then write again",
+                    self.location(),
+                    self.location(),
+                    DigestVersion::CURRENT
+                )))
+            }
+        }
+        if self.rdf().stated_digest_version()?.is_none() {
+            return Ok(true);
+        }
+        self.know_digest_version(DigestVersion::CURRENT);
+        Ok(false)
     }
 }
 
@@ -828,6 +977,36 @@ impl<'s> WriteTx<'s> {
     pub(crate) fn commit(mut self) -> Result<()> {
         let mut change = std::mem::take(&mut self.change);
         let effects = std::mem::take(&mut self.effects);
+        let stated = match self.version.take() {
+            Some(statement) if !change.is_empty() => {
+                change.inserts.extend(statement);
+                true
+            }
+            _ => false,
+        };
+        let result = self.commit_change(change, effects);
+        if stated && result.is_ok() {
+            self.store.know_digest_version(DigestVersion::CURRENT);
+        }
+        result
+    }
+
+    /// Writes `quads` through the store's bulk path, atomically, before the write's own
+    /// change is committed: what a large import writes. On a shared store that states no
+    /// digest version yet, the statement goes in with them.
+    pub(crate) fn bulk_load(&mut self, quads: &mut dyn Iterator<Item = Quad>) -> Result<()> {
+        let statement = self.version.take().unwrap_or_default();
+        let stated = !statement.is_empty();
+        self.store
+            .backend
+            .bulk_load(&mut statement.into_iter().chain(quads))?;
+        if stated {
+            self.store.know_digest_version(DigestVersion::CURRENT);
+        }
+        Ok(())
+    }
+
+    fn commit_change(&mut self, mut change: Change, effects: Effects) -> Result<()> {
         if let Some(keys) = self.group.take() {
             // Only insertions are grouped: their order in a batch does not matter.
             if !change.inserts.is_empty()

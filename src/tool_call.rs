@@ -134,7 +134,9 @@ mod tests {
     #[test]
     fn calls_differing_in_arguments_ids_names_or_order_differ() {
         let call = |id: &str, name: &str, day: &str| {
-            format!(r#"{{"id":"{id}","function":{{"name":"{name}","arguments":"{{\"day\":\"{day}\"}}"}}}}"#)
+            format!(
+                r#"{{"id":"{id}","function":{{"name":"{name}","arguments":"{{\"day\":\"{day}\"}}"}}}}"#
+            )
         };
         let one = format!("[{}]", call("a", "search_trains", "friday"));
         let others = [

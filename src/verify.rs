@@ -3,7 +3,9 @@
 
 use crate::error::Result;
 use crate::model::{Kind, Role, SessionId, MAX_FORK_DEPTH};
-use crate::rdf::{digest_as, DigestFields, DigestVersion, PayloadRef, SessionNode, StoredSession, StoredTurn};
+use crate::rdf::{
+    digest_as, DigestFields, DigestVersion, PayloadRef, SessionNode, StoredSession, StoredTurn,
+};
 use crate::store::Store;
 use oxigraph::model::NamedNode;
 use serde::Serialize;
@@ -199,16 +201,32 @@ impl Store {
             return Ok(current);
         }
         let old = self.verify_with(DigestVersion::V1, session)?;
-        Ok(match old.problems.iter().any(|p| p.check == Check::Digest) {
-            false => old,
-            true => current,
-        })
+        Ok(
+            match old.problems.iter().any(|p| p.check == Check::Digest) {
+                false => old,
+                true => current,
+            },
+        )
     }
 
     /// The problems of the turns of `ids` alone (fields, indices, attribution, the
     /// digest chain from the fork's base digest): what an import must not let in.
     pub(crate) fn turn_problems(&self, ids: &[SessionId]) -> Result<Vec<Problem>> {
         self.turn_problems_as(self.digest_version()?, ids)
+    }
+
+    /// Whether `problems`, found in the turns of `ids`, are digests that differ and
+    /// nothing else, and every digest checks out as version 1 made them: the sessions of
+    /// an export written before digests covered tool calls, intact.
+    pub(crate) fn digests_of_version_1(
+        &self,
+        ids: &[SessionId],
+        problems: &[Problem],
+    ) -> Result<bool> {
+        if problems.is_empty() || problems.iter().any(|p| p.check != Check::Digest) {
+            return Ok(false);
+        }
+        Ok(self.turn_problems_as(DigestVersion::V1, ids)?.is_empty())
     }
 
     /// [`Store::turn_problems`] with digests as `version` makes them.

@@ -6,15 +6,15 @@ use crate::chain::Chain;
 use crate::error::{Error, Result};
 use crate::model::{
     check_key, Agent, DeleteOptions, DeletePlan, DeletedSession, DetachOptions, DetachPlan,
-    ForkOptions, ForkPlan, Label, Limits, MovedSession, NewSession, NewTurn,
-    SessionId, SizeClass, Turn, TurnSpan, MAX_FORK_DEPTH,
+    ForkOptions, ForkPlan, Label, Limits, MovedSession, NewSession, NewTurn, SessionId, SizeClass,
+    Turn, TurnSpan, MAX_FORK_DEPTH,
 };
 use crate::rdf::{
     self, detach_change, detach_copy, fork_request_quads, session_quads, turn_quads, ForkRecord,
     GraphWriter, SessionNode, SessionRecord, TurnRecord,
 };
-use crate::store::{AppendedFacts, Store, WriteTx};
 use crate::records::Entry;
+use crate::store::{AppendedFacts, Store, WriteTx};
 use oxigraph::model::NamedNode;
 
 pub(crate) const ANONYMOUS: &str = "anonymous";

@@ -672,18 +672,39 @@ fn diff_shows_the_arguments_of_tool_calls_that_differ_only_in_them() {
     };
     for (id, day) in [("fri", "friday"), ("sun", "sunday")] {
         cli.ok(&["new", "--id", id]);
-        cli.ok(&["append", id, "--role", "user", "--content", "Trains to Amsterdam?"]);
+        cli.ok(&[
+            "append",
+            id,
+            "--role",
+            "user",
+            "--content",
+            "Trains to Amsterdam?",
+        ]);
         let calls = call(day);
-        cli.ok(&["append", id, "--role", "assistant", "--kind", "tool_call", "--content", "", "--tool-calls", &calls]);
+        cli.ok(&[
+            "append",
+            id,
+            "--role",
+            "assistant",
+            "--kind",
+            "tool_call",
+            "--content",
+            "",
+            "--tool-calls",
+            &calls,
+        ]);
     }
     let diff = cli.json(&["diff", "fri", "sun", "--json"]);
     assert_eq!(diff["common_prefix"], 1, "{diff}");
-    assert_eq!(diff["a_tail"][0]["tool_calls"][0]["function"]["arguments"], "{\"day\": \"friday\"}");
+    assert_eq!(
+        diff["a_tail"][0]["tool_calls"][0]["function"]["arguments"],
+        "{\"day\": \"friday\"}"
+    );
     let text = cli.ok(&["diff", "fri", "sun"]);
     assert!(text.contains("common prefix  1 turn"), "{text}");
     assert!(
-        text.contains(r#"search_trains({"day":"friday"})"#)
-            && text.contains(r#"search_trains({"day":"sunday"})"#),
+        text.contains(r#"→ search_trains({"day": "friday"})"#)
+            && text.contains(r#"→ search_trains({"day": "sunday"})"#),
         "{text}"
     );
 }

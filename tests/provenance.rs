@@ -76,6 +76,10 @@ fn rich_store() -> Store {
     )
     .unwrap();
     s.detach(&x).unwrap();
+    // The store's statement of its digest version (a store in memory makes it only
+    // when asked: it is born at the current version).
+    let upgrade = s.upgrade_digests().unwrap();
+    assert!(!upgrade.upgraded(), "{upgrade:?}");
     // Anchors, a summarized idempotent fork from an anchor, a merge, an abandoned fork.
     s.anchor(&tree.root, "checkpoint", Some(r#"{"step": 1}"#))
         .unwrap();

@@ -150,19 +150,21 @@ fn payloads_come_back_as_given_and_must_be_json() {
             "{}: {err}",
             s.kind
         );
-        // The payload stays outside the digest, as tool_calls do: equal conversations
-        // written by different runtimes have equal digests.
-        let other = session_with(&s, "plain", 0);
-        s.append(
-            &other,
-            NewTurn::new(Role::Assistant, "")
+        // The digest covers the tool calls and the payload: the same turn written again
+        // digests alike; with another payload, or without its call, apart.
+        let calls = r#"[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]"#;
+        let head = |payload: &str, calls: &str| {
+            let other = s.create_session(forktrail::NewSession::default()).unwrap();
+            let turn = NewTurn::new(Role::Assistant, "")
                 .kind(Kind::ToolCall)
-                .tool_calls("[]"),
-        )
-        .unwrap();
-        assert_eq!(
-            s.info(&id).unwrap().head_digest,
+                .tool_calls(calls)
+                .payload(payload);
+            s.append(&other, turn).unwrap();
             s.info(&other).unwrap().head_digest
-        );
+        };
+        let ours = s.info(&id).unwrap().head_digest;
+        assert_eq!(head(item, calls), ours, "{}", s.kind);
+        assert_ne!(head(r#"{"id":"fc_2"}"#, calls), ours, "{}", s.kind);
+        assert_ne!(head(item, "[]"), ours, "{}", s.kind);
     }
 }

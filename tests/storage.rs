@@ -436,7 +436,11 @@ fn a_store_written_before_digests_covered_tool_calls_is_upgraded_when_opened() {
             .iter()
             .any(|t| t.tool_calls.is_some() || t.tool_call_id.is_some() || t.name.is_some());
         let head = s.info(&id).unwrap().head_digest;
-        assert_eq!(head.as_deref() != old["head_digest"].as_str(), extras, "{id}");
+        assert_eq!(
+            head.as_deref() != old["head_digest"].as_str(),
+            extras,
+            "{id}"
+        );
         changed += usize::from(extras);
     }
     assert!(changed >= 6 && changed < before.len(), "{changed}");
@@ -461,7 +465,8 @@ fn an_upgraded_opentelemetry_conversation_gains_its_later_spans_without_repeatin
     let s = Store::open(&path).unwrap();
     let id = sid("weather-chat");
     assert_eq!(s.info(&id).unwrap().length, 4);
-    let later = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-otlp-later.jsonl");
+    let later =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-otlp-later.jsonl");
     let report = s
         .import_path(&later, None, &forktrail::TranscriptOptions::default())
         .unwrap();

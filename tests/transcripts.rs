@@ -1013,12 +1013,24 @@ fn transcripts_that_differ_only_in_a_tool_calls_arguments_stay_two_sessions() {
         // Its start repeats the first transcript's up to the call, not past it: a fork
         // at 2 that stores the call and its result.
         assert_eq!(sunday.turns, 2, "{}", s.kind);
-        let shared: Vec<_> = sunday.shared.iter().map(|c| (&c.parent, c.shared_turns)).collect();
+        let shared: Vec<_> = sunday
+            .shared
+            .iter()
+            .map(|c| (&c.parent, c.shared_turns))
+            .collect();
         assert_eq!(shared, vec![(a, 2)], "{}", s.kind);
         let (ra, rb) = (s.replay(a, None).unwrap(), s.replay(b, None).unwrap());
         assert_ne!(ra, rb, "{}", s.kind);
-        assert!(rb[2].tool_calls.as_deref().unwrap().contains("sunday"), "{}", s.kind);
-        assert!(ra[2].tool_calls.as_deref().unwrap().contains("friday"), "{}", s.kind);
+        assert!(
+            rb[2].tool_calls.as_deref().unwrap().contains("sunday"),
+            "{}",
+            s.kind
+        );
+        assert!(
+            ra[2].tool_calls.as_deref().unwrap().contains("friday"),
+            "{}",
+            s.kind
+        );
         assert_ne!(
             s.info(a).unwrap().head_digest,
             s.info(b).unwrap().head_digest,
@@ -1027,10 +1039,16 @@ fn transcripts_that_differ_only_in_a_tool_calls_arguments_stay_two_sessions() {
         );
         // The sunday call is in the store: its export holds it.
         let exported = serde_json::to_string(&s.export_openai(b).unwrap()).unwrap();
-        assert!(exported.contains("sunday") && !exported.contains("friday"), "{}", s.kind);
+        assert!(
+            exported.contains("sunday") && !exported.contains("friday"),
+            "{}",
+            s.kind
+        );
         let diff = s.diff(a, b).unwrap();
         assert_eq!(diff.common_prefix, 2, "{}", s.kind);
-        assert!(diff.b_tail[0].shown().contains(r#"search_trains({"day":"sunday"})"#));
+        assert!(diff.b_tail[0]
+            .shown()
+            .contains(r#"search_trains({"day":"sunday"})"#));
     }
 }
 
@@ -1058,7 +1076,10 @@ fn the_same_call_spelled_two_ways_is_one_history() {
     let (a, b) = (s.info(&ids[0]).unwrap(), s.info(&ids[1]).unwrap());
     assert_eq!(a.head_digest, b.head_digest);
     let other = s
-        .import_sessions(vec![(NewSession::default(), call(&input.replace("\"c1\"", "\"c2\"")))])
+        .import_sessions(vec![(
+            NewSession::default(),
+            call(&input.replace("\"c1\"", "\"c2\"")),
+        )])
         .unwrap();
     assert_ne!(s.info(&other[0]).unwrap().head_digest, a.head_digest);
 }

@@ -440,11 +440,21 @@ fn the_web_diff_marks_the_argument_that_differs_between_two_tool_calls() {
     };
     for (id, day) in [("fri", "friday"), ("sun", "sunday")] {
         let id = store
-            .create_session(forktrail::NewSession { id: Some(id.into()), ..Default::default() })
+            .create_session(forktrail::NewSession {
+                id: Some(id.into()),
+                ..Default::default()
+            })
             .unwrap();
-        store.append(&id, NewTurn::new(Role::User, "Trains to Amsterdam?")).unwrap();
         store
-            .append(&id, NewTurn::new(Role::Assistant, "").kind(forktrail::Kind::ToolCall).tool_calls(call(day)))
+            .append(&id, NewTurn::new(Role::User, "Trains to Amsterdam?"))
+            .unwrap();
+        store
+            .append(
+                &id,
+                NewTurn::new(Role::Assistant, "")
+                    .kind(forktrail::Kind::ToolCall)
+                    .tool_calls(call(day)),
+            )
             .unwrap();
     }
     let (status, _, html) = page(&ui, "/ui/diff?a=fri&b=sun");
@@ -454,9 +464,15 @@ fn the_web_diff_marks_the_argument_that_differs_between_two_tool_calls() {
     // The changed words are the days, each marked on its own side.
     assert!(html.contains("<span class=\"removed\">"), "{html}");
     let removed = html.split("<span class=\"removed\">").nth(1).unwrap();
-    assert!(removed.split("</span>").next().unwrap().contains("friday"), "{html}");
+    assert!(
+        removed.split("</span>").next().unwrap().contains("friday"),
+        "{html}"
+    );
     let added = html.split("<span class=\"added\">").nth(1).unwrap();
-    assert!(added.split("</span>").next().unwrap().contains("sunday"), "{html}");
+    assert!(
+        added.split("</span>").next().unwrap().contains("sunday"),
+        "{html}"
+    );
 }
 
 #[test]

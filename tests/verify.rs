@@ -126,12 +126,25 @@ fn an_edited_tool_call_or_tool_result_link_is_a_digest_problem_at_its_index() {
         // chains onto turn 1's digest, is still sound.
         let sunday = serde_json::to_string(&call.replace("friday", "sunday")).unwrap();
         update(&s, &edit(1, "toolCalls", &sunday));
-        assert_eq!(found(&s), [("agent".into(), Some(1), Check::Digest)], "{}", s.kind);
-        update(&s, &edit(1, "toolCalls", &serde_json::to_string(call).unwrap()));
+        assert_eq!(
+            found(&s),
+            [("agent".into(), Some(1), Check::Digest)],
+            "{}",
+            s.kind
+        );
+        update(
+            &s,
+            &edit(1, "toolCalls", &serde_json::to_string(call).unwrap()),
+        );
         assert!(found(&s).is_empty(), "{}", s.kind);
         // The result made to answer another call.
         update(&s, &edit(2, "toolCallId", "\"call_9\""));
-        assert_eq!(found(&s), [("agent".into(), Some(2), Check::Digest)], "{}", s.kind);
+        assert_eq!(
+            found(&s),
+            [("agent".into(), Some(2), Check::Digest)],
+            "{}",
+            s.kind
+        );
     }
 }
 
@@ -481,7 +494,8 @@ fn no_mutated_export_imports_a_session_that_cannot_be_replayed() {
 }
 
 #[test]
-fn an_export_made_before_digests_covered_tool_calls_verifies_as_version_1_and_imports_as_version_2() {
+fn an_export_made_before_digests_covered_tool_calls_verifies_as_version_1_and_imports_as_version_2()
+{
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let old = std::fs::read(data.join("fixture-v1.trig")).unwrap();
     let new = std::fs::read(data.join("fixture.trig")).unwrap();
@@ -501,7 +515,12 @@ fn an_export_made_before_digests_covered_tool_calls_verifies_as_version_1_and_im
         assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
         for info in fresh.list().unwrap() {
             let there = s.load(&info.session, None).unwrap();
-            assert_eq!(there, fresh.load(&info.session, None).unwrap(), "{}", s.kind);
+            assert_eq!(
+                there,
+                fresh.load(&info.session, None).unwrap(),
+                "{}",
+                s.kind
+            );
         }
     }
 }

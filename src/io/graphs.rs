@@ -187,18 +187,11 @@ impl Store {
         // that would leave a session that cannot be replayed is refused whole.
         let ids_list: Vec<SessionId> = ids.iter().cloned().collect();
         let mut problems = scratch.turn_problems(&ids_list)?;
-        let digests_only = |problems: &[crate::Problem]| {
-            !problems.is_empty() && problems.iter().all(|p| p.check == crate::Check::Digest)
-        };
-        if digests_only(&problems)
-            && scratch
-                .turn_problems_as(crate::DigestVersion::V1, &ids_list)?
-                .is_empty()
-        {
+        if scratch.digests_of_version_1(&ids_list, &problems)? {
             // An export written before digests covered tool calls, intact: it goes in
             // with the current version's digests, chained on this store's.
             let seeds = ids.iter().map(|id| self.session_iri(id)).collect();
-            let redigest = scratch.redigest(seeds, Some(self))?;
+            let redigest = crate::rdf::redigest(&scratch.rdf(), seeds, Some(&self.rdf()))?;
             let gone: std::collections::HashSet<Quad> = redigest.remove.into_iter().collect();
             quads.retain(|q| !gone.contains(q));
             quads.extend(redigest.insert);

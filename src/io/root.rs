@@ -262,8 +262,7 @@ impl Store {
                         }
                         None => principal_iri.clone(),
                     };
-                    let digest =
-                        rdf::turn_digest(&prev, index, &turn);
+                    let digest = rdf::turn_digest(&prev, index, &turn);
                     turn_quads(
                         &self.iris,
                         &mut w,
@@ -298,7 +297,7 @@ impl Store {
             );
             node.into_iter().chain(turns)
         });
-        self.backend().bulk_load(&mut { quads })?;
+        tx.bulk_load(&mut { quads })?;
         let mut ids = Vec::with_capacity(facts.len());
         for (facts, side) in facts.into_iter().zip(side) {
             let (docs, run) = side.into_inner();

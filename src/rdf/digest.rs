@@ -1,58 +1,11 @@
 //! The turn digest chain, SHA-256 in hex, and the time stamps forktrail writes.
 
+pub use crate::model::DigestVersion;
 use crate::model::{Kind, NewTurn, Role, Turn};
 use crate::tool_call::canonical_calls;
 use crate::vocab::xsd;
 use oxigraph::model::Literal;
 use sha2::{Digest, Sha256};
-
-/// Which fields a turn's digest covers. A store records the version its digests were
-/// made with (`ft:digestVersion` on `{base}store`); a store of an older version is
-/// brought to the current one when it is opened (`Store::upgrade_digests`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(into = "u8")]
-pub enum DigestVersion {
-    /// Role, kind and content only: two histories that differ only in a tool call's
-    /// arguments, its id, a tool result's call or a payload digest alike.
-    V1 = 1,
-    /// Everything that makes a turn what the model saw or said: role, kind, content,
-    /// the speaker's or tool's name, the tool call a result answers, the tool calls
-    /// (canonical: name, id, arguments with sorted keys, in call order) and the payload.
-    /// A turn with none of the last four digests as in version 1.
-    #[default]
-    V2 = 2,
-}
-
-impl DigestVersion {
-    /// The version this code writes.
-    pub const CURRENT: DigestVersion = DigestVersion::V2;
-
-    /// The version a stored number names.
-    pub fn from_number(n: u64) -> Option<Self> {
-        match n {
-            1 => Some(Self::V1),
-            2 => Some(Self::V2),
-            _ => None,
-        }
-    }
-
-    /// The number stored for it.
-    pub fn number(self) -> u8 {
-        self as u8
-    }
-}
-
-impl From<DigestVersion> for u8 {
-    fn from(v: DigestVersion) -> u8 {
-        v.number()
-    }
-}
-
-impl std::fmt::Display for DigestVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.number())
-    }
-}
 
 /// A turn's payload as a digest sees it: the text, or the SHA-256 (hex) of the text, which
 /// is all the record index keeps of it.

@@ -15,7 +15,7 @@
 //! | `lease.rs` | the leases writers of a shared store hold |
 //! | `listing.rs` | a family's members; pages and content matches by SPARQL (shared stores) |
 //! | `prov.rs` | what PROV-O and the ontology entail, for the PROV export |
-//! | `version.rs` | the store node: the digest version, what an upgrade rewrites |
+//! | `version.rs` | the store node: the digest version; an upgrade's new digests |
 //!
 //! Encoders are functions from values to quads. Lookups and decoders read through the
 //! storage seam with [`Rdf`], a view of a store's backend and IRIs; a new predicate
@@ -37,11 +37,11 @@ mod whatif;
 
 pub(crate) use activity::{abandon_quads, anchor_quads, merge_quads, AnchorNode, MergeRecord};
 pub(crate) use audit::{StoredSession, StoredTurn};
-pub use digest::{turn_digest, DigestVersion};
 pub(crate) use digest::{
     digest_as, digest_of, history_name, instant, now, payload_sha256, sha256_hex, DigestFields,
     PayloadRef,
 };
+pub use digest::{turn_digest, DigestVersion};
 pub(crate) use import::{source_id_quad, ImportedGraph};
 pub(crate) use iri::Iris;
 pub use iri::DEFAULT_BASE_IRI;
@@ -53,7 +53,7 @@ pub(crate) use session::{
     sub_agent_quads, Adoption, ForkRecord, SessionNode, SessionRecord, SubAgentFacts,
 };
 pub(crate) use turn::{detach_copy, missing_turn, turn_quads, TurnRecord};
-pub(crate) use version::{rebase, redigest, version_quads};
+pub(crate) use version::{redigest, version_quads};
 pub(crate) use whatif::{CallRecord, ComparisonRecord, Node as WhatIfNode, RunRecord, StoredRun};
 
 use crate::error::Result;

@@ -480,10 +480,7 @@ impl Rdf<'_> {
                 )
             })
             .collect();
-        let query = format!(
-            "SELECT ?g ?i ?d WHERE {{ {} }}",
-            branches.join(" UNION ")
-        );
+        let query = format!("SELECT ?g ?i ?d WHERE {{ {} }}", branches.join(" UNION "));
         for row in self.select_rows(&query)? {
             let value = |var: &str| row.get(var).and_then(text);
             if let (Some(Term::NamedNode(g)), Some(i), Some(d)) = (

@@ -267,7 +267,7 @@ impl Backend for Embedded {
         if let Some(token) = query.cancellation {
             evaluator = evaluator.with_cancellation_token(token);
         }
-        let (bound, blank) = super::bind(query.query, query.bindings);
+        let (bound, blank) = super::bind_naming_graphs(query.query, query.bindings);
         let mut prepared = evaluator.for_query(bound);
         let dataset = prepared.dataset_mut();
         if !query.default_graphs.is_empty() {

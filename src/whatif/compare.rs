@@ -716,19 +716,25 @@ fn cell(turn: &Turn) -> Result<Cell> {
     })
 }
 
-/// The arm's turns against the baseline's, index by index from `at`: the same when the
-/// chained digests and the tool calls (names, canonical arguments) are equal.
+/// The arm's turns against the baseline's, index by index from `at`: the same while
+/// every turn so far has the same role, kind, content and tool calls (names, canonical
+/// arguments). Not the digests: they cover the calls' ids, which a model makes anew, and
+/// the tool results that answer them by those ids.
 fn diff(baseline: &[Turn], arm: &[Turn], at: u64) -> Result<Vec<DiffRow>> {
     let mut rows = Vec::new();
+    let mut same_so_far = true;
     for i in 0..baseline.len().max(arm.len()) {
         let (b, a) = (baseline.get(i), arm.get(i));
-        let same = match (b, a) {
-            (Some(b), Some(a)) => b.digest == a.digest && calls_of(b)? == calls_of(a)?,
+        same_so_far &= match (b, a) {
+            (Some(b), Some(a)) => {
+                (b.role, b.kind, &b.content) == (a.role, a.kind, &a.content)
+                    && calls_of(b)? == calls_of(a)?
+            }
             _ => false,
         };
         rows.push(DiffRow {
             index: at + i as u64,
-            same,
+            same: same_so_far,
             baseline: b.map(cell).transpose()?,
             arm: a.map(cell).transpose()?,
         });

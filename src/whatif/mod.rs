@@ -282,8 +282,8 @@ pub struct Figures {
     pub cost: CostStatus,
     pub finish_reasons: Vec<String>,
     /// The first index (at or after the fork point) where this arm's turn and the
-    /// baseline's differ: a different chained digest, different tool calls (names and
-    /// canonical arguments), or one side ending. `None`: no divergence (always so for
+    /// baseline's differ: another role, kind or content, other tool calls (names and
+    /// canonical arguments; a call's id is the model's own), or one side ending. `None`: no divergence (always so for
     /// the baseline itself).
     pub first_divergence: Option<u64>,
     /// Whether the arm got through every recorded user turn after the fork point.
