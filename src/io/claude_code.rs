@@ -4,8 +4,10 @@
 //! Claude Code writes one JSONL file per session (the *trunk*) and one per sub-agent
 //! (`<session>/subagents/agent-<id>.jsonl`, or `agent-<id>.jsonl` beside the trunk in
 //! older versions), each line a message with a `uuid` and a `parentUuid`. The main chain
-//! becomes a session named by the log's `sessionId`; where a message has several
-//! children, each alternative after the first becomes a fork (`alt-N`); sidechains in
+//! becomes a session named by the log's `sessionId`, an answer Claude Code wrote as a
+//! line per content block being one turn followed by its calls' results (see
+//! [`steps`]); where a message has several children, each alternative after the first
+//! becomes a fork (`alt-N`); sidechains in
 //! the trunk become forks at 0 (`sidechain-N`); a sub-agent's transcript becomes a fork
 //! at 0 (`agent-<id>`, id `<session>:agent-<id>`) of the session whose turn launched it,
 //! linked to that turn by `ft:spawnedBy`, or, when that turn is not in the import, a
@@ -16,7 +18,8 @@
 //! again appends the lines that are new (by uuid) to the sessions that hold their
 //! parents, or forks where they branch (also at a turn the same import appends); lines
 //! already imported are left as they are. Branches are numbered in the order the log
-//! holds them, so a log imported again as it grows ends as an import of it whole.
+//! holds them, so a log imported again as it grows ends as an import of it whole (but
+//! for an answer caught between its lines, whose later lines make a second turn).
 //!
 //! Everything is built in a scratch in-memory store with the ordinary write path, then
 //! committed in one transaction: all or nothing.
@@ -33,6 +36,8 @@ use oxigraph::model::{NamedNode, Quad};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+
+mod steps;
 
 /// One JSONL file of a Claude Code project (or a Pi session file).
 #[derive(Clone, Debug)]
@@ -67,6 +72,12 @@ pub(super) struct Node {
     /// A line a fork's log copied from its parent's (`forkedFrom`): its `uuid` is the
     /// original's.
     pub(super) copy: bool,
+    /// The `message.id` of an assistant line: the lines of one answer share it.
+    pub(super) message: Option<String>,
+    /// The line's `apiBlockIndex`: which content block of its answer it holds.
+    pub(super) block: Option<u64>,
+    /// The uuids of the other lines of the same answer this node stands for.
+    pub(super) merged: Vec<String>,
 }
 
 /// What a line is.
@@ -389,6 +400,12 @@ struct Build<'a, 'o> {
 impl Build<'_, '_> {
     fn run(&mut self) -> Result<()> {
         self.copy_existing()?;
+        if self.source == "claude-code" {
+            // One answer written as several lines, its results hung off them: the
+            // conversation the model saw, not a branch per parallel call.
+            let family = std::mem::take(&mut self.family);
+            self.family = steps::rebuild(family, |uuid| self.imported.contains_key(uuid));
+        }
         let nodes = &self.family.nodes;
         let parents: Vec<Option<usize>> = nodes
             .iter()
@@ -948,23 +965,27 @@ impl Build<'_, '_> {
         Ok(id)
     }
 
-    /// Appends a line's turns, each carrying the line's uuid.
+    /// Appends a node's turns, each carrying the uuid of every line the node stands for.
     fn append(&mut self, session: &SessionId, node: &Node) -> Result<()> {
         let first = self.scratch.require(session)?.length;
+        let uuids: Vec<&String> = std::iter::once(&node.uuid).chain(&node.merged).collect();
         for turn in &node.turns {
-            let uuid = node.uuid.clone();
             self.scratch
                 .append_with(session, turn.clone(), |w, iri, _| {
-                    source_id_quad(w, iri, uuid.as_str());
+                    for uuid in &uuids {
+                        source_id_quad(w, iri, uuid.as_str());
+                    }
                 })
                 .map_err(|e| invalid(self.files, node.file, node.line, e))?;
             self.report.turns += 1;
         }
         self.note_calls(session, first, &node.turns);
-        self.imported.insert(
-            node.uuid.clone(),
-            (session.clone(), first + node.turns.len() as u64),
-        );
+        for uuid in uuids {
+            self.imported.insert(
+                uuid.clone(),
+                (session.clone(), first + node.turns.len() as u64),
+            );
+        }
         if self.written.existing.contains_key(session) {
             self.extended(session);
         }
@@ -1552,6 +1573,15 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
         log_session: text("sessionId"),
         turns,
         spawned,
+        message: (role == Role::Assistant)
+            .then(|| {
+                message
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .flatten(),
+        block: v.get("apiBlockIndex").and_then(Value::as_u64),
         ..Default::default()
     }))
 }
