@@ -224,8 +224,11 @@ fn conversation(stub: &AnthropicStub, prompt: &str) -> Vec<Said> {
     turns
 }
 
-/// Runs `claude -p PROMPT` in `project` with `home` as its home, against `stub`.
+/// Runs `claude -p PROMPT` in `project` with `home` as its home (and its temp folder
+/// inside), against `stub`.
 fn run_claude(claude: &Path, stub: &AnthropicStub, home: &Path, project: &Path) -> Value {
+    let tmp = home.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let out = Command::new(claude)
         .args(["-p", PROMPT, "--output-format", "json", "--max-turns", "8"])
         .args(["--allowedTools", "Bash(echo:*)", "Agent"])
@@ -233,6 +236,7 @@ fn run_claude(claude: &Path, stub: &AnthropicStub, home: &Path, project: &Path) 
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
+        .env("TMPDIR", &tmp)
         .env("ANTHROPIC_BASE_URL", &stub.url)
         .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")

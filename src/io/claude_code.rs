@@ -323,7 +323,7 @@ impl Store {
 }
 
 /// The lines of one session log and its sub-agents.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Family {
     /// The main session's title, when the log names one (else `<tool> <log>`).
     pub(super) title: Option<String>,
@@ -1209,6 +1209,8 @@ impl Forks {
             }
             let chain = store.chain(&from)?;
             let (mut digest, mut index) = (String::new(), 0u64);
+            // The copies as they were stored: an answer's lines as one turn.
+            let family = steps::rebuild(family.clone(), |_| false);
             for node in family.nodes.iter().filter(|n| n.copy) {
                 for turn in &node.turns {
                     digest = crate::rdf::turn_digest(
@@ -1232,8 +1234,12 @@ impl Forks {
                 }
                 let owner = chain.owner_of(last).expect("an index within the chain");
                 let turn = store.iris.turn(owner.id.as_str(), last);
-                if let Some(source) = store.rdf().source_id(&turn, &owner.iri)? {
-                    self.alias.insert(node.uuid.clone(), source);
+                // A turn made of several lines has a source id per line; any pairing of
+                // the copies with them names the same turn.
+                let mut sources = store.rdf().source_ids(&turn, &owner.iri)?;
+                sources.sort_unstable();
+                for (line, source) in std::iter::once(&node.uuid).chain(&node.merged).zip(sources) {
+                    self.alias.insert(line.clone(), source);
                 }
             }
         }
@@ -1457,6 +1463,19 @@ fn agent_in_text(text: &str) -> Option<String> {
     (!id.is_empty()).then_some(id)
 }
 
+/// A `tool_result` block's content: its text, or its text parts joined by a blank line.
+fn result_text(block: &Value) -> String {
+    match block.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        _ => String::new(),
+    }
+}
+
 fn claude_line(v: &Value) -> std::result::Result<Line, String> {
     let text = |key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
     let kind = text("type").ok_or("a line needs a \"type\"")?;
@@ -1507,15 +1526,7 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
                         }
                     })),
                     Some("tool_result") => {
-                        let content = match block.get("content") {
-                            Some(Value::String(s)) => s.clone(),
-                            Some(Value::Array(parts)) => parts
-                                .iter()
-                                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                                .collect::<Vec<_>>()
-                                .join("\n\n"),
-                            _ => String::new(),
-                        };
+                        let content = result_text(block);
                         let mut t = NewTurn::new(Role::Tool, content.clone());
                         if let Some(id) = block.get("tool_use_id").and_then(Value::as_str) {
                             t = t.tool_call_id(id);
