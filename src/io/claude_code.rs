@@ -6,20 +6,21 @@
 //! older versions), each line a message with a `uuid` and a `parentUuid`. The main chain
 //! becomes a session named by the log's `sessionId`, an answer Claude Code wrote as a
 //! line per content block being one turn followed by its calls' results (see
-//! [`steps`]); where a message has several children, each alternative after the first
-//! becomes a fork (`alt-N`); sidechains in
-//! the trunk become forks at 0 (`sidechain-N`); a sub-agent's transcript becomes a fork
-//! at 0 (`agent-<id>`, id `<session>:agent-<id>`) of the session whose turn launched it,
-//! linked to that turn by `ft:spawnedBy`, or, when that turn is not in the import, a
-//! root session whose link stays unresolved (`ft:spawnedInSession` and
-//! `ft:spawnToolCallId` without `ft:spawnedBy`).
+//! `claude_code/steps.rs`); where a message has several children, each alternative
+//! after the first becomes a fork (`alt-N`); sidechains in the trunk become forks at 0
+//! (`sidechain-N`); a sub-agent's transcript becomes a fork at 0 (`agent-<id>`, id
+//! `<session>:agent-<id>`) of the session whose turn launched it, linked to that turn by
+//! `ft:spawnedBy`, or, when that turn is not in the import, a root session whose link
+//! stays unresolved (`ft:spawnedInSession` and `ft:spawnToolCallId` without
+//! `ft:spawnedBy`).
 //!
-//! Every imported turn keeps the `uuid` of its line as `ft:sourceId`. Importing a log
-//! again appends the lines that are new (by uuid) to the sessions that hold their
-//! parents, or forks where they branch (also at a turn the same import appends); lines
-//! already imported are left as they are. Branches are numbered in the order the log
-//! holds them, so a log imported again as it grows ends as an import of it whole (but
-//! for an answer caught between its lines, whose later lines make a second turn).
+//! Every imported turn keeps the `uuid` of its line (of each of its lines, for an
+//! answer's) as `ft:sourceId`. Importing a log again appends the lines that are new (by
+//! uuid) to the sessions that hold their parents, or forks where they branch (also at
+//! a turn the same import appends); lines already imported are left as they are.
+//! Branches are numbered in the order the log holds them, so a log imported again as it
+//! grows ends as an import of it whole (but for an answer caught between its lines,
+//! whose later lines make a second turn).
 //!
 //! Everything is built in a scratch in-memory store with the ordinary write path, then
 //! committed in one transaction: all or nothing.
@@ -332,6 +333,9 @@ pub(super) struct Family {
     /// Lines not imported (other types, thinking only): uuid → parent, so children
     /// hang on to the nearest imported ancestor.
     pub(super) passthrough: HashMap<String, Option<String>>,
+    /// Whether the log writes an answer as a line per content block (Claude Code's do),
+    /// so that its lines are put back together before they are followed.
+    pub(super) split_answers: bool,
 }
 
 /// What an import writes.
@@ -400,7 +404,7 @@ struct Build<'a, 'o> {
 impl Build<'_, '_> {
     fn run(&mut self) -> Result<()> {
         self.copy_existing()?;
-        if self.source == "claude-code" {
+        if self.family.split_answers {
             // One answer written as several lines, its results hung off them: the
             // conversation the model saw, not a branch per parallel call.
             let family = std::mem::take(&mut self.family);
@@ -1131,7 +1135,11 @@ fn read_families(
         }
     }
     forks.resolve_stored(store, &families)?;
-    Ok(forks.merge(families))
+    let mut families = forks.merge(families);
+    for family in families.values_mut() {
+        family.split_answers = true;
+    }
+    Ok(families)
 }
 
 /// `(sessionId, messageUuid)` of a line's `forkedFrom`: the line is a copy, in a fork's

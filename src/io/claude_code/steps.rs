@@ -36,6 +36,7 @@ pub(super) fn rebuild(family: Family, held: impl Fn(&str) -> bool) -> Family {
         title,
         nodes,
         passthrough,
+        split_answers,
         ..
     } = family;
     let mut nodes: Vec<Option<Node>> = nodes.into_iter().map(Some).collect();
@@ -82,6 +83,7 @@ pub(super) fn rebuild(family: Family, held: impl Fn(&str) -> bool) -> Family {
     let mut out = Family {
         title,
         passthrough,
+        split_answers,
         ..Family::default()
     };
     for (i, mut node) in nodes.into_iter().enumerate() {
