@@ -213,11 +213,11 @@ fn conversation(stub: &AnthropicStub, prompt: &str) -> Vec<Said> {
     let last = stub
         .messages_requests()
         .into_iter()
-        .filter(|r| {
+        .rev()
+        .find(|r| {
             let messages = r["messages"].as_array().cloned().unwrap_or_default();
             first_prompt(&messages).as_deref() == Some(prompt)
         })
-        .last()
         .unwrap_or_else(|| panic!("the stub was sent no request for {prompt:?}"));
     let mut turns = api_turns(last["messages"].as_array().unwrap());
     turns.extend(api_turns(&[script(&last)]));

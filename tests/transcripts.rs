@@ -986,9 +986,11 @@ fn a_log_grown_by_a_prompt_and_two_answers_to_it_forks_at_a_turn_the_same_import
     }
 }
 
-/// A stored session's turns as (role, content, the ids of the calls it makes, the call
-/// it answers).
-fn calls_and_results(s: &Store, id: &str) -> Vec<(Role, String, Vec<String>, Option<String>)> {
+/// A turn as (role, content, the ids of the calls it makes, the call it answers).
+type Said = (Role, String, Vec<String>, Option<String>);
+
+/// A stored session's turns.
+fn calls_and_results(s: &Store, id: &str) -> Vec<Said> {
     s.load(&sid(id), None)
         .unwrap()
         .into_iter()
@@ -1007,12 +1009,7 @@ fn calls_and_results(s: &Store, id: &str) -> Vec<(Role, String, Vec<String>, Opt
         .collect()
 }
 
-fn turn(
-    role: Role,
-    content: &str,
-    calls: &[&str],
-    answers: Option<&str>,
-) -> (Role, String, Vec<String>, Option<String>) {
+fn turn(role: Role, content: &str, calls: &[&str], answers: Option<&str>) -> Said {
     (
         role,
         content.to_string(),
@@ -1242,10 +1239,8 @@ fn parallel_tool_calls_in_a_sub_agent_and_beside_its_launch_make_no_fork() {
 
 /// A log's turns with each run of assistant turns as one (texts joined by a blank line,
 /// calls in order): the messages a model is sent.
-fn as_messages(
-    turns: Vec<(Role, String, Vec<String>, Option<String>)>,
-) -> Vec<(Role, String, Vec<String>, Option<String>)> {
-    let mut out: Vec<(Role, String, Vec<String>, Option<String>)> = Vec::new();
+fn as_messages(turns: Vec<Said>) -> Vec<Said> {
+    let mut out: Vec<Said> = Vec::new();
     for t in turns {
         match out.last_mut() {
             Some(last) if last.0 == Role::Assistant && t.0 == Role::Assistant => {

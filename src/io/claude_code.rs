@@ -1592,14 +1592,11 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
         log_session: text("sessionId"),
         turns,
         spawned,
-        message: (role == Role::Assistant)
-            .then(|| {
-                message
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
-            .flatten(),
+        message: message
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|_| role == Role::Assistant)
+            .map(str::to_string),
         block: v.get("apiBlockIndex").and_then(Value::as_u64),
         ..Default::default()
     }))
