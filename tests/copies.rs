@@ -690,3 +690,132 @@ fn hostile_fork_fields_are_named_by_line_and_change_nothing() {
     assert_eq!(report.turns, 2, "{report:?}");
     assert_eq!(stored_turns(&store, &SessionId::new(PARENT).unwrap()), 4);
 }
+
+const PARALLEL_PARENT: &str = "5f0c2a1e-0000-4000-8000-0000000000pp";
+const PARALLEL_FORK: &str = "5f0c2a1e-0000-4000-8000-0000000000pf";
+const PARALLEL_GRANDCHILD: &str = "5f0c2a1e-0000-4000-8000-0000000000pg";
+
+/// The lines of a log whose answer makes two calls at once, as Claude Code writes them
+/// (a line per block sharing `message.id`, each result hung on its call), then its own
+/// `(uuid, parent, text)` lines; each line copied (new uuid `{prefix}{uuid}`, and
+/// `forkedFrom` naming `from`'s line) up to `upto` lines when `from` is given.
+fn parallel_log(
+    log: &str,
+    from: Option<(&str, &str)>,
+    upto: usize,
+    own: &[(&str, Option<&str>, &str)],
+) -> String {
+    let call = |id: &str, command: &str| json!([{"type": "tool_use", "id": id, "name": "Bash", "input": {"command": command}}]);
+    let result =
+        |id: &str, out: &str| json!([{"type": "tool_result", "tool_use_id": id, "content": out}]);
+    let lines = [
+        (
+            "u1",
+            None,
+            "user",
+            json!("List the files and run the tests."),
+            None,
+        ),
+        (
+            "a1x",
+            Some("u1"),
+            "assistant",
+            call("toolu_ls", "ls"),
+            Some(0),
+        ),
+        (
+            "a1y",
+            Some("a1x"),
+            "assistant",
+            call("toolu_test", "cargo test"),
+            Some(1),
+        ),
+        (
+            "r1x",
+            Some("a1x"),
+            "user",
+            result("toolu_ls", "src tests"),
+            None,
+        ),
+        ("r1y", Some("a1y"), "user", result("toolu_test", "ok"), None),
+        ("a2", Some("r1y"), "assistant", json!("Both done."), None),
+    ];
+    let (prefix, from_log) = from.unwrap_or(("", ""));
+    let mut out = String::new();
+    for (uuid, parent, role, content, block) in lines.iter().take(upto) {
+        let mut line = json!({
+            "type": role, "uuid": format!("{prefix}{uuid}"),
+            "parentUuid": parent.map(|p| format!("{prefix}{p}")), "sessionId": log,
+            "message": {"role": role, "content": content},
+        });
+        if let Some(block) = block {
+            line["message"]["id"] = json!("msg_both");
+            line["apiBlockIndex"] = json!(block);
+        }
+        if from.is_some() {
+            let copied = format!("{}{uuid}", &prefix[1..]);
+            line["forkedFrom"] = json!({"sessionId": from_log, "messageUuid": copied});
+        }
+        out += &(line.to_string() + "\n");
+    }
+    for (uuid, parent, text) in own {
+        let role = if uuid.contains('u') {
+            "user"
+        } else {
+            "assistant"
+        };
+        out += &(json!({"type": role, "uuid": uuid, "parentUuid": parent, "sessionId": log,
+                        "message": {"role": role, "content": text}})
+        .to_string()
+            + "\n");
+    }
+    out
+}
+
+#[test]
+fn a_fork_of_a_fork_of_a_log_with_parallel_calls_imported_on_its_own_stores_only_its_own_lines() {
+    let parent = SessionId::new(PARALLEL_PARENT).unwrap();
+    let fork = SessionId::new(PARALLEL_FORK).unwrap();
+    let grandchild = SessionId::new(PARALLEL_GRANDCHILD).unwrap();
+    // The fork's log copies the whole answer and its results (uuids `c…`), then goes on.
+    let fork_log = parallel_log(
+        PARALLEL_FORK,
+        Some(("c", PARALLEL_PARENT)),
+        6,
+        &[
+            ("fu1", Some("ca2"), "Now only the tests."),
+            ("fa1", Some("fu1"), "ok"),
+        ],
+    );
+    for (upto, on, at) in [(6, &parent, 5), (4, &parent, 3)] {
+        let store = Store::in_memory().unwrap();
+        claude(&store, &parallel_log(PARALLEL_PARENT, None, 6, &[]));
+        claude(&store, &fork_log);
+        assert_eq!(
+            (stored_turns(&store, &parent), stored_turns(&store, &fork)),
+            (5, 2),
+            "{upto}"
+        );
+        // Its copies name the fork's copies (`gc…` of `c…`), which the store knows only
+        // by position: the answer's two lines are one turn there.
+        let last = if upto == 6 { "gca2" } else { "gcr1x" };
+        let grandchild_log = parallel_log(
+            PARALLEL_GRANDCHILD,
+            Some(("gc", PARALLEL_FORK)),
+            upto,
+            &[("gu9", Some(last), "Or run nothing.")],
+        );
+        let report = claude(&store, &grandchild_log);
+        assert_eq!(report.turns, 1, "{upto}: {report:?}");
+        assert_eq!(stored_turns(&store, &grandchild), 1, "{upto}");
+        let info = store.info(&grandchild).unwrap();
+        assert_eq!(
+            (info.parent.as_ref(), info.forked_at_index),
+            (Some(on), Some(at)),
+            "{upto}"
+        );
+        imports_nothing_new(&store, "the grandchild again", || {
+            claude(&store, &grandchild_log)
+        });
+    }
+}

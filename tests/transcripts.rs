@@ -5,6 +5,7 @@ mod common;
 use common::*;
 use forktrail::{Error, NewSession, NewTurn, Role, SessionId, Store, TranscriptOptions};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> String {
@@ -1082,4 +1083,336 @@ fn the_same_call_spelled_two_ways_is_one_history() {
         )])
         .unwrap();
     assert_ne!(s.info(&other[0]).unwrap().head_digest, a.head_digest);
+}
+
+/// A turn as (role, content, the ids of the calls it makes, the call it answers).
+type Said = (Role, String, Vec<String>, Option<String>);
+
+/// A stored session's turns.
+fn calls_and_results(s: &Store, id: &str) -> Vec<Said> {
+    s.load(&sid(id), None)
+        .unwrap()
+        .into_iter()
+        .map(|t| {
+            let calls: Vec<String> = t
+                .tool_calls
+                .as_deref()
+                .map(|c| serde_json::from_str::<Value>(c).unwrap())
+                .and_then(|c| c.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_string())
+                .collect();
+            (t.role, t.content, calls, t.tool_call_id)
+        })
+        .collect()
+}
+
+fn turn(role: Role, content: &str, calls: &[&str], answers: Option<&str>) -> Said {
+    (
+        role,
+        content.to_string(),
+        calls.iter().map(|c| c.to_string()).collect(),
+        answers.map(str::to_string),
+    )
+}
+
+const PARALLEL: &str = "c41d7e52-8a3b-4f6e-b1d9-0e2a7c5f3b18";
+
+#[test]
+fn parallel_tool_calls_are_one_turn_and_their_results_and_real_branches_stay_forks() {
+    // Claude Code's shape: an answer's blocks as lines sharing message.id, each a child
+    // of the one before, each result a child of the call it answers; a user who went
+    // back to one of the parallel calls, and a regenerated last answer.
+    let text = fixture("claude-code-parallel.jsonl");
+    for s in stores() {
+        let report = s
+            .import_claude_code(&text, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!((report.sessions.len(), report.turns), (3, 12), "{report:?}");
+        assert_eq!(report.sessions[0], PARALLEL);
+        let main = [
+            turn(Role::User, "Why do the Friday trains not show?", &[], None),
+            turn(
+                Role::Assistant,
+                "Let me read the schedule code and its test.",
+                &["toolu_01Read", "toolu_01Test"],
+                None,
+            ),
+            turn(
+                Role::Tool,
+                "fn days() -> [Day; 6] { [Mon, Tue, Wed, Thu, Sat, Sun] }",
+                &[],
+                Some("toolu_01Read"),
+            ),
+            turn(
+                Role::Tool,
+                "test schedule::friday ... FAILED",
+                &[],
+                Some("toolu_01Test"),
+            ),
+            turn(
+                Role::Assistant,
+                "",
+                &["toolu_02Edit", "toolu_02Grep", "toolu_02Log"],
+                None,
+            ),
+            // The results as they came back (and as Claude Code sent them), not in the
+            // order of the calls.
+            turn(Role::Tool, "src/schedule.rs:3", &[], Some("toolu_02Grep")),
+            turn(
+                Role::Tool,
+                "Drop Friday from the weekend list",
+                &[],
+                Some("toolu_02Log"),
+            ),
+            turn(
+                Role::Tool,
+                "The file src/schedule.rs has been updated.",
+                &[],
+                Some("toolu_02Edit"),
+            ),
+            turn(
+                Role::Assistant,
+                "Friday was dropped from the list of days by the last change; it is back, and \
+                 the test passes.",
+                &[],
+                None,
+            ),
+        ];
+        assert_eq!(calls_and_results(&s, PARALLEL), main, "{}", s.kind);
+        let turns = s.load(&sid(PARALLEL), None).unwrap();
+        assert_eq!(turns[4].kind, forktrail::Kind::ToolCall, "{}", s.kind);
+        assert_eq!(turns[1].model.as_deref(), Some("claude-opus-4-5"));
+
+        // Two forks, both real: the user's at the parallel calls (after the answer that
+        // made them), the regenerated answer's after the results.
+        let branches = s.branches(&sid(PARALLEL)).unwrap();
+        let found: Vec<(&str, u64, u64)> = branches
+            .iter()
+            .map(|b| (b.branch.as_str(), b.forked_at_index, b.own_turns))
+            .collect();
+        assert_eq!(found, [("alt-1", 5, 2), ("alt-2", 8, 1)], "{}", s.kind);
+        let back = calls_and_results(&s, &branches[0].session);
+        assert_eq!(back[..5], main[..5], "{}", s.kind);
+        assert_eq!(
+            back[5..],
+            [
+                turn(
+                    Role::User,
+                    "Do not edit yet: only tell me which commit dropped it.",
+                    &[],
+                    None
+                ),
+                turn(
+                    Role::Assistant,
+                    "The commit \"Drop Friday from the weekend list\" did.",
+                    &[],
+                    None
+                ),
+            ],
+            "{}",
+            s.kind
+        );
+        let again = calls_and_results(&s, &branches[1].session);
+        assert_eq!(again[..8], main[..8], "{}", s.kind);
+        assert_eq!(
+            again[8].1, "Fixed: Friday is in the list again.",
+            "{}",
+            s.kind
+        );
+        assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
+
+        // Every line is known by its uuid: importing the log again adds nothing.
+        let before = quads(&s);
+        let report = s
+            .import_claude_code(&text, &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!((report.sessions.len(), report.turns), (0, 0), "{report:?}");
+        assert_eq!(before, quads(&s), "{}", s.kind);
+    }
+}
+
+fn parallel_project() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-project-parallel")
+}
+
+#[test]
+fn parallel_tool_calls_in_a_sub_agent_and_beside_its_launch_make_no_fork() {
+    let main = "e8a14c2b-7d3f-4b90-a6e1-59c0d2f7b3a4";
+    let agent = format!("{main}:agent-a3f9c1e07b2d45e18");
+    for s in stores() {
+        let report = s
+            .import_claude_code_path(&parallel_project(), &TranscriptOptions::default())
+            .unwrap();
+        assert_eq!(report.sessions, [main, agent.as_str()], "{report:?}");
+        // The launch came back before the answer's last block was written, and that
+        // block hangs on it: still one answer, its two results after it.
+        assert_eq!(
+            calls_and_results(&s, main),
+            [
+                turn(
+                    Role::User,
+                    "Find every caller of parse_date while you run the date tests.",
+                    &[],
+                    None
+                ),
+                turn(
+                    Role::Assistant,
+                    "An agent looks for the callers; I run the tests meanwhile.",
+                    &["toolu_11Agent", "toolu_11Test"],
+                    None
+                ),
+                turn(
+                    Role::Tool,
+                    "Async agent launched successfully.\nagentId: a3f9c1e07b2d45e18 (internal \
+                     ID - do not mention to user. Use SendMessage with to: \
+                     'a3f9c1e07b2d45e18' to continue this agent.)",
+                    &[],
+                    Some("toolu_11Agent")
+                ),
+                turn(
+                    Role::Tool,
+                    "test result: ok. 12 passed; 0 failed",
+                    &[],
+                    Some("toolu_11Test")
+                ),
+                turn(
+                    Role::Assistant,
+                    "The date tests pass; the agent's list follows when it is done.",
+                    &[],
+                    None
+                ),
+            ],
+            "{}",
+            s.kind
+        );
+        let branches = s.branches(&sid(main)).unwrap();
+        assert_eq!(branches.len(), 1, "{}: {branches:?}", s.kind);
+        assert_eq!(
+            (branches[0].session.as_str(), branches[0].forked_at_index),
+            (agent.as_str(), 0),
+            "{}",
+            s.kind
+        );
+        let info = s.info(&sid(&agent)).unwrap();
+        let launch = info.subagent.unwrap().spawned_by.unwrap();
+        assert_eq!(
+            (launch.session.as_str(), launch.index),
+            (main, 1),
+            "{}",
+            s.kind
+        );
+        assert_eq!(
+            calls_and_results(&s, &agent),
+            [
+                turn(Role::User, "List every caller of parse_date.", &[], None),
+                turn(
+                    Role::Assistant,
+                    "",
+                    &["toolu_21Src", "toolu_21Tests", "toolu_21Bench"],
+                    None
+                ),
+                turn(Role::Tool, "No matches found", &[], Some("toolu_21Bench")),
+                turn(
+                    Role::Tool,
+                    "src/import.rs:40\nsrc/cli.rs:88",
+                    &[],
+                    Some("toolu_21Src")
+                ),
+                turn(Role::Tool, "tests/dates.rs:12", &[], Some("toolu_21Tests")),
+                turn(
+                    Role::Assistant,
+                    "Callers: src/import.rs:40, src/cli.rs:88 and tests/dates.rs:12.",
+                    &[],
+                    None
+                ),
+            ],
+            "{}",
+            s.kind
+        );
+        assert!(s.branches(&sid(&agent)).unwrap().is_empty(), "{}", s.kind);
+        assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
+    }
+}
+
+/// A log's turns with each run of assistant turns as one (texts joined by a blank line,
+/// calls in order): the messages a model is sent.
+fn as_messages(turns: Vec<Said>) -> Vec<Said> {
+    let mut out: Vec<Said> = Vec::new();
+    for t in turns {
+        match out.last_mut() {
+            Some(last) if last.0 == Role::Assistant && t.0 == Role::Assistant => {
+                if !t.1.is_empty() {
+                    last.1 = [last.1.as_str(), t.1.as_str()]
+                        .into_iter()
+                        .filter(|s| !s.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("\n\n");
+                }
+                last.2.extend(t.2);
+            }
+            _ => out.push(t),
+        }
+    }
+    out
+}
+
+#[test]
+fn a_log_with_parallel_calls_cut_at_any_line_and_imported_again_whole_makes_no_other_fork() {
+    let log = fixture("claude-code-parallel.jsonl");
+    let lines: Vec<&str> = log.lines().collect();
+    let whole = |s: &Store| s.import_claude_code(&log, &TranscriptOptions::default());
+    let fresh = Store::in_memory().unwrap();
+    whole(&fresh).unwrap();
+    // A cut between two lines of one answer (its first blocks imported, the rest written
+    // since): the rest goes on as a turn of its own after what is stored, so the
+    // messages a model is sent are the same, and no fork is made.
+    let inside = |n: usize| {
+        let uuid = |l: &str| serde_json::from_str::<Value>(l).unwrap()["uuid"].clone();
+        ["p-a1", "p-a2", "p-b1", "p-b2"].contains(&uuid(lines[n - 1]).as_str().unwrap_or(""))
+    };
+    let mut valid = 0;
+    for n in 0..=lines.len() {
+        let cut: String = lines[..n].iter().map(|l| format!("{l}\n")).collect();
+        let what = format!("cut at {n} lines");
+        if n == 0 || !inside(n) {
+            let prefix = |s: &Store| s.import_claude_code(&cut, &TranscriptOptions::default());
+            if grows_into_what_a_fresh_import_makes(&prefix, &whole, &what) {
+                valid += 1;
+            }
+            continue;
+        }
+        let s = Store::in_memory().unwrap();
+        s.import_claude_code(&cut, &TranscriptOptions::default())
+            .unwrap();
+        whole(&s).unwrap();
+        // Each session, by its branch label (the forks all hang on the main session).
+        let labelled = |s: &Store| -> BTreeMap<String, String> {
+            s.list()
+                .unwrap()
+                .into_iter()
+                .map(|i| (s.info(&i.session).unwrap().branch, i.session.to_string()))
+                .collect()
+        };
+        let (got, want) = (labelled(&s), labelled(&fresh));
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{what}"
+        );
+        for (label, id) in &want {
+            assert_eq!(
+                as_messages(calls_and_results(&s, &got[label])),
+                as_messages(calls_and_results(&fresh, id)),
+                "{what}: {label}"
+            );
+        }
+        assert!(s.verify(None).unwrap().is_clean(), "{what}");
+        let again = whole(&s).unwrap();
+        assert_eq!((again.sessions.len(), again.turns), (0, 0), "{what}");
+        valid += 1;
+    }
+    // Every cut but the empty log and the queue line alone holds a message.
+    assert_eq!(valid, lines.len() - 1);
 }

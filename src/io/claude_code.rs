@@ -4,19 +4,23 @@
 //! Claude Code writes one JSONL file per session (the *trunk*) and one per sub-agent
 //! (`<session>/subagents/agent-<id>.jsonl`, or `agent-<id>.jsonl` beside the trunk in
 //! older versions), each line a message with a `uuid` and a `parentUuid`. The main chain
-//! becomes a session named by the log's `sessionId`; where a message has several
-//! children, each alternative after the first becomes a fork (`alt-N`); sidechains in
-//! the trunk become forks at 0 (`sidechain-N`); a sub-agent's transcript becomes a fork
-//! at 0 (`agent-<id>`, id `<session>:agent-<id>`) of the session whose turn launched it,
-//! linked to that turn by `ft:spawnedBy`, or, when that turn is not in the import, a
-//! root session whose link stays unresolved (`ft:spawnedInSession` and
-//! `ft:spawnToolCallId` without `ft:spawnedBy`).
+//! becomes a session named by the log's `sessionId`, an answer Claude Code wrote as a
+//! line per content block being one turn followed by its calls' results (see
+//! `claude_code/steps.rs`); where a message has several children, each alternative
+//! after the first becomes a fork (`alt-N`); sidechains in the trunk become forks at 0
+//! (`sidechain-N`); a sub-agent's transcript becomes a fork at 0 (`agent-<id>`, id
+//! `<session>:agent-<id>`) of the session whose turn launched it, linked to that turn by
+//! `ft:spawnedBy`, or, when that turn is not in the import, a root session whose link
+//! stays unresolved (`ft:spawnedInSession` and `ft:spawnToolCallId` without
+//! `ft:spawnedBy`).
 //!
-//! Every imported turn keeps the `uuid` of its line as `ft:sourceId`. Importing a log
-//! again appends the lines that are new (by uuid) to the sessions that hold their
-//! parents, or forks where they branch (also at a turn the same import appends); lines
-//! already imported are left as they are. Branches are numbered in the order the log
-//! holds them, so a log imported again as it grows ends as an import of it whole.
+//! Every imported turn keeps the `uuid` of its line (of each of its lines, for an
+//! answer's) as `ft:sourceId`. Importing a log again appends the lines that are new (by
+//! uuid) to the sessions that hold their parents, or forks where they branch (also at
+//! a turn the same import appends); lines already imported are left as they are.
+//! Branches are numbered in the order the log holds them, so a log imported again as it
+//! grows ends as an import of it whole (but for an answer caught between its lines,
+//! whose later lines make a second turn).
 //!
 //! Everything is built in a scratch in-memory store with the ordinary write path, then
 //! committed in one transaction: all or nothing.
@@ -33,6 +37,8 @@ use oxigraph::model::{NamedNode, Quad};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+
+mod steps;
 
 /// One JSONL file of a Claude Code project (or a Pi session file).
 #[derive(Clone, Debug)]
@@ -67,6 +73,12 @@ pub(super) struct Node {
     /// A line a fork's log copied from its parent's (`forkedFrom`): its `uuid` is the
     /// original's.
     pub(super) copy: bool,
+    /// The `message.id` of an assistant line: the lines of one answer share it.
+    pub(super) message: Option<String>,
+    /// The line's `apiBlockIndex`: which content block of its answer it holds.
+    pub(super) block: Option<u64>,
+    /// The uuids of the other lines of the same answer this node stands for.
+    pub(super) merged: Vec<String>,
 }
 
 /// What a line is.
@@ -312,7 +324,7 @@ impl Store {
 }
 
 /// The lines of one session log and its sub-agents.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Family {
     /// The main session's title, when the log names one (else `<tool> <log>`).
     pub(super) title: Option<String>,
@@ -321,6 +333,9 @@ pub(super) struct Family {
     /// Lines not imported (other types, thinking only): uuid → parent, so children
     /// hang on to the nearest imported ancestor.
     pub(super) passthrough: HashMap<String, Option<String>>,
+    /// Whether the log writes an answer as a line per content block (Claude Code's do),
+    /// so that its lines are put back together before they are followed.
+    pub(super) split_answers: bool,
 }
 
 /// What an import writes.
@@ -389,6 +404,12 @@ struct Build<'a, 'o> {
 impl Build<'_, '_> {
     fn run(&mut self) -> Result<()> {
         self.copy_existing()?;
+        if self.family.split_answers {
+            // One answer written as several lines, its results hung off them: the
+            // conversation the model saw, not a branch per parallel call.
+            let family = std::mem::take(&mut self.family);
+            self.family = steps::rebuild(family, |uuid| self.imported.contains_key(uuid));
+        }
         let nodes = &self.family.nodes;
         let parents: Vec<Option<usize>> = nodes
             .iter()
@@ -948,23 +969,27 @@ impl Build<'_, '_> {
         Ok(id)
     }
 
-    /// Appends a line's turns, each carrying the line's uuid.
+    /// Appends a node's turns, each carrying the uuid of every line the node stands for.
     fn append(&mut self, session: &SessionId, node: &Node) -> Result<()> {
         let first = self.scratch.require(session)?.length;
+        let uuids: Vec<&String> = std::iter::once(&node.uuid).chain(&node.merged).collect();
         for turn in &node.turns {
-            let uuid = node.uuid.clone();
             self.scratch
                 .append_with(session, turn.clone(), |w, iri, _| {
-                    source_id_quad(w, iri, uuid.as_str());
+                    for uuid in &uuids {
+                        source_id_quad(w, iri, uuid.as_str());
+                    }
                 })
                 .map_err(|e| invalid(self.files, node.file, node.line, e))?;
             self.report.turns += 1;
         }
         self.note_calls(session, first, &node.turns);
-        self.imported.insert(
-            node.uuid.clone(),
-            (session.clone(), first + node.turns.len() as u64),
-        );
+        for uuid in uuids {
+            self.imported.insert(
+                uuid.clone(),
+                (session.clone(), first + node.turns.len() as u64),
+            );
+        }
         if self.written.existing.contains_key(session) {
             self.extended(session);
         }
@@ -1110,7 +1135,11 @@ fn read_families(
         }
     }
     forks.resolve_stored(store, &families)?;
-    Ok(forks.merge(families))
+    let mut families = forks.merge(families);
+    for family in families.values_mut() {
+        family.split_answers = true;
+    }
+    Ok(families)
 }
 
 /// `(sessionId, messageUuid)` of a line's `forkedFrom`: the line is a copy, in a fork's
@@ -1188,6 +1217,8 @@ impl Forks {
             }
             let chain = store.chain(&from)?;
             let (mut digest, mut index) = (String::new(), 0u64);
+            // The copies as they were stored: an answer's lines as one turn.
+            let family = steps::rebuild(family.clone(), |_| false);
             for node in family.nodes.iter().filter(|n| n.copy) {
                 for turn in &node.turns {
                     digest = crate::rdf::turn_digest(&digest, index, &turn);
@@ -1205,8 +1236,12 @@ impl Forks {
                 }
                 let owner = chain.owner_of(last).expect("an index within the chain");
                 let turn = store.iris.turn(owner.id.as_str(), last);
-                if let Some(source) = store.rdf().source_id(&turn, &owner.iri)? {
-                    self.alias.insert(node.uuid.clone(), source);
+                // A turn made of several lines has a source id per line; any pairing of
+                // the copies with them names the same turn.
+                let mut sources = store.rdf().source_ids(&turn, &owner.iri)?;
+                sources.sort_unstable();
+                for (line, source) in std::iter::once(&node.uuid).chain(&node.merged).zip(sources) {
+                    self.alias.insert(line.clone(), source);
                 }
             }
         }
@@ -1430,6 +1465,19 @@ fn agent_in_text(text: &str) -> Option<String> {
     (!id.is_empty()).then_some(id)
 }
 
+/// A `tool_result` block's content: its text, or its text parts joined by a blank line.
+fn result_text(block: &Value) -> String {
+    match block.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        _ => String::new(),
+    }
+}
+
 fn claude_line(v: &Value) -> std::result::Result<Line, String> {
     let text = |key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
     let kind = text("type").ok_or("a line needs a \"type\"")?;
@@ -1480,15 +1528,7 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
                         }
                     })),
                     Some("tool_result") => {
-                        let content = match block.get("content") {
-                            Some(Value::String(s)) => s.clone(),
-                            Some(Value::Array(parts)) => parts
-                                .iter()
-                                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                                .collect::<Vec<_>>()
-                                .join("\n\n"),
-                            _ => String::new(),
-                        };
+                        let content = result_text(block);
                         let mut t = NewTurn::new(Role::Tool, content.clone());
                         if let Some(id) = block.get("tool_use_id").and_then(Value::as_str) {
                             t = t.tool_call_id(id);
@@ -1546,6 +1586,12 @@ fn claude_line(v: &Value) -> std::result::Result<Line, String> {
         log_session: text("sessionId"),
         turns,
         spawned,
+        message: message
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|_| role == Role::Assistant)
+            .map(str::to_string),
+        block: v.get("apiBlockIndex").and_then(Value::as_u64),
         ..Default::default()
     }))
 }

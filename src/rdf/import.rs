@@ -94,19 +94,19 @@ impl Rdf<'_> {
             .is_some())
     }
 
-    /// The source message turn `turn` (stored in graph `graph`) was imported from.
-    pub(crate) fn source_id(&self, turn: &NamedNode, graph: &NamedNode) -> Result<Option<String>> {
+    /// The source messages turn `turn` (stored in graph `graph`) was imported from: one,
+    /// or one per line of an answer written as several.
+    pub(crate) fn source_ids(&self, turn: &NamedNode, graph: &NamedNode) -> Result<Vec<String>> {
+        let mut out = Vec::new();
         for quad in self.backend.quads(
             Some(turn.as_ref().into()),
             Some(ft::SOURCE_ID),
             None,
             Some(GraphNameRef::NamedNode(graph.as_ref())),
         ) {
-            if let Some(id) = text(&quad?.object) {
-                return Ok(Some(id.to_string()));
-            }
+            out.extend(text(&quad?.object).map(str::to_string));
         }
-        Ok(None)
+        Ok(out)
     }
 
     /// The graph of the session that holds the turns imported from source message `id`

@@ -1,6 +1,7 @@
 //! Shared setup: stores of every kind, small builders, and the "changes nothing" check.
 #![allow(dead_code)]
 
+pub mod anthropic;
 pub mod stub;
 
 use forktrail::{Error, ForkOptions, NewSession, NewTurn, RemoteConfig, Role, SessionId, Store};
