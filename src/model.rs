@@ -988,6 +988,9 @@ pub struct Job {
     pub latency_ms: Option<u64>,
     /// SHA-256 of the exact request body (stored whole as `ft:requestBody`).
     pub request_digest: String,
+    /// The money cap the call was held to, in US dollars.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
     /// True when an identical earlier request's job is returned instead of a new call.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reused: bool,
