@@ -9,7 +9,7 @@
 mod common;
 
 use common::stub::{self, Stub};
-use common::{session_with, Reaped};
+use common::{serve_in_process, session_with, Reaped};
 use forktrail::{NewTurn, Role, Store};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -564,4 +564,106 @@ fn forktrail_basic(user: &str, password: &str) -> String {
         }
     }
     out
+}
+
+/// Guards against REST and MCP regenerations and comparisons that took any endpoint
+/// while the web UI offered only the server's: a token holder could point one at a
+/// listener of its own and have the session, and once a key, sent there.
+#[test]
+fn rest_and_mcp_call_only_the_endpoints_the_server_offers() {
+    let offered = stub::start(stub::Mode::Echo);
+    let elsewhere = stub::start(stub::Mode::Echo);
+    let store = std::sync::Arc::new(Store::in_memory().unwrap());
+    session_with(&store, "trip", 4);
+    for model_endpoints in [vec![offered.url.clone()], Vec::new()] {
+        let config = forktrail::server::ServerConfig {
+            token: Some("t0ken-for-writes".into()),
+            model_endpoints: model_endpoints.clone(),
+            ..Default::default()
+        };
+        let base = format!(
+            "http://{}",
+            serve_in_process(std::sync::Arc::clone(&store), config)
+        );
+        let before = common::quads(&store);
+        let http = reqwest::blocking::Client::new();
+        let refused = |path: &str, body: Value| {
+            let r = http
+                .post(format!("{base}{path}"))
+                .bearer_auth("t0ken-for-writes")
+                .json(&body)
+                .send()
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 403, "{path} {body}");
+            let answer: Value = r.json().unwrap();
+            assert_eq!(answer["error"], "endpoint_not_allowed", "{answer}");
+            assert!(
+                answer["message"].as_str().unwrap().contains(&format!(
+                    "endpoint {} is not one this server offers",
+                    elsewhere.url
+                )),
+                "{answer}"
+            );
+        };
+        refused(
+            "/sessions/trip/regenerate",
+            json!({"at": 2, "model": "m", "endpoint": elsewhere.url}),
+        );
+        refused(
+            "/sessions/trip/compare",
+            json!({"at": 2, "arms": [{"model": "m", "endpoint": elsewhere.url}]}),
+        );
+        for (tool, args) in [
+            (
+                "regenerate",
+                json!({"session": "trip", "at": 2, "model": "m", "endpoint": elsewhere.url}),
+            ),
+            (
+                "fork_session",
+                json!({"session": "trip", "at": 2, "swap_model": "m", "endpoint": elsewhere.url}),
+            ),
+            (
+                "compare_models",
+                json!({"session": "trip", "at": 2, "arms": [{"model": "m", "endpoint": elsewhere.url}]}),
+            ),
+        ] {
+            let params = json!({
+                "name": tool, "arguments": args,
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}}
+            });
+            let answer: Value = http
+                .post(format!("{base}/mcp"))
+                .bearer_auth("t0ken-for-writes")
+                .header("Accept", "application/json, text/event-stream")
+                .header("MCP-Protocol-Version", "2026-07-28")
+                .header("Mcp-Method", "tools/call")
+                .header("Mcp-Name", tool)
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            let text = answer["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(
+                answer["result"]["isError"] == true
+                    && text.contains("is not one this server offers"),
+                "{tool}: {answer}"
+            );
+        }
+        assert_eq!(common::quads(&store), before, "nothing written");
+        // The endpoint offered is taken.
+        if !model_endpoints.is_empty() {
+            let r = http
+                .post(format!("{base}/sessions/trip/regenerate"))
+                .bearer_auth("t0ken-for-writes")
+                .json(&json!({"at": 2, "model": "m", "endpoint": offered.url, "dry_run": true}))
+                .send()
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+        }
+    }
+    assert!(elsewhere.requests().is_empty());
 }
