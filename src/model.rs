@@ -963,7 +963,7 @@ pub struct CallFigures {
     pub finish_reason: Option<String>,
     /// From the given prices and the reported usage; `None` when unpriced or unmeasured.
     pub cost_usd: Option<f64>,
-    /// What the budget counted: the cost, or the call's upper estimate when the endpoint
+    /// What the budget counted: the cost, or the call's upper bound when the endpoint
     /// reported no usage.
     pub charged_usd: f64,
 }

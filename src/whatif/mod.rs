@@ -293,7 +293,8 @@ pub struct CompareOptions {
     pub max_steps: Option<u64>,
     /// Prices by model (the model an arm asks for).
     pub prices: BTreeMap<String, Price>,
-    /// The money cap for the whole comparison, in US dollars: required when an arm's
+    /// The money cap for the whole comparison, in US dollars, shared by its arms (see
+    /// [`Price::upper_bound`] for what a call reserves): required when an arm's
     /// endpoint is off this machine.
     pub budget_usd: Option<f64>,
     /// Allow endpoints off this machine.
