@@ -350,12 +350,10 @@ impl Runner<'_> {
     }
 
     /// Reserves a call's upper bound under the budget, waiting for other arms'
-    /// reservations to settle if they must, and writes it to the store before the call:
-    /// `Ok(None)` without a budget, `Err` with the run ended (budget exhausted, or
-    /// cancelled while waiting).
-    fn reserve(&self, bytes: u64, max_output: u32) -> Result<std::result::Result<Option<f64>, ()>> {
+    /// reservations to settle if it must, and writes it to the store before the call.
+    fn reserve(&self, bytes: u64, max_output: u32) -> Result<Reservation> {
         let (Some(price), true) = (self.price, self.budgeted()) else {
-            return Ok(Ok(None));
+            return Ok(Reservation::Unbudgeted);
         };
         let upper = price.upper_bound(bytes, max_output);
         let stop = || self.store.cancel_requested(&self.ids, self.flag);
@@ -363,7 +361,7 @@ impl Runner<'_> {
             Ok(()) => {}
             Err(Refused::Stopped) => {
                 self.end(RunStatus::Cancelled, None)?;
-                return Ok(Err(()));
+                return Ok(Reservation::Ended);
             }
             Err(Refused::Exhausted(why)) => {
                 let detail = format!(
@@ -371,15 +369,15 @@ impl Runner<'_> {
                     self.run.name
                 );
                 self.end(RunStatus::BudgetExhausted, Some(&detail))?;
-                return Ok(Err(()));
+                return Ok(Reservation::Ended);
             }
         }
         match self.store.hold(&self.run.node, upper) {
-            Ok(true) => Ok(Ok(Some(upper))),
+            Ok(true) => Ok(Reservation::Held(upper)),
             Ok(false) => {
                 // Ended meanwhile (cancelled): no call is made.
                 self.budget.settle(Some(upper), 0.0);
-                Ok(Err(()))
+                Ok(Reservation::Ended)
             }
             Err(e) => {
                 self.budget.settle(Some(upper), 0.0);
@@ -416,8 +414,10 @@ impl Runner<'_> {
             return Ok(None);
         }
         let body = body.to_string();
-        let Ok(reserved) = self.reserve(body.len() as u64, max_output)? else {
-            return Ok(None);
+        let reserved = match self.reserve(body.len() as u64, max_output)? {
+            Reservation::Unbudgeted => None,
+            Reservation::Held(upper) => Some(upper),
+            Reservation::Ended => return Ok(None),
         };
         let endpoint = self.arm.resolved_endpoint();
         let timeout = self.settings.timeout_secs;
@@ -440,8 +440,9 @@ impl Runner<'_> {
                     false => (0.0, InFlight::Released),
                 };
                 self.budget.settle(reserved, charge);
-                let status = RunStatus::Failed;
-                (self.store).end_run(&self.run.node, status, Some(&failure.message), in_flight)?;
+                let (node, detail) = (&self.run.node, Some(failure.message.as_str()));
+                self.store
+                    .end_run(node, RunStatus::Failed, detail, in_flight)?;
                 return Ok(None);
             }
             Call::Cancelled => {
@@ -638,6 +639,16 @@ impl Runner<'_> {
             (RunStatus::MaxSteps, Some(detail))
         })
     }
+}
+
+/// What reserving a call's bound came to.
+enum Reservation {
+    /// No budget binds the arm (no cap, or its model has no price).
+    Unbudgeted,
+    /// The call's bound, held by the budget and written to the run.
+    Held(f64),
+    /// The run ended instead: the budget is exhausted, or it was cancelled.
+    Ended,
 }
 
 /// One model call's answer, ready to commit.
