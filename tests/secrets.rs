@@ -440,7 +440,7 @@ fn a_key_is_sent_only_to_the_endpoint_its_owner_configured_for_it() {
             && said.contains("OPENAI_BASE_URL"),
         "the refusal says why no key went: {said}"
     );
-    let (_, _) = cli(&[
+    let _ = cli(&[
         "compare",
         "trip",
         "--at",
@@ -512,7 +512,7 @@ fn echoing_store(basic: bool) -> String {
 fn a_store_echoing_its_credentials_leaves_them_out_of_the_error() {
     let token = format!("store-token-{}", uuid::Uuid::now_v7().simple());
     let password = format!("store-password-{}", uuid::Uuid::now_v7().simple());
-    let basic = forktrail_basic("alice", &password);
+    let basic = basic_form("alice", &password);
     for (url, env) in [
         (
             echoing_store(false),
@@ -546,7 +546,7 @@ fn a_store_echoing_its_credentials_leaves_them_out_of_the_error() {
 }
 
 /// `user:password` as HTTP Basic sends it.
-fn forktrail_basic(user: &str, password: &str) -> String {
+fn basic_form(user: &str, password: &str) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let bytes = format!("{user}:{password}").into_bytes();
     let mut out = String::new();
