@@ -97,6 +97,18 @@ pub enum Error {
     )]
     JobNotFound { job: String },
 
+    /// A caller who is not the operator (a REST or MCP request) asked for a model
+    /// endpoint the operator did not offer: its context, and a key, could go anywhere.
+    #[error(
+        "endpoint {endpoint} is not one this server offers ({}); start it with \
+         --model-endpoint to add one",
+        offered.join(", ")
+    )]
+    EndpointNotOffered {
+        endpoint: String,
+        offered: Vec<String>,
+    },
+
     /// A writer handle holds the session (see `Store::writer`).
     #[error("session {session} is busy: a SessionWriter holds it until it is dropped")]
     Busy { session: String },

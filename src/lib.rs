@@ -44,6 +44,7 @@ mod query_check;
 mod rdf;
 mod read;
 mod records;
+pub mod secrets;
 #[cfg(feature = "server")]
 pub mod server;
 mod storage;
@@ -80,10 +81,11 @@ pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};
 pub use store::Store;
 pub use verify::{Check, Problem, VerifyReport};
 pub use whatif::{
-    Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell, CompareOptions, ComparePlan,
-    Comparison, CostStatus, DiffRow, Figures, Price, Provider, RegenerateOptions, RegeneratePlan,
-    TurnFigures, ANTHROPIC_ENDPOINT, BASELINE, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
-    DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_STEPS, ESTIMATE_METHOD,
+    check_offered, offered_endpoints, Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell,
+    CompareOptions, ComparePlan, Comparison, CostStatus, DiffRow, Figures, Price, Provider,
+    RegenerateOptions, RegeneratePlan, TurnFigures, ANTHROPIC_ENDPOINT, BASELINE, DEFAULT_ENDPOINT,
+    DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_STEPS, ESTIMATE_METHOD,
+    OPENAI_API,
 };
 
 #[cfg(doctest)]

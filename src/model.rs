@@ -1136,7 +1136,7 @@ pub struct CallFigures {
     pub finish_reason: Option<String>,
     /// From the given prices and the reported usage; `None` when unpriced or unmeasured.
     pub cost_usd: Option<f64>,
-    /// What the budget counted: the cost, or the call's upper estimate when the endpoint
+    /// What the budget counted: the cost, or the call's upper bound when the endpoint
     /// reported no usage.
     pub charged_usd: f64,
 }
@@ -1161,6 +1161,9 @@ pub struct Job {
     pub latency_ms: Option<u64>,
     /// SHA-256 of the exact request body (stored whole as `ft:requestBody`).
     pub request_digest: String,
+    /// The money cap the call was held to, in US dollars.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
     /// True when an identical earlier request's job is returned instead of a new call.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reused: bool,

@@ -37,6 +37,7 @@ pub mod ft {
         ARM_NAME = "armName", ARM_INDEX = "armIndex", ARM_SPEC = "armSpec", PROVIDER = "provider",
         MAX_STEPS = "maxSteps", BUDGET_USD = "budgetUsd", CACHED_TOKENS = "cachedTokens",
         FINISH_REASON = "finishReason", CHARGED_USD = "chargedUsd", COST_USD = "costUsd",
+        RESERVED_USD = "reservedUsd", LOST_CALLS_USD = "lostCallsUsd",
         SOURCE_ID = "sourceId", AGENT_ID = "agentId", SPAWNED_BY = "spawnedBy",
         SPAWNED_IN_SESSION = "spawnedInSession", SPAWN_TOOL_CALL_ID = "spawnToolCallId",
         FORKED_FROM_ID = "forkedFromId",

@@ -179,7 +179,7 @@ fn row(table: &str, label: &str) -> Vec<String> {
 }
 
 /// Waits, polling, until `done` holds; panics after a minute.
-fn wait_until(what: &str, done: impl Fn() -> bool) {
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -657,4 +657,132 @@ fn jobs_cancel_of_one_run_stops_that_arm_while_the_next_goes_on() {
         "{cancelled}"
     );
     assert_eq!((first.requests().len(), second.requests().len()), (1, 1));
+}
+
+/// Guards against a kill -9 that lost the charge of the calls in flight (18 calls made,
+/// 16 charged), and against parallel arms passing the money cap across kills and
+/// resumes: a call's reservation is written before the call, so the process that
+/// resumes charges it.
+#[test]
+fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pass_the_cap() {
+    let cli = Cli::new();
+    let (cap, out) = (0.7, 40);
+    let price = forktrail::Price {
+        input: 200.0,
+        output: 200.0,
+        cached: None,
+    };
+    // What the stub bills a request: two bytes a token in (denser than the four
+    // characters a token estimates assume), `out` tokens out.
+    let bill = move |bytes: usize| price.cost(bytes as u64 / 2, out, 0);
+    let hang_at = Arc::new(AtomicUsize::new(3));
+    let (count, hang) = (Arc::new(AtomicUsize::new(0)), Arc::clone(&hang_at));
+    let seen = Arc::clone(&count);
+    let stub = stub::scripted(move |request, bytes| {
+        let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut reply = replay(request);
+        let mut body: Value = serde_json::from_str(&reply.body).unwrap();
+        body["usage"] = json!({"prompt_tokens": bytes / 2, "completion_tokens": out});
+        reply.body = body.to_string();
+        // One request hangs until its process is killed; the others keep arms busy.
+        reply.delay = Some(match n == hang.load(Ordering::SeqCst) {
+            true => Duration::from_secs(30),
+            false => Duration::from_millis(20),
+        });
+        reply
+    });
+    let arm = |n: usize| {
+        format!(
+            "name=a{n},model=model-a,endpoint={},max-tokens=80",
+            stub.url
+        )
+    };
+    let (a1, a2, a3) = (arm(1), arm(2), arm(3));
+    let mut args = vec![
+        "compare", "trip", "--at", "2", "--arm", &a1, "--arm", &a2, "--arm", &a3,
+    ];
+    args.extend([
+        "--price",
+        "model-a=200/200",
+        "--budget-usd",
+        "0.7",
+        "--parallel",
+        "3",
+    ]);
+    let spawn = |args: &[&str]| {
+        cli.command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // The first process is killed with the hanging call (and maybe others) in flight.
+    let mut child = spawn(&args);
+    wait_until("five requests", || stub.requests().len() >= 5);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let id = cli.json(&["comparisons", "--json"])[0]["comparison"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A resume is killed the same way, if the budget lets it call that far.
+    hang_at.store(stub.requests().len() + 2, Ordering::SeqCst);
+    let mut child = spawn(&["jobs", "resume", &id, "--parallel", "3"]);
+    wait_until("the resume's hanging request, or its end", || {
+        stub.requests().len() >= hang_at.load(Ordering::SeqCst)
+            || child.try_wait().unwrap().is_some()
+    });
+    let _ = child.kill();
+    child.wait().unwrap();
+    let kills = 1 + usize::from(stub.requests().len() >= hang_at.load(Ordering::SeqCst));
+    hang_at.store(usize::MAX, Ordering::SeqCst);
+    let (table, _) = cli.ok(&["jobs", "resume", &id, "--parallel", "3"]);
+    let c = cli.json(&["jobs", "show", &id, "--json"]);
+    assert_eq!(c["status"], "ended", "{table}");
+    let charged = c["charged_usd"].as_f64().unwrap();
+    let billed: f64 = stub
+        .requests()
+        .iter()
+        .map(|r| bill(r.to_string().len()))
+        .sum();
+    let recorded: f64 = c["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| a["calls"].as_array().cloned().unwrap_or_default())
+        .map(|call| call["charged_usd"].as_f64().unwrap())
+        .sum();
+    assert!(
+        charged <= cap + 1e-9,
+        "charged ${charged} past the ${cap} cap:\n{table}"
+    );
+    assert!(
+        billed <= charged + 1e-9,
+        "the endpoint billed ${billed} for {} calls, the budget charged ${charged}",
+        stub.requests().len()
+    );
+    assert!(
+        charged > recorded + 1e-9,
+        "the calls lost to the kill are charged beside the {} recorded: ${charged} vs ${recorded}",
+        c["arms"].as_array().unwrap().len()
+    );
+    for arm in c["arms"].as_array().unwrap().iter().skip(1) {
+        let status = arm["status"].as_str().unwrap();
+        assert!(
+            ["complete", "budget_exhausted"].contains(&status),
+            "{status}: {}",
+            arm["detail"]
+        );
+    }
+    println!(
+        "{kills} kills, {} calls made, {} recorded: billed ${billed:.4}, charged ${charged:.4} \
+         (recorded ${recorded:.4}) of ${cap}",
+        stub.requests().len(),
+        c["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["calls"].as_array().map_or(0, Vec::len))
+            .sum::<usize>()
+    );
 }

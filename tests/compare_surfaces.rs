@@ -517,6 +517,14 @@ mod rest {
         }
     }
 
+    /// A server with the token that offers `stub` as its model endpoint.
+    fn offering(stub: &stub::Stub) -> ServerConfig {
+        ServerConfig {
+            model_endpoints: vec![stub.url.clone()],
+            ..with_token()
+        }
+    }
+
     impl Server {
         fn url(&self, path: &str) -> String {
             format!("{}{path}", self.base)
@@ -555,8 +563,8 @@ mod rest {
 
     #[test]
     fn compare_answers_202_and_the_comparison_ends_with_the_librarys_figures() {
-        let s = start(with_token());
         let stub = stub::scripted(two_models);
+        let s = start(offering(&stub));
         let body = two_arms(&stub.url);
         let r = s.post("/sessions/trip/compare", Some(TOKEN), &body);
         assert_eq!(r.status(), StatusCode::ACCEPTED);
@@ -621,8 +629,8 @@ mod rest {
 
     #[test]
     fn a_dry_run_answers_the_plan_and_writes_nothing() {
-        let s = start(with_token());
         let stub = stub::scripted(two_models);
+        let s = start(offering(&stub));
         let mut body = two_arms(&stub.url);
         body["dry_run"] = json!(true);
         let before = quads(&s.store);
@@ -640,8 +648,8 @@ mod rest {
 
     #[test]
     fn writes_need_the_token_and_refusals_change_nothing() {
-        let s = start(with_token());
         let stub = stub::scripted(two_models);
+        let s = start(offering(&stub));
         let body = two_arms(&stub.url);
         let before = quads(&s.store);
         let r = s.post("/sessions/trip/compare", None, &body);
@@ -659,6 +667,19 @@ mod rest {
             error_code(r),
             (StatusCode::UNAUTHORIZED, "unauthorized".into())
         );
+        // Endpoints the server does not offer are refused, on this machine too (the
+        // server's key could go there).
+        let elsewhere = stub::scripted(two_models);
+        let r = s.post(
+            "/sessions/trip/compare",
+            Some(TOKEN),
+            &two_arms(&elsewhere.url),
+        );
+        assert_eq!(
+            error_code(r),
+            (StatusCode::FORBIDDEN, "endpoint_not_allowed".into())
+        );
+        assert!(elsewhere.requests().is_empty());
         // Remote endpoints only on a server that allows them.
         let remote = json!({"at": 2, "allow_remote": true, "budget_usd": 1,
                             "arms": [{"model": "m", "endpoint": "http://example.com/v1"}]});
@@ -717,11 +738,11 @@ mod rest {
 
     #[test]
     fn cancel_stops_the_running_runs_of_a_comparison_begun_over_http() {
-        let s = start(with_token());
         let slow = stub::scripted(|request, n| Reply {
             delay: Some(Duration::from_secs(20)),
             ..two_models(request, n)
         });
+        let s = start(offering(&slow));
         let r = s.post("/sessions/trip/compare", Some(TOKEN), &two_arms(&slow.url));
         assert_eq!(r.status(), StatusCode::ACCEPTED);
         let id = r.json::<Value>().unwrap()["comparison"]
@@ -748,8 +769,8 @@ mod rest {
 
     #[test]
     fn a_comparison_nobody_takes_resumes_from_its_last_step_over_http() {
-        let s = start(with_token());
         let stub = stub::scripted(two_models);
+        let s = start(offering(&stub));
         // Begun but never run: what a server that stopped mid-way leaves behind.
         let begun = s
             .store

@@ -158,6 +158,18 @@ fn rich_store() -> Store {
     };
     let c = s.compare(&tree.root, &comparison).unwrap();
     assert_eq!(c.arms[1].figures.steps, 1);
+    // A budgeted call whose answer does not read: its reservation is charged as a lost
+    // call.
+    let garbage = stub::start(stub::Mode::Garbage);
+    let lost = forktrail::CompareOptions {
+        arms: vec![forktrail::Arm {
+            endpoint: Some(garbage.url.clone()),
+            ..comparison.arms[0].clone()
+        }],
+        ..comparison
+    };
+    let c = s.compare(&tree.root, &lost).unwrap();
+    assert!(c.charged_usd > 0.0 && c.arms[1].calls.is_empty(), "{c:?}");
     // A Claude Code project: imported turns keep their source ids, sub-agents their
     // launch.
     let project =
@@ -227,8 +239,11 @@ fn every_term_written_is_declared_in_the_ontology_and_every_declared_term_is_use
     let code_ft: BTreeSet<String> = ft::ALL.iter().map(|t| t.to_string()).collect();
     assert_eq!(declared_ft, code_ft, "vocab.rs and the ontology disagree");
     // Leases live only while a write to a shared store is under way (tests/remote.rs
-    // reads them back); an in-process store never writes them.
-    let leases = [ft::LEASE, ft::LEASE_OF, ft::LEASE_EXPIRES].map(|t| t.to_string());
+    // reads them back); an in-process store never writes them. A reservation lives
+    // only while a budgeted call is in flight (tests/compare_cli.rs kills a process
+    // holding some).
+    let leases =
+        [ft::LEASE, ft::LEASE_OF, ft::LEASE_EXPIRES, ft::RESERVED_USD].map(|t| t.to_string());
     let used_ft: BTreeSet<String> = used
         .iter()
         .filter(|t| t.as_str().starts_with(ft::NS))
@@ -299,9 +314,9 @@ fn every_turn_is_attributed_and_timed_and_every_fork_is_a_prov_activity_that_use
     ));
     assert_eq!(
         (forks, proper),
-        (11, 11),
+        (12, 12),
         "three demo forks, the detached one, one from an anchor, one abandoned, one \
-         regenerated, one a comparison's arm, three Claude Code sub-agents"
+         regenerated, two comparisons' arms, three Claude Code sub-agents"
     );
 }
 

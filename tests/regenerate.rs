@@ -365,6 +365,75 @@ fn bad_requests_are_refused_before_anything_is_called_or_written() {
     assert!(matches!(s.job("nope"), Err(Error::JobNotFound { .. })));
 }
 
+/// Guards against an off-machine regeneration that needed no budget at all: it needs
+/// a money cap and a price, and is made only if its upper bound (its request's bytes as
+/// input tokens, plus the `max_tokens` then always sent) fits.
+#[test]
+fn an_off_machine_regeneration_needs_a_budget_and_a_price_and_its_bound_must_fit() {
+    let s = Store::in_memory().unwrap();
+    let root = conversation(&s);
+    let stub = stub::start(Mode::Echo);
+    let remote = RegenerateOptions {
+        endpoint: Some("https://models.example.com/v1".into()),
+        allow_remote: true,
+        ..options(&stub, 2)
+    };
+    let refuse = |o: RegenerateOptions| fails_unchanged(&s, || s.regenerate(&root, &o));
+    let err = refuse(remote.clone());
+    assert!(
+        err.to_string()
+            .contains("a money cap is required (--budget-usd"),
+        "{err}"
+    );
+    let budgeted = RegenerateOptions {
+        budget_usd: Some(0.01),
+        ..remote.clone()
+    };
+    let err = refuse(budgeted.clone());
+    assert!(err.to_string().contains("--price"), "{err}");
+    // $10 per million tokens both ways: 4096 output tokens alone would cost $0.041.
+    let priced = RegenerateOptions {
+        price: Some("10/10".parse().unwrap()),
+        ..budgeted
+    };
+    let err = refuse(priced.clone());
+    assert!(
+        err.to_string().contains("could cost up to $0.04")
+            && err.to_string().contains("above the budget of $0.01"),
+        "{err}"
+    );
+    // With fewer output tokens it fits: the plan says its bound, and sends max_tokens.
+    let plan = s
+        .plan_regeneration(
+            &root,
+            &RegenerateOptions {
+                max_tokens: Some(200),
+                ..priced
+            },
+        )
+        .unwrap();
+    let bytes = plan.request.to_string().len() as f64;
+    assert_eq!(plan.request["max_tokens"], 200);
+    assert!((plan.upper_usd.unwrap() - (bytes + 200.0) * 10.0 / 1e6).abs() < 1e-12);
+    assert_eq!(plan.budget_usd, Some(0.01));
+    // On this machine, a budget is kept on the job it bounded.
+    let job = s
+        .regenerate(
+            &root,
+            &RegenerateOptions {
+                budget_usd: Some(0.5),
+                price: Some("1/1".parse().unwrap()),
+                ..options(&stub, 2)
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        (job.status, job.budget_usd),
+        (JobStatus::Complete, Some(0.5))
+    );
+    assert_eq!(stub.requests()[0]["max_tokens"], 4096);
+}
+
 #[test]
 fn a_second_runner_of_the_same_job_returns_at_once_and_the_model_is_called_once() {
     let s = Store::in_memory().unwrap();

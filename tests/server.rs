@@ -1343,8 +1343,11 @@ fn transcripts_import_and_export_over_rest() {
 
 #[test]
 fn regenerate_over_rest_answers_202_with_a_job_that_completes() {
-    let server = start(with_token());
     let stub = common::stub::start(common::stub::Mode::Echo);
+    let server = start(ServerConfig {
+        model_endpoints: vec![stub.url.clone()],
+        ..with_token()
+    });
     let root = server.tree.root.to_string();
     let body = json!({"at": 2, "model": "model-b", "endpoint": stub.url});
     let plan = server.post_json(

@@ -13,6 +13,7 @@ use forktrail::{
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A recorded agent session with tool calls:
 /// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
@@ -353,10 +354,10 @@ fn a_run_stops_at_the_budget_before_a_call_that_could_pass_it() {
     let root = agent_session(&s);
     let stub = stub::scripted(replay_script("model-a"));
     let mut o = options(2, vec![arm("a", "model-a", &stub.url)]);
-    // $1 per million input and output tokens: each call may output 1000 tokens
-    // ($0.001) plus its input (about 70 tokens for the first). The first call fits
-    // under $0.0011 and is charged its usage ($0.00011); the second's upper estimate
-    // would pass the cap.
+    // $1 per million input and output tokens: a call's upper bound is its request's
+    // bytes plus the 1000 tokens it may answer with, about $0.0013 for the first. It
+    // fits under $0.0014 and is charged its usage ($0.00011); the second, its request
+    // longer, would pass the cap.
     o.prices.insert(
         "model-a".into(),
         Price {
@@ -366,19 +367,133 @@ fn a_run_stops_at_the_budget_before_a_call_that_could_pass_it() {
         },
     );
     o.arms[0].max_tokens = Some(1000);
-    o.budget_usd = Some(0.0011);
+    o.budget_usd = Some(0.0014);
     let c = s.compare(&root, &o).unwrap();
     let a = &c.arms[1];
     assert_eq!(a.status, "budget_exhausted", "{:?}", a.detail);
     assert_eq!(stub.requests().len(), 1, "no call past the cap");
     assert_eq!(stub.requests()[0]["max_tokens"], 1000);
-    assert!(a.detail.as_deref().unwrap().contains("--budget-usd"));
+    let detail = a.detail.as_deref().unwrap();
+    assert!(
+        detail.contains("--budget-usd") && detail.contains("$0.000000 reserved"),
+        "{detail}"
+    );
     assert!(
         (c.charged_usd - 110.0 / 1e6).abs() < 1e-12,
         "{}",
         c.charged_usd
     );
     assert_eq!(a.figures.steps, 1);
+}
+
+/// What `stub` billed for the requests it received, at `price`: the usage a dense
+/// stub reports (its request's bytes / 2 in, `OUT` out), the truth the cap is held to.
+fn billed(stub: &stub::Stub, price: &Price) -> f64 {
+    stub.requests()
+        .iter()
+        .map(|r| price.cost(dense_input(r.to_string().len()), OUT, 0))
+        .sum()
+}
+
+/// The output tokens a dense stub reports for each answer.
+const OUT: u64 = 80;
+
+/// Two bytes a token: denser than the four characters a token that estimates assume.
+fn dense_input(bytes: usize) -> u64 {
+    bytes as u64 / 2
+}
+
+/// The recording replayed, each answer after a short wait (so that parallel arms have
+/// calls in flight at once) and reporting dense usage.
+fn dense_replay(request: &Value, bytes: usize) -> Reply {
+    let mut reply = replay_script("model-a")(request, bytes);
+    let mut body: Value = serde_json::from_str(&reply.body).unwrap();
+    body["usage"] = json!({"prompt_tokens": dense_input(bytes), "completion_tokens": OUT});
+    reply.body = body.to_string();
+    reply.delay = Some(Duration::from_millis(30));
+    reply
+}
+
+/// The amounts in a `budget_exhausted` detail: the call's bound, then what was charged
+/// and what reserved when the arm stopped.
+fn stopped_at(detail: &str) -> (f64, f64, f64) {
+    let amounts: Vec<f64> = detail
+        .split('$')
+        .skip(1)
+        .map(|part| {
+            part.chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect::<String>()
+                .trim_end_matches('.')
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    (amounts[0], amounts[1], amounts[2])
+}
+
+/// Guards against a cap that parallel arms passed (4 arms, $0.50, charged $0.60: each
+/// reserved from a characters / 4 estimate before any call had reported its usage), and
+/// against an arm that stopped `budget_exhausted` at once, most of the budget unspent,
+/// because its siblings held reservations.
+#[test]
+fn parallel_arms_never_pass_the_cap_against_usage_denser_than_four_characters_a_token() {
+    for (arms, cap) in [(4, 0.5), (3, 0.35), (6, 0.8)] {
+        let s = Store::in_memory().unwrap();
+        let root = agent_session(&s);
+        let stub = stub::scripted(dense_replay);
+        let price = Price {
+            input: 200.0,
+            output: 200.0,
+            cached: None,
+        };
+        let mut o = options(
+            2,
+            (0..arms)
+                .map(|n| {
+                    let mut a = arm(&format!("a{n}"), "model-a", &stub.url);
+                    a.max_tokens = Some(OUT as u32 * 2);
+                    a
+                })
+                .collect(),
+        );
+        o.prices.insert("model-a".into(), price);
+        o.budget_usd = Some(cap);
+        o.parallel = Some(arms);
+        let c = s.compare(&root, &o).unwrap();
+        let billed = billed(&stub, &price);
+        assert!(
+            c.charged_usd <= cap + 1e-9 && billed <= cap + 1e-9,
+            "{arms} arms: charged ${}, billed ${billed}, over the ${cap} cap",
+            c.charged_usd
+        );
+        assert!(
+            (c.charged_usd - billed).abs() < 1e-9,
+            "every call charged as billed"
+        );
+        let mut exhausted = 0;
+        for a in c.arms.iter().filter(|a| !a.baseline) {
+            match a.status.as_str() {
+                "complete" => {}
+                "budget_exhausted" => {
+                    exhausted += 1;
+                    // It stopped when nothing was held that could free enough, and its
+                    // call truly did not fit.
+                    let (bound, charged, reserved) = stopped_at(a.detail.as_deref().unwrap());
+                    assert_eq!(reserved, 0.0, "{:?}", a.detail);
+                    assert!(charged + bound > cap, "{:?}", a.detail);
+                }
+                other => panic!("arm {} ended {other}: {:?}", a.name, a.detail),
+            }
+        }
+        assert!(exhausted > 0, "{arms} arms: the cap was reached ({c:?})");
+        println!(
+            "{arms} parallel arms, cap ${cap}: {} calls, billed ${billed:.4}, charged ${:.4}, \
+             {exhausted} arms stopped budget_exhausted",
+            stub.requests().len(),
+            c.charged_usd
+        );
+    }
 }
 
 #[test]
@@ -470,6 +585,8 @@ fn raise_max_steps(s: &Store, id: &str, steps: u64) {
 
 #[test]
 fn anthropic_arms_send_messages_with_tool_use_and_read_usage_with_cache_reads() {
+    // The key goes to the endpoint its owner configured beside it. No other test of
+    // this file reads these variables.
     std::env::set_var("ANTHROPIC_API_KEY", "test-key-not-stored");
     let s = Store::in_memory().unwrap();
     let root = agent_session(&s);
@@ -491,6 +608,7 @@ fn anthropic_arms_send_messages_with_tool_use_and_read_usage_with_cache_reads() 
         })
     });
     let endpoint = stub.url.trim_end_matches("/v1").to_string();
+    std::env::set_var("ANTHROPIC_BASE_URL", &endpoint);
     let mut a = arm("claude", "claude-x", &endpoint);
     a.provider = Provider::Anthropic;
     let o = CompareOptions {

@@ -35,9 +35,11 @@ pub(super) struct CompareArgs {
     /// (US dollars per million tokens).
     #[arg(long = "prices", value_name = "FILE")]
     prices_file: Option<PathBuf>,
-    /// The money cap of the whole comparison, in US dollars: a call is made only if its
-    /// upper estimate fits, else its arm stops budget_exhausted. Required with an
-    /// endpoint off this machine.
+    /// The money cap of the whole comparison, in US dollars, shared by its arms: a call
+    /// is made only if its upper bound (its request's bytes as input tokens, plus
+    /// max-tokens) fits beside what is charged and reserved; an arm waits while others
+    /// hold reservations, and stops budget_exhausted when nothing held could free
+    /// enough. Required with an endpoint off this machine.
     #[arg(long, value_name = "USD")]
     budget_usd: Option<f64>,
     /// Allow arms whose endpoint is off this machine (the session's context is sent

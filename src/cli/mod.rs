@@ -319,6 +319,12 @@ struct McpArgs {
     /// Cancel a query tool call running longer than this (e.g. 30s, 500ms, 2m).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     query_timeout: std::time::Duration,
+    /// Limit regenerate, swap_model and compare_models to this model endpoint (repeat
+    /// for more); without it they take any endpoint the CLI takes. An API key goes
+    /// only to its provider's API or its $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL either
+    /// way.
+    #[arg(long = "model-endpoint", value_name = "URL")]
+    model_endpoints: Vec<String>,
 }
 
 #[cfg(feature = "mcp")]
@@ -337,6 +343,7 @@ impl McpArgs {
             allow_writes: self.allow_writes,
             allow_remote_models: self.allow_remote_models,
             query_timeout: self.query_timeout,
+            model_endpoints: (!self.model_endpoints.is_empty()).then_some(self.model_endpoints),
         };
         let server = forktrail::mcp::McpServer::new(std::sync::Arc::new(store), config);
         Ok(server.run_stdio()?)

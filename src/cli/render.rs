@@ -262,6 +262,9 @@ pub fn job(out: &mut dyn Write, j: &Job) -> io::Result<()> {
     if let Some(ms) = j.latency_ms {
         writeln!(out, "latency    {ms} ms")?;
     }
+    if let Some(budget) = j.budget_usd {
+        writeln!(out, "budget     ${budget:.6}")?;
+    }
     if let Some(error) = &j.error {
         writeln!(out, "error      {error}")?;
     }

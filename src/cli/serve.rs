@@ -43,11 +43,15 @@ pub(super) struct ServeArgs {
     /// Load the demo tree first if the store has no session.
     #[arg(long)]
     demo: bool,
-    /// Let REST regenerations send context to model endpoints off this machine.
+    /// Let regenerations and comparisons (web UI, REST, /mcp) send context to model
+    /// endpoints off this machine (each then needs a money cap).
     #[arg(long)]
     allow_remote_models: bool,
-    /// A model endpoint (OpenAI-compatible base URL) the web UI's what-if offers;
-    /// repeat for more. Default: $OPENAI_BASE_URL, else http://127.0.0.1:11434/v1.
+    /// A model endpoint (base URL) the server offers; repeat for more. The web UI's
+    /// what-if and comparisons choose among them, and REST and /mcp may name no other.
+    /// Default: $OPENAI_BASE_URL (else http://127.0.0.1:11434/v1) and
+    /// $ANTHROPIC_BASE_URL (else https://api.anthropic.com). An API key goes only to its
+    /// provider's API or the endpoint its *_BASE_URL names.
     #[arg(long = "model-endpoint", value_name = "URL")]
     model_endpoints: Vec<String>,
 }

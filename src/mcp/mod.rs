@@ -73,6 +73,14 @@ pub struct McpConfig {
     /// `query` calls running longer are cancelled (30 s unless told; `forktrail serve`
     /// gives its `--query-timeout`).
     pub query_timeout: std::time::Duration,
+    /// The model endpoints `regenerate`, `fork_session` with `swap_model` and
+    /// `compare_models` may call: `Some` list (empty: each provider's default, see
+    /// [`crate::offered_endpoints`]), as `forktrail serve` gives its `--model-endpoint`s
+    /// for `/mcp`, whose clients are not its operator; `None`, any endpoint the CLI
+    /// takes, the stdio default, whose client runs as the operator with the operator's
+    /// environment. Either way an API key goes only where [`crate::Provider::key_for`]
+    /// allows.
+    pub model_endpoints: Option<Vec<String>>,
 }
 
 impl Default for McpConfig {
@@ -81,6 +89,7 @@ impl Default for McpConfig {
             allow_writes: false,
             allow_remote_models: false,
             query_timeout: std::time::Duration::from_secs(30),
+            model_endpoints: None,
         }
     }
 }
@@ -572,10 +581,22 @@ impl McpServer {
         Ok(())
     }
 
+    /// A call naming an endpoint the server does not offer, refused when it offers a
+    /// list.
+    fn refuse_unless_offered(&self, endpoints: &[String]) -> Result<()> {
+        match &self.config.model_endpoints {
+            Some(configured) => {
+                crate::check_offered(endpoints, &crate::offered_endpoints(configured))
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Starts a regeneration (or returns its plan, or the earlier identical job); the
     /// model call runs on a thread of its own.
     fn regenerate(&self, session: &SessionId, options: RegenerateOptions) -> Result<Value> {
         self.refuse_remote_unless_allowed(options.allow_remote)?;
+        self.refuse_unless_offered(&[options.resolved_endpoint()])?;
         if options.dry_run {
             return json_of(self.store.plan_regeneration(session, &options)?);
         }
@@ -592,6 +613,7 @@ impl McpServer {
     /// go on on a thread of their own, `parallel` arms at once.
     fn compare(&self, session: &SessionId, options: CompareOptions) -> Result<Value> {
         self.refuse_remote_unless_allowed(options.allow_remote)?;
+        self.refuse_unless_offered(&options.endpoints())?;
         if options.dry_run {
             return json_of(self.store.plan_comparison(session, &options)?);
         }

@@ -229,6 +229,18 @@ pub(super) const TOOLS: &[Tool] = &[
                     "again": { "type": "boolean" },
                     "max_context_tokens": { "type": "integer", "minimum": 1 },
                     "timeout_secs": { "type": "integer", "minimum": 1 },
+                    "allow_remote": { "type": "boolean", "description": "Allow an endpoint off this machine (the server must allow them too); it then needs budget_usd and price." },
+                    "budget_usd": { "type": "number", "minimum": 0, "description": "The money cap of the call, in US dollars: made only if its upper bound fits." },
+                    "price": {
+                        "type": "object",
+                        "properties": {
+                            "input": { "type": "number", "minimum": 0 },
+                            "output": { "type": "number", "minimum": 0 },
+                            "cached": { "type": "number", "minimum": 0 }
+                        },
+                        "required": ["input", "output"],
+                        "description": "The model's price, in US dollars per million tokens."
+                    },
                     "dry_run": { "type": "boolean" }
                 }),
                 &["session", "at"],

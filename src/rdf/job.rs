@@ -26,6 +26,8 @@ pub(crate) struct JobRecord<'a> {
     pub(crate) body: &'a str,
     pub(crate) key: &'a str,
     pub(crate) timeout_secs: Option<u64>,
+    /// The money cap the call's upper bound was held to.
+    pub(crate) budget_usd: Option<f64>,
 }
 
 impl JobRecord<'_> {
@@ -55,6 +57,9 @@ impl JobRecord<'_> {
         w.add(&iri, ft::REQUEST_KEY, literal(self.key));
         if let Some(secs) = self.timeout_secs {
             w.add(&iri, ft::TIMEOUT_SECS, Literal::from(secs));
+        }
+        if let Some(budget) = self.budget_usd {
+            w.add(&iri, ft::BUDGET_USD, super::whatif::decimal(budget));
         }
         w.add(&iri, prov::STARTED_AT_TIME, super::now());
         let node = JobNode {
@@ -87,8 +92,11 @@ impl JobNode {
             self.quad(ft::STATUS, literal(status.as_str())),
             self.quad(prov::ENDED_AT_TIME, super::now()),
         ];
+        // The one place a job's error is stored: whatever outside text it carries, no
+        // secret is kept.
         if let Some(message) = error {
-            inserts.push(self.quad(ft::ERROR_MESSAGE, literal(message)));
+            let message = crate::secrets::excerpt(message);
+            inserts.push(self.quad(ft::ERROR_MESSAGE, literal(&message)));
         }
         (inserts, vec![self.running()])
     }
@@ -201,6 +209,7 @@ impl Rdf<'_> {
             output_tokens: None,
             latency_ms: None,
             request_digest: String::new(),
+            budget_usd: None,
             reused: false,
         };
         for quad in self.about(job.iri.as_ref(), job.graph.as_ref())? {
@@ -237,6 +246,8 @@ impl Rdf<'_> {
                         out.latency_ms = n();
                     } else if pr == ft::REQUEST_DIGEST {
                         out.request_digest = v;
+                    } else if pr == ft::BUDGET_USD {
+                        out.budget_usd = v.parse().ok();
                     } else if pr == prov::STARTED_AT_TIME {
                         out.created_at = Some(v);
                     } else if pr == prov::ENDED_AT_TIME {

@@ -18,7 +18,7 @@ pub(crate) struct Node {
     pub(crate) graph: NamedNode,
 }
 
-fn decimal(value: f64) -> Literal {
+pub(super) fn decimal(value: f64) -> Literal {
     Literal::new_typed_literal(format!("{value:.9}"), xsd::DECIMAL)
 }
 
@@ -159,11 +159,42 @@ impl Node {
             self.quad(ft::STATUS, literal(status.as_str())),
             self.quad(prov::ENDED_AT_TIME, super::now()),
         ];
+        // The one place a run's detail is stored: whatever outside text it carries, no
+        // secret is kept.
         if let Some(detail) = detail {
-            inserts.push(self.quad(ft::ERROR_MESSAGE, literal(detail)));
+            let detail = crate::secrets::excerpt(detail);
+            inserts.push(self.quad(ft::ERROR_MESSAGE, literal(&detail)));
         }
         let running = self.quad(ft::STATUS, literal(RunStatus::Running.as_str()));
         (inserts, vec![running])
+    }
+
+    /// The reservation of a call about to be made: `amount` dollars held by the budget
+    /// until the call's charge is recorded (replacing any `held` before).
+    pub(crate) fn reserve(&self, amount: f64, held: &[Quad]) -> (Vec<Quad>, Vec<Quad>) {
+        (
+            vec![self.quad(ft::RESERVED_USD, decimal(amount))],
+            held.to_vec(),
+        )
+    }
+
+    /// The reservation `held` charged as lost calls (the call was made, its answer is
+    /// not recorded): `(inserts, removes)` adding its amount to the run's lost calls
+    /// (`lost`, the quads stating them now).
+    pub(crate) fn charge_held(&self, held: &[Quad], lost: &[Quad]) -> (Vec<Quad>, Vec<Quad>) {
+        let sum = |quads: &[Quad]| -> f64 {
+            quads
+                .iter()
+                .filter_map(|q| text(&q.object).and_then(|v| v.parse::<f64>().ok()))
+                .sum()
+        };
+        if held.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        let total = sum(held) + sum(lost);
+        let mut removes = held.to_vec();
+        removes.extend_from_slice(lost);
+        (vec![self.quad(ft::LOST_CALLS_USD, decimal(total))], removes)
     }
 
     /// That turn `turn` was derived from the recorded turn `original`.
@@ -194,6 +225,10 @@ pub(crate) struct StoredRun {
     pub(crate) detail: Option<String>,
     pub(crate) started_at: Option<String>,
     pub(crate) ended_at: Option<String>,
+    /// What the budget holds for the call in flight (or one a stopped process left).
+    pub(crate) reserved_usd: Option<f64>,
+    /// What the budget charged for calls whose answers were lost.
+    pub(crate) lost_usd: f64,
 }
 
 /// A stored model call.
@@ -341,6 +376,8 @@ impl Rdf<'_> {
             detail: None,
             started_at: None,
             ended_at: None,
+            reserved_usd: None,
+            lost_usd: 0.0,
         };
         for quad in self.about(node.iri.as_ref(), node.graph.as_ref())? {
             let v = text(&quad.object).unwrap_or_default().to_string();
@@ -361,9 +398,46 @@ impl Rdf<'_> {
                 out.started_at = Some(v);
             } else if p == prov::ENDED_AT_TIME {
                 out.ended_at = Some(v);
+            } else if p == ft::RESERVED_USD {
+                out.reserved_usd = Some(out.reserved_usd.unwrap_or(0.0) + v.parse().unwrap_or(0.0));
+            } else if p == ft::LOST_CALLS_USD {
+                out.lost_usd += v.parse::<f64>().unwrap_or(0.0);
             }
         }
         Ok(out)
+    }
+
+    /// The change reserving `amount` dollars for run `node`'s next call: written before
+    /// the call, so that a process that dies during it leaves the reservation behind.
+    pub(crate) fn reservation(&self, node: &Node, amount: f64) -> Result<(Vec<Quad>, Vec<Quad>)> {
+        let held = self.run_money(node, ft::RESERVED_USD)?;
+        Ok(node.reserve(amount, &held))
+    }
+
+    /// The change charging run `node`'s reservation, if it holds one, as lost calls.
+    pub(crate) fn charge_reservation(&self, node: &Node) -> Result<(Vec<Quad>, Vec<Quad>)> {
+        let held = self.run_money(node, ft::RESERVED_USD)?;
+        let lost = self.run_money(node, ft::LOST_CALLS_USD)?;
+        Ok(node.charge_held(&held, &lost))
+    }
+
+    /// The quads releasing run `node`'s reservation uncharged: its call's charge is
+    /// recorded with it, or the call was not billed.
+    pub(crate) fn release_reservation(&self, node: &Node) -> Result<Vec<Quad>> {
+        self.run_money(node, ft::RESERVED_USD)
+    }
+
+    fn run_money(&self, node: &Node, predicate: NamedNodeRef<'_>) -> Result<Vec<Quad>> {
+        self.backend
+            .quads(
+                Some(node.iri.as_ref().into()),
+                Some(predicate),
+                None,
+                Some(oxigraph::model::GraphNameRef::NamedNode(
+                    node.graph.as_ref(),
+                )),
+            )
+            .collect()
     }
 
     /// The what-if run whose fork is session `fork`, if any.

@@ -60,8 +60,10 @@ pub struct ServerConfig {
     /// Let `POST /sessions/{id}/regenerate` and `POST /sessions/{id}/compare` send
     /// context to endpoints off this machine (`allow_remote`); refused (403) otherwise.
     pub allow_remote_models: bool,
-    /// The model endpoints the web UI's what-if offers (empty: the default one,
-    /// `$OPENAI_BASE_URL` or the local Ollama port).
+    /// The model endpoints the server offers: the web UI's what-if and comparisons
+    /// choose among them, and REST and `/mcp` regenerations and comparisons may name no
+    /// other (empty: each provider's default, `$OPENAI_BASE_URL` or the local Ollama
+    /// port and `$ANTHROPIC_BASE_URL` or Anthropic's API; the web UI offers the first).
     pub model_endpoints: Vec<String>,
 }
 
@@ -98,6 +100,10 @@ type Shared = State<Arc<AppState>>;
 pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
     // An empty token would let a request without any header through.
     config.token = config.token.filter(|t| !t.is_empty());
+    // Outside text this server stores or shows never carries its token.
+    if let Some(token) = &config.token {
+        crate::secrets::hold(token);
+    }
     let state = Arc::new(AppState {
         admission: Admission::new(
             config.max_concurrent_queries,
@@ -343,6 +349,7 @@ impl From<Error> for ApiError {
             Error::Cancelled(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
             Error::StoreLocked { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_locked"),
             Error::JobNotFound { .. } => (StatusCode::NOT_FOUND, "job_not_found"),
+            Error::EndpointNotOffered { .. } => (StatusCode::FORBIDDEN, "endpoint_not_allowed"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         Self::new(status, code, e.to_string())

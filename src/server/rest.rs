@@ -645,6 +645,7 @@ async fn regenerate(
     Options(options): Options<crate::RegenerateOptions>,
 ) -> Reply {
     refuse_remote_unless_allowed(&state, options.allow_remote)?;
+    refuse_unless_offered(&state, &[options.resolved_endpoint()])?;
     if options.dry_run {
         let plan = writing(&state, move |s| s.plan_regeneration(&session, &options)).await?;
         return Ok(Json(plan).into_response());
@@ -670,6 +671,14 @@ fn refuse_remote_unless_allowed(state: &AppState, allow_remote: bool) -> Result<
         ));
     }
     Ok(())
+}
+
+/// A request naming a model endpoint the server does not offer (its `--model-endpoint`s,
+/// or the providers' defaults), refused (403): the web UI offers only those, and a REST
+/// caller may not send the session, or have a key sent, anywhere else.
+fn refuse_unless_offered(state: &AppState, endpoints: &[String]) -> Result<(), ApiError> {
+    let offered = crate::offered_endpoints(&state.config.model_endpoints);
+    Ok(crate::check_offered(endpoints, &offered)?)
 }
 
 /// Records a regeneration job and, unless an earlier identical one is returned, runs
@@ -713,6 +722,7 @@ async fn compare(
     Options(options): Options<crate::CompareOptions>,
 ) -> Reply {
     refuse_remote_unless_allowed(&state, options.allow_remote)?;
+    refuse_unless_offered(&state, &options.endpoints())?;
     if options.dry_run {
         let plan = writing(&state, move |s| s.plan_comparison(&session, &options)).await?;
         return Ok(Json(plan).into_response());

@@ -769,6 +769,11 @@ fn turn_actions(info: &SessionInfo, turn: &Turn, writable: bool, state: &AppStat
                         select id=(format!("wi-endpoint-{i}")) name="endpoint" {
                             @for e in endpoints(state) { option value=(e) { (e) } }
                         }
+                        label for=(format!("wi-budget-{i}")) { "Budget (USD)" }
+                        input id=(format!("wi-budget-{i}")) name="budget"
+                            placeholder="required off this machine";
+                        label for=(format!("wi-price-{i}")) { "Price (USD per million tokens, IN/OUT)" }
+                        input id=(format!("wi-price-{i}")) name="price" placeholder="3/15";
                         (token_field(&format!("wi-token-{i}")))
                         button type="submit" {
                             @if what_if_at == i { "Estimate a new answer to turn " (i) }
@@ -1097,6 +1102,10 @@ struct WhatIfForm {
     endpoint: String,
     #[serde(default)]
     max_tokens: String,
+    #[serde(default)]
+    budget: String,
+    #[serde(default)]
+    price: String,
     /// Empty: show the estimate; set: start the job.
     #[serde(default)]
     confirm: String,
@@ -1131,9 +1140,27 @@ async fn what_if(state: Shared, Path(id): Path<String>, headers: HeaderMap, body
             )
         })?),
     };
+    let bad = |why: String| error_page(&state, ApiError::bad_request(why));
+    let budget_usd = match given(&f.budget) {
+        None => None,
+        Some(text) => Some(
+            text.trim_start_matches('$')
+                .parse::<f64>()
+                .map_err(|_| bad(format!("budget {text:?} is not an amount of dollars")))?,
+        ),
+    };
+    let price = match given(&f.price) {
+        None => None,
+        Some(text) => Some(
+            text.parse::<crate::Price>()
+                .map_err(|e| bad(e.to_string()))?,
+        ),
+    };
     let options = RegenerateOptions {
         at,
         max_tokens,
+        budget_usd,
+        price,
         model: given(&f.model),
         system_prompt: given(&f.system_prompt),
         tools,
@@ -1160,6 +1187,12 @@ async fn what_if(state: Shared, Path(id): Path<String>, headers: HeaderMap, body
                     dt { "Messages sent" } dd { (plan.messages) }
                     dt { "Estimated tokens" } dd.tokens { (plan.estimated_tokens) " (" (plan.estimate_method) ")" }
                     dt { "Swapped" } dd { @if plan.swapped.is_empty() { "nothing" } @else { (plan.swapped.join(", ")) } }
+                    @if let Some(upper) = plan.upper_usd {
+                        dt { "Costs at most" } dd.cost { (format!("${upper:.6}")) }
+                    }
+                    @if let Some(budget) = plan.budget_usd {
+                        dt { "Budget" } dd { (format!("${budget:.6}")) }
+                    }
                 }
                 details { summary { "The exact request" } pre { (serde_json::to_string_pretty(&plan.request).unwrap_or_default()) } }
                 form.write method="post" action=(format!("/ui/sessions/{id}/whatif")) {
@@ -1169,6 +1202,8 @@ async fn what_if(state: Shared, Path(id): Path<String>, headers: HeaderMap, body
                     input type="hidden" name="tools" value=(f.tools);
                     input type="hidden" name="endpoint" value=(endpoint);
                     input type="hidden" name="max_tokens" value=(f.max_tokens);
+                    input type="hidden" name="budget" value=(f.budget);
+                    input type="hidden" name="price" value=(f.price);
                     (token_field("confirm-token"))
                     button type="submit" name="confirm" value="1" { "Run it" }
                 }

@@ -9,6 +9,7 @@
 use super::http_auth::Credentials;
 use super::{bind, Backend, Change, Quads, Sparql};
 use crate::error::{Error, Result};
+use crate::secrets;
 use oxigraph::io::{RdfFormat, RdfParser};
 use oxigraph::model::{
     GraphName, GraphNameRef, NamedNode, NamedNodeRef, NamedOrBlankNode, NamedOrBlankNodeRef, Quad,
@@ -149,6 +150,17 @@ impl Remote {
                 }
             }
         }
+        // A store's error text may echo them (Virtuoso echoes the whole request).
+        match &config.auth {
+            RemoteAuth::None => {}
+            RemoteAuth::Bearer(token) => secrets::hold(token),
+            RemoteAuth::Password(user, password) => {
+                secrets::hold(password);
+                secrets::hold(&super::http_auth::base64(
+                    format!("{user}:{password}").as_bytes(),
+                ));
+            }
+        }
         let credentials = Credentials::new(&config.auth);
         let agent = crate::tls::agent(ureq::AgentBuilder::new())
             .timeout_connect(config.connect_timeout)
@@ -206,10 +218,10 @@ impl Remote {
                         if body.is_empty() {
                             String::new()
                         } else {
-                            format!(": {}", clip(body))
+                            format!(": {}", secrets::excerpt(body))
                         }
                     ),
-                    _ => format!("HTTP {status}: {}", clip(body)),
+                    _ => format!("HTTP {status}: {}", secrets::excerpt(body)),
                 };
                 Err(Error::Remote {
                     url: url.to_string(),
@@ -218,12 +230,14 @@ impl Remote {
             }
             Err(ureq::Error::Transport(e)) => Err(Error::Remote {
                 url: url.to_string(),
-                detail: crate::tls::untrusted(&e).unwrap_or_else(|| match e.kind() {
-                    ureq::ErrorKind::ConnectionFailed | ureq::ErrorKind::Dns => {
-                        format!("cannot connect: {e}")
-                    }
-                    _ => e.to_string(),
-                }),
+                detail: secrets::excerpt(&crate::tls::untrusted(&e).unwrap_or_else(
+                    || match e.kind() {
+                        ureq::ErrorKind::ConnectionFailed | ureq::ErrorKind::Dns => {
+                            format!("cannot connect: {e}")
+                        }
+                        _ => e.to_string(),
+                    },
+                )),
             }),
         }
     }
@@ -254,10 +268,12 @@ impl Remote {
         }
     }
 
+    /// An error naming the store, its detail (which may quote the store) made safe to
+    /// keep.
     fn unexpected(&self, detail: &str) -> Error {
         Error::Remote {
             url: self.config.query_url.clone(),
-            detail: detail.into(),
+            detail: secrets::excerpt(detail),
         }
     }
 
@@ -273,10 +289,10 @@ impl Remote {
             .map_err(|e| self.unexpected(&format!("reading the answer: {e}")))?;
         // Say what came back: a store's error page is the usual cause.
         let unreadable = |e: &dyn std::fmt::Display| {
-            let start = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            let start = String::from_utf8_lossy(&body[..body.len().min(4096)]).into_owned();
+            let start: String = secrets::excerpt(start.trim()).chars().take(200).collect();
             self.unexpected(&format!(
-                "unreadable results ({media_type}): {e}; the answer began {:?}",
-                clip(start.trim())
+                "unreadable results ({media_type}): {e}; the answer began {start:?}"
             ))
         };
         if let Some(format) = QueryResultsFormat::from_media_type(&media_type) {
@@ -658,14 +674,6 @@ fn ask_as_select(query: spargebra::Query) -> spargebra::Query {
             length: Some(1),
         },
         base_iri,
-    }
-}
-
-/// The first 300 characters of an error body.
-fn clip(body: &str) -> String {
-    match body.char_indices().nth(300) {
-        Some((i, _)) => format!("{}…", &body[..i]),
-        None => body.to_string(),
     }
 }
 

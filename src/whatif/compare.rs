@@ -2,7 +2,7 @@
 //! measured from what the runs committed.
 
 use super::provider::{self, is_loopback, tool_calls, Sampling};
-use super::run::Recording;
+use super::run::{InFlight, Recording};
 use super::{
     Arm, ArmPlan, ArmReport, CallReport, Cell, CompareOptions, ComparePlan, Comparison, CostStatus,
     DiffRow, Figures, Price, BASELINE, DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS,
@@ -15,7 +15,8 @@ use crate::store::Store;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::Duration;
 
 /// The longest a step limit may be.
 const MAX_STEPS_LIMIT: u64 = 10_000;
@@ -36,44 +37,111 @@ pub(crate) struct Settings {
     pub(crate) max_context_tokens: u64,
 }
 
-/// The money cap of one comparison, shared by its arms: a call reserves its upper
-/// estimate first and is made only if that fits.
+/// The money cap of one comparison, shared by every arm this process runs of it. A call
+/// reserves its upper bound ([`Price::upper_bound`]) before it is made and is made only
+/// if what is charged, what is reserved and that bound fit under the cap together; its
+/// charge then replaces the reservation. An arm whose call does not fit while others
+/// hold reservations waits for them to settle (they may charge less than they hold),
+/// and stops only when nothing held could free enough.
 pub(crate) struct Budget {
     cap: Option<f64>,
-    /// (charged, reserved)
-    state: Mutex<(f64, f64)>,
+    state: Mutex<Held>,
+    settled: Condvar,
 }
 
+/// What a budget has counted.
+struct Held {
+    charged: f64,
+    reserved: f64,
+    /// Reservations not yet settled: a count, so that rounding in `reserved` cannot
+    /// make an arm wait for a reservation no one holds.
+    in_flight: usize,
+}
+
+/// Why no reservation was made.
+pub(crate) enum Refused {
+    /// Nothing held could free enough: the detail says what is charged and reserved.
+    Exhausted(String),
+    /// `stop` said so while the arm waited.
+    Stopped,
+}
+
+/// The budgets of the comparisons this process is running, by comparison id (a UUID
+/// v7, unique across stores): a comparison resumed while it runs shares its budget.
+static RUNNING: Mutex<BTreeMap<String, Weak<Budget>>> = Mutex::new(BTreeMap::new());
+
 impl Budget {
-    fn new(cap: Option<f64>, charged: f64) -> Self {
-        Self {
-            cap,
-            state: Mutex::new((charged, 0.0)),
+    /// The budget of comparison `id` this process already runs, else a new one with
+    /// `charged()` counted.
+    fn shared(
+        id: &str,
+        cap: Option<f64>,
+        charged: impl FnOnce() -> Result<f64>,
+    ) -> Result<Arc<Self>> {
+        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        running.retain(|_, b| b.strong_count() > 0);
+        if let Some(budget) = running.get(id).and_then(Weak::upgrade) {
+            return Ok(budget);
         }
+        let budget = Arc::new(Self {
+            cap,
+            state: Mutex::new(Held {
+                charged: charged()?,
+                reserved: 0.0,
+                in_flight: 0,
+            }),
+            settled: Condvar::new(),
+        });
+        running.insert(id.to_string(), Arc::downgrade(&budget));
+        Ok(budget)
     }
 
-    /// Reserves `upper` dollars, or says why it does not fit.
-    pub(crate) fn reserve(&self, upper: f64) -> std::result::Result<(), String> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+    /// Reserves `upper` dollars, waiting while others hold reservations that may free
+    /// enough; `stop` is asked while it waits.
+    pub(crate) fn reserve(
+        &self,
+        upper: f64,
+        stop: impl Fn() -> bool,
+    ) -> std::result::Result<(), Refused> {
         let Some(cap) = self.cap else {
             return Ok(());
         };
-        let (charged, reserved) = *state;
-        if charged + reserved + upper > cap {
-            return Err(format!(
-                "${charged:.6} charged and ${reserved:.6} reserved of the ${cap} budget \
-                 (--budget-usd)"
-            ));
+        let mut held = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if stop() {
+                return Err(Refused::Stopped);
+            }
+            if held.charged + held.reserved + upper <= cap {
+                held.reserved += upper;
+                held.in_flight += 1;
+                return Ok(());
+            }
+            if held.in_flight == 0 {
+                return Err(Refused::Exhausted(format!(
+                    "${:.6} charged and ${:.6} reserved of the ${cap} budget (--budget-usd)",
+                    held.charged,
+                    held.reserved.max(0.0)
+                )));
+            }
+            // Woken by a settle; the timeout is for `stop` (a cancel file).
+            held = self
+                .settled
+                .wait_timeout(held, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
-        state.1 += upper;
-        Ok(())
     }
 
     /// Replaces a reservation by what the call was charged.
     pub(crate) fn settle(&self, reserved: Option<f64>, charged: f64) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.1 -= reserved.unwrap_or(0.0);
-        state.0 += charged;
+        let mut held = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(reserved) = reserved {
+            held.reserved -= reserved;
+            held.in_flight = held.in_flight.saturating_sub(1);
+        }
+        held.charged += charged;
+        drop(held);
+        self.settled.notify_all();
     }
 }
 
@@ -432,15 +500,21 @@ impl Store {
                 let _ = std::fs::remove_file(Store::cancel_file(path, id));
             }
         }
-        let mut charged = 0.0;
-        for run in &runs {
-            charged += rdf
-                .calls(&run.node)?
-                .iter()
-                .map(|c| c.figures.charged_usd)
-                .sum::<f64>();
-        }
-        let budget = Budget::new(settings.budget_usd, charged);
+        // Counted when no arm of it runs in this process: a reservation left on a run is
+        // then a call a stopped process made, and is charged (the run charges it in the
+        // store when it is taken).
+        let budget = Budget::shared(&stored.id, settings.budget_usd, || {
+            let mut charged = 0.0;
+            for run in &runs {
+                charged += run.lost_usd + run.reserved_usd.unwrap_or(0.0);
+                charged += rdf
+                    .calls(&run.node)?
+                    .iter()
+                    .map(|c| c.figures.charged_usd)
+                    .sum::<f64>();
+            }
+            Ok(charged)
+        })?;
         let recording = match Recording::new(self, &session, settings.at) {
             Ok(recording) => recording,
             Err(e) => {
@@ -448,7 +522,7 @@ impl Store {
                 // them running with no one taking them.
                 let why = format!("the recording of session {session} cannot be read: {e}");
                 for run in runs.iter().filter(|r| r.status == RunStatus::Running) {
-                    self.end_run(&run.node, RunStatus::Failed, Some(&why))?;
+                    self.end_run(&run.node, RunStatus::Failed, Some(&why), InFlight::Charged)?;
                 }
                 return Err(e);
             }
@@ -509,7 +583,7 @@ impl Store {
             if let Some(flag) = self.running_jobs().get(&run.id).cloned() {
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
             }
-            self.end_run(&run.node, RunStatus::Cancelled, None)?;
+            self.end_run(&run.node, RunStatus::Cancelled, None, InFlight::Charged)?;
         }
         self.comparison(id)
     }
@@ -601,7 +675,7 @@ impl Store {
                     figures: c.figures,
                 })
                 .collect();
-            charged += calls.iter().map(|c| c.figures.charged_usd).sum::<f64>();
+            charged += calls.iter().map(|c| c.figures.charged_usd).sum::<f64>() + run.lost_usd;
             running |= run.status == RunStatus::Running;
             let mut figures = self.recorded_figures(own, &settings)?;
             let sum = |f: fn(&CallReport) -> Option<u64>| calls.iter().map(f).sum::<Option<u64>>();

@@ -21,7 +21,7 @@ mod regenerate;
 mod run;
 
 pub use figures::TurnFigures;
-pub use provider::{Provider, ANTHROPIC_ENDPOINT, DEFAULT_MAX_OUTPUT_TOKENS};
+pub use provider::{Provider, ANTHROPIC_ENDPOINT, DEFAULT_MAX_OUTPUT_TOKENS, OPENAI_API};
 pub use regenerate::{
     RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
     ESTIMATE_METHOD,
@@ -140,6 +140,37 @@ impl Arm {
     }
 }
 
+/// The endpoints a caller who is not the operator (a REST or MCP request) may have
+/// forktrail call: the operator's `configured` ones (`--model-endpoint`), or, when none
+/// is, each provider's default ([`Provider::default_endpoint`]). Without a trailing
+/// slash.
+pub fn offered_endpoints(configured: &[String]) -> Vec<String> {
+    let list = match configured.is_empty() {
+        false => configured.to_vec(),
+        true => [Provider::Openai, Provider::Anthropic]
+            .map(Provider::default_endpoint)
+            .to_vec(),
+    };
+    list.into_iter()
+        .map(|e| e.trim_end_matches('/').to_string())
+        .collect()
+}
+
+/// Refuses the first endpoint of `asked` that `offered` does not hold
+/// ([`Error::EndpointNotOffered`]).
+pub fn check_offered(asked: &[String], offered: &[String]) -> Result<()> {
+    for endpoint in asked {
+        let endpoint = endpoint.trim_end_matches('/');
+        if !offered.iter().any(|o| o == endpoint) {
+            return Err(Error::EndpointNotOffered {
+                endpoint: endpoint.to_string(),
+                offered: offered.to_vec(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// What a model costs, in US dollars per million tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -169,6 +200,15 @@ impl Price {
             ))
         };
         let (model, rest) = text.rsplit_once('=').ok_or_else(bad)?;
+        if model.trim().is_empty() {
+            return Err(bad());
+        }
+        let price = Self::rates(rest).ok_or_else(bad)?;
+        Ok((model.trim().to_string(), price))
+    }
+
+    /// `IN/OUT` or `IN/OUT/CACHED`, if that is what `rest` is.
+    fn rates(rest: &str) -> Option<Self> {
         let numbers = rest
             .split('/')
             .map(|n| {
@@ -177,25 +217,35 @@ impl Price {
                     .ok()
                     .filter(|n| n.is_finite() && *n >= 0.0)
             })
-            .collect::<Option<Vec<f64>>>()
-            .ok_or_else(bad)?;
-        let price = match numbers[..] {
-            [input, output] => Price {
+            .collect::<Option<Vec<f64>>>()?;
+        match numbers[..] {
+            [input, output] => Some(Price {
                 input,
                 output,
                 cached: None,
-            },
-            [input, output, cached] => Price {
+            }),
+            [input, output, cached] => Some(Price {
                 input,
                 output,
                 cached: Some(cached),
-            },
-            _ => return Err(bad()),
-        };
-        if model.trim().is_empty() {
-            return Err(bad());
+            }),
+            _ => None,
         }
-        Ok((model.trim().to_string(), price))
+    }
+
+    /// The most a call can cost: every byte of its request an input token at the dearer
+    /// of the input and cache prices (a token stands for at least one byte of the text
+    /// it encodes, and the request's JSON holds the text and more), and `max_output`
+    /// output tokens (sent as the call's `max_tokens`).
+    ///
+    /// ```
+    /// use forktrail::Price;
+    /// let price = Price { input: 1.0, output: 2.0, cached: None };
+    /// assert_eq!(price.upper_bound(1_000_000, 500_000), 2.0);
+    /// ```
+    pub fn upper_bound(&self, request_bytes: u64, max_output: u32) -> f64 {
+        let input = self.input.max(self.cached.unwrap_or(self.input));
+        (request_bytes as f64 * input + f64::from(max_output) * self.output) / 1e6
     }
 
     /// The cost of a call, in dollars.
@@ -205,6 +255,29 @@ impl Price {
             + cached as f64 * self.cached.unwrap_or(self.input)
             + output as f64 * self.output)
             / 1e6
+    }
+}
+
+/// Parses `IN/OUT` or `IN/OUT/CACHED` (dollars per million tokens): the price of one
+/// model, as `regenerate --price` takes it.
+///
+/// ```
+/// use forktrail::Price;
+/// let price: Price = "3/15/0.3".parse()?;
+/// assert_eq!((price.input, price.output, price.cached), (3.0, 15.0, Some(0.3)));
+/// assert!("3".parse::<Price>().is_err());
+/// # Ok::<(), forktrail::Error>(())
+/// ```
+impl std::str::FromStr for Price {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        Self::rates(text).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "price {text:?}: expected IN/OUT or IN/OUT/CACHED, in US dollars per million \
+                 tokens"
+            ))
+        })
     }
 }
 
@@ -220,7 +293,8 @@ pub struct CompareOptions {
     pub max_steps: Option<u64>,
     /// Prices by model (the model an arm asks for).
     pub prices: BTreeMap<String, Price>,
-    /// The money cap for the whole comparison, in US dollars: required when an arm's
+    /// The money cap for the whole comparison, in US dollars, shared by its arms (see
+    /// [`Price::upper_bound`] for what a call reserves): required when an arm's
     /// endpoint is off this machine.
     pub budget_usd: Option<f64>,
     /// Allow endpoints off this machine.
@@ -235,6 +309,13 @@ pub struct CompareOptions {
     pub max_context_tokens: Option<u64>,
     /// Return the plan (estimated cost per arm) and write nothing.
     pub dry_run: bool,
+}
+
+impl CompareOptions {
+    /// The endpoint each arm calls, resolved as the comparison resolves it.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.arms.iter().map(Arm::resolved_endpoint).collect()
+    }
 }
 
 /// One call of an arm, by the index of the turn it generated.

@@ -8,6 +8,7 @@
 use crate::error::{Error, Result};
 use crate::io::openai_messages;
 use crate::model::{Kind, NewTurn, Role, Turn};
+use crate::secrets;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -52,6 +53,62 @@ impl Provider {
         }
     }
 
+    /// The environment variable naming the endpoint the key's owner configured.
+    pub fn base_variable(self) -> &'static str {
+        match self {
+            Self::Openai => "OPENAI_BASE_URL",
+            Self::Anthropic => "ANTHROPIC_BASE_URL",
+        }
+    }
+
+    /// The provider's own API.
+    pub fn own_api(self) -> &'static str {
+        match self {
+            Self::Openai => OPENAI_API,
+            Self::Anthropic => ANTHROPIC_ENDPOINT,
+        }
+    }
+
+    /// Where the API key may go: the provider's own API and the endpoint of
+    /// `$OPENAI_BASE_URL` (`$ANTHROPIC_BASE_URL`), the one the key's owner set beside it.
+    pub fn key_endpoints(self) -> Vec<String> {
+        let mut out = vec![self.own_api().to_string()];
+        if let Some(base) = std::env::var(self.base_variable())
+            .ok()
+            .filter(|e| !e.is_empty())
+        {
+            out.push(base);
+        }
+        out
+    }
+
+    /// The API key to send to `endpoint`: `$OPENAI_API_KEY` (`$ANTHROPIC_API_KEY`) when
+    /// the endpoint has the origin (scheme, host, port) of one of
+    /// [`key_endpoints`](Self::key_endpoints), else none. Whoever may choose an endpoint
+    /// (a REST or MCP caller, an arm's spec) thus cannot have the key sent to a listener
+    /// of its own, on this machine or off it.
+    ///
+    /// ```
+    /// use forktrail::Provider;
+    /// std::env::set_var("ANTHROPIC_API_KEY", "sk-ant-example");
+    /// std::env::remove_var("ANTHROPIC_BASE_URL");
+    /// let p = Provider::Anthropic;
+    /// assert_eq!(p.key_for("https://api.anthropic.com").as_deref(), Some("sk-ant-example"));
+    /// assert_eq!(p.key_for("http://127.0.0.1:9999"), None);
+    /// assert_eq!(p.key_for("https://api.anthropic.com.example.net"), None);
+    /// ```
+    pub fn key_for(self, endpoint: &str) -> Option<String> {
+        let key = std::env::var(self.key_variable())
+            .ok()
+            .filter(|k| !k.is_empty())?;
+        let origin = |e: &str| url::Url::parse(e).ok().map(|u| u.origin());
+        let target = origin(endpoint).filter(|o| o.is_tuple())?;
+        self.key_endpoints()
+            .iter()
+            .any(|e| origin(e).as_ref() == Some(&target))
+            .then_some(key)
+    }
+
     fn url(self, endpoint: &str) -> String {
         match self {
             Self::Openai => format!("{endpoint}/chat/completions"),
@@ -73,6 +130,8 @@ impl std::str::FromStr for Provider {
     }
 }
 
+/// OpenAI's own API: where `$OPENAI_API_KEY` may always go.
+pub const OPENAI_API: &str = "https://api.openai.com/v1";
 /// Anthropic's API, when `$ANTHROPIC_BASE_URL` is not set.
 pub const ANTHROPIC_ENDPOINT: &str = "https://api.anthropic.com";
 /// The `max_tokens` sent to Anthropic (which requires one) when the arm gives none, and
@@ -238,6 +297,8 @@ pub(crate) struct Answer {
 impl Answer {
     /// Reads an endpoint's answer; the model the endpoint names wins over `asked`.
     pub(crate) fn read(provider: Provider, answer: &str, asked: &str) -> Result<Self> {
+        // The answer is outside text like any other: a secret it echoes is not kept.
+        let answer = &secrets::scrub(answer);
         let malformed = |why: &str| {
             let what = match provider {
                 Provider::Openai => "a chat completion",
@@ -245,7 +306,7 @@ impl Answer {
             };
             Error::InvalidInput(format!(
                 "the endpoint's answer is not {what} ({why}): {}",
-                answer.chars().take(200).collect::<String>()
+                secrets::excerpt(answer)
             ))
         };
         let value: Value = serde_json::from_str(answer).map_err(|e| malformed(&e.to_string()))?;
@@ -341,18 +402,38 @@ impl Answer {
     }
 }
 
+/// Why a model call has no answer.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CallFailure {
+    /// What went wrong, every secret taken out, the endpoint's words cut short.
+    pub(crate) message: String,
+    /// Whether the endpoint may have taken the request and billed it: a wait that ran
+    /// out, an answer that could not be read. An HTTP error status, or a connection
+    /// never made, is not billed.
+    pub(crate) maybe_billed: bool,
+}
+
+impl CallFailure {
+    fn new(message: String, maybe_billed: bool) -> Self {
+        Self {
+            message: secrets::excerpt(&message),
+            maybe_billed,
+        }
+    }
+}
+
 /// POSTs `body` to the provider's URL under `endpoint` and returns the answer's text, or
-/// why there is none.
+/// why there is none. The API key goes only where [`Provider::key_for`] allows.
 pub(crate) fn post(
     provider: Provider,
     endpoint: &str,
     body: &str,
     timeout_secs: u64,
-) -> std::result::Result<String, String> {
+) -> std::result::Result<String, CallFailure> {
     let url = provider.url(endpoint);
-    let key = std::env::var(provider.key_variable())
-        .ok()
-        .filter(|k| !k.is_empty());
+    let key = provider.key_for(endpoint);
+    let withheld =
+        key.is_none() && std::env::var(provider.key_variable()).is_ok_and(|k| !k.is_empty());
     let agent = crate::tls::agent(ureq::AgentBuilder::new())
         .timeout_connect(Duration::from_secs(10))
         .timeout(Duration::from_secs(timeout_secs))
@@ -373,21 +454,53 @@ pub(crate) fn post(
     match request.send_string(body) {
         Ok(response) => response
             .into_string()
-            .map_err(|e| format!("cannot read the answer of {url}: {e}")),
+            .map_err(|e| CallFailure::new(format!("cannot read the answer of {url}: {e}"), true)),
         Err(ureq::Error::Status(code, response)) => {
-            let detail = response.into_string().unwrap_or_default();
-            Err(format!(
-                "{url} answered HTTP {code}: {}",
-                detail.chars().take(300).collect::<String>()
+            // Read past the excerpt's length, so that a secret at its end is whole
+            // when it is taken out.
+            let mut start = Vec::new();
+            let _ = std::io::Read::read_to_end(
+                &mut std::io::Read::take(response.into_reader(), 64 * 1024),
+                &mut start,
+            );
+            let detail = String::from_utf8_lossy(&start);
+            let hint = if withheld && matches!(code, 401 | 403) {
+                format!(
+                    " (no key was sent: ${} goes only to {}; set ${} to this endpoint to \
+                     send it there)",
+                    provider.key_variable(),
+                    provider.key_endpoints().join(" and "),
+                    provider.base_variable()
+                )
+            } else {
+                String::new()
+            };
+            Err(CallFailure::new(
+                format!(
+                    "{url} answered HTTP {code}{hint}: {}",
+                    secrets::excerpt(detail.trim())
+                ),
+                false,
             ))
         }
-        Err(e) if e.to_string().contains("timed out") => Err(format!(
-            "no answer from {url} within {timeout_secs} s (--timeout)"
+        Err(e) if e.to_string().contains("timed out") => Err(CallFailure::new(
+            format!("no answer from {url} within {timeout_secs} s (--timeout)"),
+            true,
         )),
         // ureq's own message starts with the URL: name it once.
         Err(ureq::Error::Transport(t)) => {
+            let never_sent = matches!(
+                t.kind(),
+                ureq::ErrorKind::ConnectionFailed
+                    | ureq::ErrorKind::Dns
+                    | ureq::ErrorKind::InvalidUrl
+                    | ureq::ErrorKind::UnknownScheme
+            );
             if let Some(why) = crate::tls::untrusted(&t) {
-                return Err(format!("cannot reach {url}: {why}"));
+                return Err(CallFailure::new(
+                    format!("cannot reach {url}: {why}"),
+                    false,
+                ));
             }
             let mut why = t.kind().to_string();
             for detail in [
@@ -399,7 +512,10 @@ pub(crate) fn post(
             {
                 why += &format!(": {detail}");
             }
-            Err(format!("cannot reach {url}: {why}"))
+            Err(CallFailure::new(
+                format!("cannot reach {url}: {why}"),
+                !never_sent,
+            ))
         }
     }
 }

@@ -8,7 +8,9 @@
 //! the same transaction as the status), `failed` or `cancelled` (nothing but the
 //! status is written).
 
-use super::provider::{is_loopback, post, Answer, Provider};
+use super::provider::{
+    is_loopback, post, Answer, CallFailure, Provider, DEFAULT_MAX_OUTPUT_TOKENS,
+};
 use crate::error::{Error, Result};
 use crate::io::openai_messages;
 use crate::model::{Agent, ForkOptions, Job, JobStatus, SessionId};
@@ -75,9 +77,19 @@ pub struct RegenerateOptions {
     /// 32768).
     #[arg(long)]
     pub max_context_tokens: Option<u64>,
-    /// Allow an endpoint that is not on this machine.
+    /// Allow an endpoint that is not on this machine (it then needs --budget-usd and
+    /// --price).
     #[arg(long)]
     pub allow_remote: bool,
+    /// The money cap of the call, in US dollars: the call is made only if its upper
+    /// bound (the request's bytes as input tokens, plus max_tokens, at --price) fits.
+    /// Required with an endpoint off this machine.
+    #[arg(long, value_name = "USD")]
+    pub budget_usd: Option<f64>,
+    /// The model's price, in US dollars per million tokens (input, output, and cached
+    /// input, which defaults to the input price): required with --budget-usd.
+    #[arg(long, value_name = "IN/OUT[/CACHED]")]
+    pub price: Option<super::Price>,
     /// The longest wait for the answer, in seconds (default 300).
     #[arg(long = "timeout", value_name = "SECONDS")]
     pub timeout_secs: Option<u64>,
@@ -102,6 +114,28 @@ pub struct RegeneratePlan {
     pub swapped: Vec<&'static str>,
     /// The exact request body.
     pub request: Value,
+    /// The most the call can cost ([`super::Price::upper_bound`]), with a price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upper_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
+}
+
+impl RegenerateOptions {
+    /// The endpoint the regeneration calls: `endpoint`, else `$OPENAI_BASE_URL`, else
+    /// [`DEFAULT_ENDPOINT`]; without a trailing slash.
+    pub fn resolved_endpoint(&self) -> String {
+        self.endpoint
+            .clone()
+            .or_else(|| {
+                std::env::var("OPENAI_BASE_URL")
+                    .ok()
+                    .filter(|e| !e.is_empty())
+            })
+            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
+            .trim_end_matches('/')
+            .to_string()
+    }
 }
 
 /// When a job started, for ordering (the stored text does not sort by time), then its
@@ -187,22 +221,16 @@ impl Store {
             }
             request["temperature"] = json!(t);
         }
-        let endpoint = options
-            .endpoint
-            .clone()
-            .or_else(|| {
-                std::env::var("OPENAI_BASE_URL")
-                    .ok()
-                    .filter(|e| !e.is_empty())
-            })
-            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
-        let endpoint = endpoint.trim_end_matches('/').to_string();
-        if !is_loopback(&endpoint)? && !options.allow_remote {
+        let endpoint = options.resolved_endpoint();
+        let remote = !is_loopback(&endpoint)?;
+        if remote && !options.allow_remote {
             return Err(Error::InvalidInput(format!(
-                "endpoint {endpoint} is not on this machine: pass --allow-remote to send \
-                 session {session} there"
+                "endpoint {endpoint} is not on this machine: pass --allow-remote (and \
+                 --budget-usd) to send session {session} there"
             )));
         }
+        let upper_usd =
+            self.regeneration_cost(session, options, &endpoint, remote, &mut request)?;
         let estimated_tokens = (request.to_string().chars().count() as u64).div_ceil(4);
         let max = options
             .max_context_tokens
@@ -224,7 +252,57 @@ impl Store {
             estimate_method: ESTIMATE_METHOD,
             swapped,
             request,
+            upper_usd,
+            budget_usd: options.budget_usd,
         })
+    }
+
+    /// Checks a regeneration's money cap: required off this machine, with a price; the
+    /// call's upper bound must fit (`max_tokens` is then always sent, so that the bound
+    /// holds). Returns the bound, with a price.
+    fn regeneration_cost(
+        &self,
+        session: &SessionId,
+        options: &RegenerateOptions,
+        endpoint: &str,
+        remote: bool,
+        request: &mut Value,
+    ) -> Result<Option<f64>> {
+        if let Some(budget) = options.budget_usd {
+            if !budget.is_finite() || budget < 0.0 {
+                return Err(Error::InvalidInput(format!(
+                    "budget_usd {budget} is not a positive amount of dollars"
+                )));
+            }
+        }
+        if remote && options.budget_usd.is_none() {
+            return Err(Error::InvalidInput(format!(
+                "endpoint {endpoint} is off this machine: a money cap is required \
+                 (--budget-usd, with --price)"
+            )));
+        }
+        let Some(price) = options.price else {
+            if options.budget_usd.is_some() {
+                return Err(Error::InvalidInput(format!(
+                    "a budget needs the price of model {}: the cost of the call cannot be \
+                     bounded without one (--price IN/OUT)",
+                    request["model"].as_str().unwrap_or_default()
+                )));
+            }
+            return Ok(None);
+        };
+        let max_output = options.max_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+        request["max_tokens"] = json!(max_output);
+        let upper = price.upper_bound(request.to_string().len() as u64, max_output);
+        if let Some(budget) = options.budget_usd.filter(|b| upper > *b) {
+            return Err(Error::InvalidInput(format!(
+                "the regeneration of session {session} at index {} could cost up to \
+                 ${upper:.6}, above the budget of ${budget} (--budget-usd): lower \
+                 --max-tokens or fork earlier",
+                options.at
+            )));
+        }
+        Ok(Some(upper))
     }
 
     /// Records a `running` job for a regeneration, or returns the job an identical
@@ -284,6 +362,7 @@ impl Store {
             body: &plan.request.to_string(),
             key: &key,
             timeout_secs: options.timeout_secs,
+            budget_usd: options.budget_usd,
         };
         let (_, quads) = record.quads(&self.iris);
         tx.insert(quads);
@@ -354,7 +433,7 @@ impl Store {
         );
         let result = match outcome {
             Call::Cancelled => self.finish(&node, JobStatus::Cancelled, None),
-            Call::Failed(message) => self.finish(&node, JobStatus::Failed, Some(&message)),
+            Call::Failed(failure) => self.finish(&node, JobStatus::Failed, Some(&failure.message)),
             Call::Answered(answer, latency) => {
                 match self.record_answer(&job, &node, &answer, latency, &flag) {
                     Ok(job) => Ok(job),
@@ -480,10 +559,13 @@ impl Store {
             }
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(Ok(text)) => return Call::Answered(text, started.elapsed().as_millis() as u64),
-                Ok(Err(message)) => return Call::Failed(message),
+                Ok(Err(failure)) => return Call::Failed(failure),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Call::Failed("the model call ended without an answer".into())
+                    return Call::Failed(CallFailure {
+                        message: "the model call ended without an answer".into(),
+                        maybe_billed: true,
+                    })
                 }
             }
         }
@@ -537,6 +619,6 @@ impl Store {
 
 pub(super) enum Call {
     Answered(String, u64),
-    Failed(String),
+    Failed(CallFailure),
     Cancelled,
 }

@@ -7,7 +7,7 @@
 //! died resumes from what is committed: the fork's turns say which recorded turns were
 //! used (`prov:wasDerivedFrom`) and how many steps were taken.
 
-use super::compare::{Budget, Settings};
+use super::compare::{Budget, Refused, Settings};
 use super::provider::{self, tool_calls, Answer, Sampling, ToolCall};
 use super::regenerate::Call;
 use super::{Arm, CallFigures, Price, DEFAULT_MAX_OUTPUT_TOKENS};
@@ -162,6 +162,11 @@ impl Store {
             }
             running.insert(run.id.clone(), Arc::clone(&flag));
         }
+        // Taken here alone: a reservation on it is a call a process that stopped made,
+        // and is charged (its budget counted it when it was made).
+        if run.reserved_usd.is_some() {
+            self.end_in_flight(&run.node)?;
+        }
         let outcome = serde_json::from_str::<Arm>(&run.spec)
             .map_err(|e| Error::Corrupt {
                 session: fork.to_string(),
@@ -179,7 +184,6 @@ impl Store {
                     flag: &flag,
                     price: settings.prices.get(&arm.model).copied(),
                     arm,
-                    tokens_per_char: 0.25,
                 }
                 .go()
             });
@@ -188,26 +192,75 @@ impl Store {
             let _ = std::fs::remove_file(Store::cancel_file(path, &run.id));
         }
         if let Err(e) = outcome {
-            self.end_run(&run.node, RunStatus::Failed, Some(&e.to_string()))?;
+            let detail = e.to_string();
+            self.end_run(
+                &run.node,
+                RunStatus::Failed,
+                Some(&detail),
+                InFlight::Charged,
+            )?;
         }
         Ok(())
     }
 
-    /// Ends a running run with `status` (nothing if it already ended).
+    /// Ends a running run with `status` (nothing if it already ended), its reservation,
+    /// if it holds one, charged or released as `in_flight` says.
     pub(super) fn end_run(
         &self,
         node: &WhatIfNode,
         status: RunStatus,
         detail: Option<&str>,
+        in_flight: InFlight,
     ) -> Result<()> {
         let mut tx = self.write_on(std::slice::from_ref(&node.graph))?;
         if self.rdf().run_is_running(node)? {
             let (inserts, removes) = node.end(status, detail);
             tx.insert(inserts);
             tx.remove(removes);
+            match in_flight {
+                InFlight::Charged => {
+                    let (inserts, removes) = self.rdf().charge_reservation(node)?;
+                    tx.insert(inserts);
+                    tx.remove(removes);
+                }
+                InFlight::Released => tx.remove(self.rdf().release_reservation(node)?),
+            }
         }
         tx.commit()
     }
+
+    /// Charges the reservation run `node` holds as a lost call.
+    fn end_in_flight(&self, node: &WhatIfNode) -> Result<()> {
+        let mut tx = self.write_on(std::slice::from_ref(&node.graph))?;
+        let (inserts, removes) = self.rdf().charge_reservation(node)?;
+        tx.insert(inserts);
+        tx.remove(removes);
+        tx.commit()
+    }
+
+    /// Writes run `node`'s reservation of `amount` before its call is made; false when
+    /// the run ended meanwhile (nothing is written).
+    fn hold(&self, node: &WhatIfNode, amount: f64) -> Result<bool> {
+        let mut tx = self.write_on(std::slice::from_ref(&node.graph))?;
+        if !self.rdf().run_is_running(node)? {
+            return Ok(false);
+        }
+        let (inserts, removes) = self.rdf().reservation(node, amount)?;
+        tx.insert(inserts);
+        tx.remove(removes);
+        tx.commit()?;
+        Ok(true)
+    }
+}
+
+/// What ending a run does with the reservation of a call it made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum InFlight {
+    /// The call may have been billed (it was cancelled or cut off, its answer did not
+    /// read, or who ends the run cannot tell): the reservation is charged.
+    Charged,
+    /// The endpoint refused it or was never reached: the reservation is released.
+    Released,
 }
 
 /// One run being taken, and what it needs at every step.
@@ -223,9 +276,6 @@ struct Runner<'a> {
     flag: &'a AtomicBool,
     arm: Arm,
     price: Option<Price>,
-    /// Tokens per character of the request, as this run has measured them: a budget's
-    /// upper estimate uses it once known (never below 1/4).
-    tokens_per_char: f64,
 }
 
 /// What follows a model's answer in the same step.
@@ -241,14 +291,15 @@ struct FollowUp<'c> {
 
 impl Runner<'_> {
     fn end(&self, status: RunStatus, detail: Option<&str>) -> Result<()> {
-        self.store.end_run(&self.run.node, status, detail)
+        self.store
+            .end_run(&self.run.node, status, detail, InFlight::Charged)
     }
 
     fn budgeted(&self) -> bool {
         self.settings.budget_usd.is_some() && self.price.is_some()
     }
 
-    fn go(mut self) -> Result<()> {
+    fn go(self) -> Result<()> {
         let store = self.store;
         // Read from the store once; each step then reads only the turns committed since,
         // so a step costs the same at turn 10 as at turn 1,000.
@@ -298,28 +349,46 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Reserves a call's upper cost under the budget: `Ok(None)` without one,
-    /// `Err(detail)` when it does not fit.
-    fn reserve(&self, chars: u64, max_output: u32) -> std::result::Result<Option<f64>, String> {
+    /// Reserves a call's upper bound under the budget, waiting for other arms'
+    /// reservations to settle if it must, and writes it to the store before the call.
+    fn reserve(&self, bytes: u64, max_output: u32) -> Result<Reservation> {
         let (Some(price), true) = (self.price, self.budgeted()) else {
-            return Ok(None);
+            return Ok(Reservation::Unbudgeted);
         };
-        let input = (chars as f64 * self.tokens_per_char).ceil() as u64;
-        let upper = price.cost(input, u64::from(max_output), 0);
-        self.budget
-            .reserve(upper)
-            .map(|()| Some(upper))
-            .map_err(|why| {
-                format!(
+        let upper = price.upper_bound(bytes, max_output);
+        let stop = || self.store.cancel_requested(&self.ids, self.flag);
+        match self.budget.reserve(upper, stop) {
+            Ok(()) => {}
+            Err(Refused::Stopped) => {
+                self.end(RunStatus::Cancelled, None)?;
+                return Ok(Reservation::Ended);
+            }
+            Err(Refused::Exhausted(why)) => {
+                let detail = format!(
                     "the next call of arm {} could cost up to ${upper:.6}: {why}",
                     self.run.name
-                )
-            })
+                );
+                self.end(RunStatus::BudgetExhausted, Some(&detail))?;
+                return Ok(Reservation::Ended);
+            }
+        }
+        match self.store.hold(&self.run.node, upper) {
+            Ok(true) => Ok(Reservation::Held(upper)),
+            Ok(false) => {
+                // Ended meanwhile (cancelled): no call is made.
+                self.budget.settle(Some(upper), 0.0);
+                Ok(Reservation::Ended)
+            }
+            Err(e) => {
+                self.budget.settle(Some(upper), 0.0);
+                Err(e)
+            }
+        }
     }
 
     /// Asks the model to answer `context`: the request, the budget, the call and its
     /// answer. `None` when the run ended instead.
-    fn ask(&mut self, context: &[Turn], steps: u64) -> Result<Option<Step>> {
+    fn ask(&self, context: &[Turn], steps: u64) -> Result<Option<Step>> {
         let max_output = self.arm.max_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
         let sampling = Sampling {
             model: &self.arm.model,
@@ -345,13 +414,10 @@ impl Runner<'_> {
             return Ok(None);
         }
         let body = body.to_string();
-        let chars = body.chars().count() as u64;
-        let reserved = match self.reserve(chars, max_output) {
-            Ok(reserved) => reserved,
-            Err(detail) => {
-                self.end(RunStatus::BudgetExhausted, Some(&detail))?;
-                return Ok(None);
-            }
+        let reserved = match self.reserve(body.len() as u64, max_output)? {
+            Reservation::Unbudgeted => None,
+            Reservation::Held(upper) => Some(upper),
+            Reservation::Ended => return Ok(None),
         };
         let endpoint = self.arm.resolved_endpoint();
         let timeout = self.settings.timeout_secs;
@@ -363,15 +429,24 @@ impl Runner<'_> {
             &self.ids,
             self.flag,
         );
+        // A call that may have been billed keeps its whole reservation as its charge;
+        // one the endpoint refused, or never received, is charged nothing.
+        let held = reserved.unwrap_or(0.0);
         let (text, latency_ms) = match outcome {
             Call::Answered(text, latency) => (text, latency),
-            Call::Failed(message) => {
-                self.budget.settle(reserved, 0.0);
-                self.end(RunStatus::Failed, Some(&message))?;
+            Call::Failed(failure) => {
+                let (charge, in_flight) = match failure.maybe_billed {
+                    true => (held, InFlight::Charged),
+                    false => (0.0, InFlight::Released),
+                };
+                self.budget.settle(reserved, charge);
+                let (node, detail) = (&self.run.node, Some(failure.message.as_str()));
+                self.store
+                    .end_run(node, RunStatus::Failed, detail, in_flight)?;
                 return Ok(None);
             }
             Call::Cancelled => {
-                self.budget.settle(reserved, 0.0);
+                self.budget.settle(reserved, held);
                 self.end(RunStatus::Cancelled, None)?;
                 return Ok(None);
             }
@@ -379,15 +454,11 @@ impl Runner<'_> {
         let answer = match Answer::read(self.arm.provider, &text, &self.arm.model) {
             Ok(answer) => answer,
             Err(e) => {
-                // The call was made: the budget keeps its upper estimate.
-                self.budget.settle(reserved, reserved.unwrap_or(0.0));
+                self.budget.settle(reserved, held);
                 self.end(RunStatus::Failed, Some(&e.to_string()))?;
                 return Ok(None);
             }
         };
-        if let Some(input) = answer.input_tokens {
-            self.tokens_per_char = self.tokens_per_char.max(input as f64 / chars.max(1) as f64);
-        }
         let cost = match (self.price, answer.input_tokens, answer.output_tokens) {
             (Some(p), Some(i), Some(o)) => Some(p.cost(i, o, answer.cached_tokens.unwrap_or(0))),
             _ => None,
@@ -526,6 +597,8 @@ impl Runner<'_> {
             let content = rec.turns[user as usize].content.clone();
             follow(NewTurn::new(Role::User, content), user, &mut facts)?;
         }
+        // The call's charge is recorded with it: its reservation goes in the same commit.
+        tx.remove(store.rdf().release_reservation(&run.node)?);
         let end = self.end_of_step(&plan, calls.is_empty(), step.steps, facts.length);
         if let Some((status, detail)) = &end {
             let (inserts, removes) = run.node.end(*status, detail.as_deref());
@@ -566,6 +639,16 @@ impl Runner<'_> {
             (RunStatus::MaxSteps, Some(detail))
         })
     }
+}
+
+/// What reserving a call's bound came to.
+enum Reservation {
+    /// No budget binds the arm (no cap, or its model has no price).
+    Unbudgeted,
+    /// The call's bound, held by the budget and written to the run.
+    Held(f64),
+    /// The run ended instead: the budget is exhausted, or it was cancelled.
+    Ended,
 }
 
 /// One model call's answer, ready to commit.

@@ -1,5 +1,6 @@
-//! A deterministic OpenAI-compatible `/v1/chat/completions` server on 127.0.0.1, for
-//! regeneration tests: it records every request body and answers from its content.
+//! A deterministic model endpoint on 127.0.0.1 (OpenAI's `/v1/chat/completions`, or
+//! Anthropic's `/v1/messages` by script), for what-if tests: it records every request's
+//! head and body and answers from them.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -47,14 +48,16 @@ pub fn echo(model: &str, last_user: &str) -> String {
 }
 
 pub fn start(mode: Mode) -> Stub {
-    serve(Arc::new(move |request: &Value, body_len: usize| {
-        let (status, text) = answer(mode, request, body_len);
-        Reply {
-            status,
-            body: text,
-            delay: None,
-        }
-    }))
+    serve(Arc::new(
+        move |_: &Head, request: &Value, body_len: usize| {
+            let (status, text) = answer(mode, request, body_len);
+            Reply {
+                status,
+                body: text,
+                delay: None,
+            }
+        },
+    ))
 }
 
 /// What a scripted stub sends back.
@@ -75,8 +78,9 @@ impl Reply {
     }
 }
 
-/// A stub that answers each request (its JSON body and byte length) with `script`.
-pub type Script = Arc<dyn Fn(&Value, usize) -> Reply + Send + Sync>;
+/// A stub that answers each request (its path and headers, JSON body and byte length)
+/// with `script`.
+pub type Script = Arc<dyn Fn(&Head, &Value, usize) -> Reply + Send + Sync>;
 
 /// An OpenAI chat completion from `model` saying `content`, calling `calls` (`(id, name,
 /// arguments JSON)`), with this usage.
@@ -132,7 +136,57 @@ pub fn anthropic_message(
 
 /// A stub that answers with `script`.
 pub fn scripted(script: impl Fn(&Value, usize) -> Reply + Send + Sync + 'static) -> Stub {
+    serve(Arc::new(move |_: &Head, request: &Value, len| {
+        script(request, len)
+    }))
+}
+
+/// A stub that answers each request with `script`, given its path and headers too.
+pub fn scripted_with_head(
+    script: impl Fn(&Head, &Value, usize) -> Reply + Send + Sync + 'static,
+) -> Stub {
     serve(Arc::new(script))
+}
+
+/// A gateway that echoes the credentials it received, as some do in their errors
+/// (`"Incorrect API key provided: sk-…"`): every request is answered 401 in the wire
+/// format of the provider its path names (Anthropic's `/v1/messages`, else OpenAI's),
+/// quoting the key bare and every header as received, and `quote` besides (a secret the
+/// test plants, as a gateway's log line might carry one). A request for model
+/// `echo-ok` is answered 200 instead, its answer saying the key and the headers.
+pub fn echoing_credentials(quote: &str) -> Stub {
+    let quote = quote.to_string();
+    scripted_with_head(move |(path, headers), request, _| {
+        let key = headers
+            .iter()
+            .find(|(k, _)| k == "authorization" || k == "x-api-key")
+            .map(|(_, v)| v.trim_start_matches("Bearer ").to_string())
+            .unwrap_or_default();
+        let all: Vec<String> = headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        let said = format!(
+            "Incorrect API key provided: {key}. Received {}; see {quote}",
+            all.join("; ")
+        );
+        let anthropic = path.ends_with("/messages");
+        let model = request["model"].as_str().unwrap_or_default();
+        if model == "echo-ok" {
+            return Reply::ok(match anthropic {
+                true => anthropic_message(model, Some(&said), &[], (10, 5, 0), "end_turn"),
+                false => completion(model, Some(&said), &[], (10, 5, 0), "stop"),
+            });
+        }
+        let body = match anthropic {
+            true => json!({"type": "error",
+                           "error": {"type": "authentication_error", "message": said}}),
+            false => json!({"error": {"message": said, "type": "invalid_request_error",
+                                      "code": "invalid_api_key"}}),
+        };
+        Reply {
+            status: 401,
+            body: body.to_string(),
+            delay: None,
+        }
+    })
 }
 
 fn serve(script: Script) -> Stub {
@@ -178,15 +232,19 @@ fn serve(script: Script) -> Stub {
                     }
                 }
                 let mut body = vec![0; length];
-                reader.read_exact(&mut body).unwrap();
+                // A client killed mid-request sends no whole body: nothing to answer.
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
                 let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                headers.lock().unwrap().push((path, head));
+                let received = (path, head);
+                headers.lock().unwrap().push(received.clone());
                 seen.lock().unwrap().push(request.clone());
                 let Reply {
                     status,
                     body: text,
                     delay,
-                } = script(&request, body.len());
+                } = script(&received, &request, body.len());
                 if let Some(delay) = delay {
                     std::thread::sleep(delay);
                 }
