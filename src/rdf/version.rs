@@ -134,21 +134,6 @@ impl Rdf<'_> {
             .transpose()?
             .is_some())
     }
-
-    /// The source ids turn `index` of `owner` carries.
-    pub(crate) fn source_ids(&self, owner: &SessionNode, index: u64) -> Result<Vec<String>> {
-        let turn = self.iris.turn(owner.id.as_str(), index);
-        let mut out = Vec::new();
-        for quad in self.backend.quads(
-            Some(turn.as_ref().into()),
-            Some(ft::SOURCE_ID),
-            None,
-            Some(GraphNameRef::NamedNode(owner.iri.as_ref())),
-        ) {
-            out.extend(text(&quad?.object).map(str::to_string));
-        }
-        Ok(out)
-    }
 }
 
 /// A turn's digest and its name as an OpenTelemetry import gives it (see
@@ -237,7 +222,7 @@ pub(crate) fn redigest(
                 digest: digest_of(&prev.digest, index, &fields),
                 name: history_name(&prev.name, index, &fields),
             };
-            let sources = rdf.source_ids(node, index)?;
+            let sources = rdf.source_ids(&rdf.iris.turn(node.id.as_str(), index), &node.iri)?;
             // An OpenTelemetry import named the turn by its version-1 digest.
             let renamed = sources.contains(&turn.digest) && next.name != turn.digest;
             if next.digest != turn.digest || renamed {
