@@ -25,6 +25,11 @@ CLAUDE_CODE ?= 2.1.328
 CLAUDE_CODE_DIR ?= $(HOME)/.cache/forktrail/claude-code
 # What the Agents SDK's own session suites need besides the SDK (its pins in its uv.lock).
 SDK_TEST_DEPS ?= openai==3.29.0 pytest==9.0.3 pytest-asyncio==1.4.0 sqlalchemy==2.0.52 cryptography==50.0.1
+# What its sandbox suite imports too: the hosted sandbox providers' clients (without them
+# their tests skip) and its test tools, at the same lock's pins.
+SDK_SANDBOX_TEST_DEPS ?= aiohttp==3.14.3 httpx==0.28.1 inline-snapshot==0.27.2 docker==7.1.0 \
+	modal==1.4.3 e2b==2.31.0 e2b-code-interpreter==2.8.1 daytona==0.155.0 vercel-sandbox==0.8.0 \
+	runloop-api-client==1.32.0 blaxel==0.2.50
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
@@ -100,13 +105,12 @@ browser:
 # suites need (pytest and the packages they import). The tests import the package from
 # the source tree, so they see edits without a reinstall.
 python:
-	@if ! python3 -c 'import importlib.metadata as m, forktrail; \
-		assert (m.version("mcp"), m.version("openai-agents"), m.version("openai"), m.version("pytest")) == \
-			("$(MCP)", "$(OPENAI_AGENTS)", "3.29.0", "9.0.3")' \
-		2>/dev/null; then \
+	@if ! python3 -c 'import importlib.metadata as m, sys, forktrail; \
+		assert all(m.version(n) == v for n, v in (pin.split("==") for pin in sys.argv[1:]))' \
+		mcp==$(MCP) openai-agents==$(OPENAI_AGENTS) $(SDK_TEST_DEPS) $(SDK_SANDBOX_TEST_DEPS) 2>/dev/null; then \
 		echo "installing mcp $(MCP), openai-agents $(OPENAI_AGENTS), the SDK suites' test packages and ./python (the Python tests)"; \
 		python3 -m pip install --quiet --disable-pip-version-check mcp==$(MCP) \
-			openai-agents==$(OPENAI_AGENTS) $(SDK_TEST_DEPS) ./python; \
+			openai-agents==$(OPENAI_AGENTS) $(SDK_TEST_DEPS) $(SDK_SANDBOX_TEST_DEPS) ./python; \
 	fi
 
 # The MCP Inspector's CLI from npm, and the Node it needs (22; the machine's may be older)

@@ -5,8 +5,12 @@
 //! ways: refused without the CA's PEM (with an error naming the URL and the remedy),
 //! trusted with it, in this process and in the CLI.
 //!
-//! `SSL_CERT_FILE` is process-wide, so everything that depends on it runs in one test,
-//! in order; the CLI runs get their environment of their own.
+//! A certificate made by `openssl req -x509` (the openssl on the machine, run here) is a
+//! CA certificate the server presents as its own: refused with what it is and how to
+//! make one that works, trusted as itself once `SSL_CERT_FILE` lists it.
+//!
+//! `SSL_CERT_FILE` is process-wide: each test that sets it holds [`CERT_ENV`] while it
+//! runs; the CLI runs get their environment of their own.
 
 mod common;
 
@@ -15,12 +19,23 @@ use forktrail::{JobStatus, NewSession, NewTurn, RegenerateOptions, RemoteConfig,
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
 };
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Held by a test while it sets `SSL_CERT_FILE`, which every test of this process reads.
+static CERT_ENV: Mutex<()> = Mutex::new(());
+
+fn cert_env() -> MutexGuard<'static, ()> {
+    CERT_ENV
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// A private CA, a server certificate it signed for `localhost` and `127.0.0.1`, and
 /// the CA's certificate as a PEM file (what a user points `SSL_CERT_FILE` at).
@@ -212,7 +227,8 @@ fn https_stores_and_model_endpoints_trust_the_system_roots_plus_ssl_cert_file() 
     let (claude_port, claude_handshakes) = relay(Arc::clone(&pki.server), address(&claude.url));
     let claude_endpoint = format!("https://127.0.0.1:{claude_port}");
 
-    // This test alone sets the variables; it starts from neither.
+    // This test starts from neither variable.
+    let _env = cert_env();
     std::env::remove_var("SSL_CERT_FILE");
     std::env::remove_var("SSL_CERT_DIR");
 
@@ -337,4 +353,167 @@ fn https_stores_and_model_endpoints_trust_the_system_roots_plus_ssl_cert_file() 
     let records: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
     assert_eq!(records, serde_json::to_value(&replay).unwrap());
     std::env::remove_var("SSL_CERT_FILE");
+}
+
+/// The openssl command line tool, or `None` (with a note) where there is none, except
+/// under `CI`, where that fails.
+fn openssl() -> Option<()> {
+    match Command::new("openssl").arg("version").output() {
+        Ok(out) if out.status.success() => Some(()),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("no openssl on the PATH; in CI the test of its certificates must run")
+        }
+        _ => {
+            eprintln!("note: no openssl on the PATH; its certificates are not tried");
+            None
+        }
+    }
+}
+
+/// Runs `command` with `sh` in `dir`, and fails with what it printed unless it worked.
+fn shell(dir: &Path, command: &str) {
+    let out = Command::new("sh")
+        .args(["-c", command])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A TLS server configuration presenting the PEM certificate `cert` with the key `key`.
+fn served(cert: &Path, key: &Path) -> Arc<rustls::ServerConfig> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(key).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    Arc::new(config)
+}
+
+#[test]
+fn a_certificate_made_by_openssl_req_x509_is_trusted_as_itself_once_ssl_cert_file_lists_it() {
+    let Some(oxigraph) = common::OxigraphServer::start() else {
+        return;
+    };
+    let Some(()) = openssl() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The recipe most guides give: a CA certificate (basicConstraints CA:TRUE), which
+    // the server then presents as its own.
+    shell(
+        dir.path(),
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem \
+         -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1",
+    );
+    let cert = dir.path().join("cert.pem");
+    let server = served(&cert, &dir.path().join("key.pem"));
+    let (store_port, store_handshakes) = relay(Arc::clone(&server), address(&oxigraph.query_url()));
+    let url = format!("https://localhost:{store_port}/query");
+    let model = stub::start(Mode::Echo);
+    let (model_port, model_handshakes) = relay(Arc::clone(&server), address(&model.url));
+    let endpoint = format!("https://127.0.0.1:{model_port}/v1");
+
+    let _env = cert_env();
+    std::env::remove_var("SSL_CERT_FILE");
+    std::env::remove_var("SSL_CERT_DIR");
+
+    // Not listed, it is refused, and the error says what it is and how to do better:
+    // trust it as itself, or make a CA and a server certificate it signs.
+    let says_what_is_wrong = |message: &str| {
+        for needed in [
+            "CA certificate",
+            "basicConstraints CA:TRUE",
+            "SSL_CERT_FILE",
+            "openssl x509 -req -CA ca.pem",
+        ] {
+            assert!(message.contains(needed), "{needed}: {message}");
+        }
+    };
+    let refused = Store::remote(RemoteConfig::new(&url))
+        .unwrap()
+        .create_session(NewSession::default())
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("https://localhost:"), "{refused}");
+    says_what_is_wrong(&refused);
+    let memory = Store::in_memory().unwrap();
+    let trip = conversation(&memory);
+    let job = regenerate_on(&memory, &trip, &endpoint);
+    assert_eq!(job.status, JobStatus::Failed, "{job:?}");
+    let error = job.error.clone().unwrap_or_default();
+    assert!(error.contains(&endpoint), "{error}");
+    says_what_is_wrong(&error);
+    // Listing another certificate does not trust this one.
+    let other = Pki::new();
+    std::env::set_var("SSL_CERT_FILE", &other.ca_pem);
+    let refused = Store::remote(RemoteConfig::new(&url))
+        .unwrap()
+        .create_session(NewSession::default())
+        .unwrap_err()
+        .to_string();
+    says_what_is_wrong(&refused);
+    assert_eq!(store_handshakes.load(Ordering::SeqCst), 0);
+    assert_eq!(model_handshakes.load(Ordering::SeqCst), 0);
+    assert!(model.requests().is_empty());
+
+    // Listed in SSL_CERT_FILE, it is trusted as itself: the store over https keeps what
+    // is written, and a regeneration calls the model over https.
+    std::env::set_var("SSL_CERT_FILE", &cert);
+    let s = Store::remote(RemoteConfig::new(&url)).unwrap();
+    let trip = conversation(&s);
+    let replay = s.replay(&trip, None).unwrap();
+    assert_eq!(replay.len(), 3);
+    assert_eq!(replay[2].content, "And the price?");
+    assert!(store_handshakes.load(Ordering::SeqCst) > 0);
+    let job = regenerate_on(&s, &trip, &endpoint);
+    assert_eq!(job.status, JobStatus::Complete, "{job:?}");
+    assert!(model_handshakes.load(Ordering::SeqCst) > 0);
+    let fork = s.replay(&job.fork.unwrap(), None).unwrap();
+    assert_eq!(
+        fork.last().unwrap().content,
+        stub::echo("model-b", "And the price?")
+    );
+
+    // The other remedy the error gives, its commands run as written (for the host
+    // localhost): a CA and a server certificate it signs, trusted through the CA.
+    for command in says_commands(&refused) {
+        shell(dir.path(), &command.replace("HOST", "localhost"));
+    }
+    let signed = served(
+        &dir.path().join("server.pem"),
+        &dir.path().join("server.key"),
+    );
+    let (signed_port, signed_handshakes) = relay(signed, address(&oxigraph.query_url()));
+    std::env::set_var("SSL_CERT_FILE", dir.path().join("ca.pem"));
+    let signed_url = format!("https://localhost:{signed_port}/query");
+    let again = Store::remote(RemoteConfig::new(&signed_url)).unwrap();
+    assert_eq!(again.replay(&trip, None).unwrap(), replay);
+    assert!(signed_handshakes.load(Ordering::SeqCst) > 0);
+    std::env::remove_var("SSL_CERT_FILE");
+}
+
+/// The commands an error message quotes that write a key (`-keyout`), in order.
+fn says_commands(message: &str) -> Vec<String> {
+    let commands: Vec<String> = message
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| quoted.contains("-keyout"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(commands.len(), 2, "{message}");
+    commands
 }

@@ -57,11 +57,12 @@ fn agents_sdk_runs_an_agent_loop_on_forktrail_session() {
     unittest("test_agents", &[("FORKTRAIL_TEST_LLM_URL", url)]);
 }
 
-/// The OpenAI Agents SDK's own session suites (from its source distribution, fetched
-/// once with pip) run against `ForktrailSession`: `python/tests/sdk_suites.py` serves
-/// this binary and runs them with a plugin that swaps `SQLiteSession` and
+/// The OpenAI Agents SDK's own session and sandbox suites (from its source distribution,
+/// fetched once with pip) run against `ForktrailSession`: `python/tests/sdk_suites.py`
+/// serves this binary and runs them with a plugin that swaps `SQLiteSession` and
 /// `AdvancedSQLiteSession` for `ForktrailSession`, leaving out only the tests that read
-/// SQLite itself (listed, each with its reason, in `python/tests/sdk/forktrail_sdk.py`).
+/// SQLite itself and the sandbox tests of another platform or with a deadline on a child
+/// process (listed, each with its reason, in `python/tests/sdk/forktrail_sdk.py`).
 /// Every other test must pass. Without the pinned packages (`make test` installs them)
 /// the runner exits 2 and the test is skipped with a note, except under `CI`.
 #[test]

@@ -354,8 +354,12 @@ class _Queue:
 class ForktrailSession:
     """A conversation of the OpenAI Agents SDK stored in forktrail.
 
-    ``session_id`` is the forktrail session (created on the first ``add_items``);
-    ``client`` the :class:`~forktrail.Client` of a ``forktrail serve`` started with a
+    ``session_id`` is the conversation's id, and the forktrail session that stores it
+    (created on the first ``add_items``) unless ``forktrail_id`` names another: the SDK
+    groups a session's runs by ``session_id`` (sandbox memory's rollouts, prompt-cache
+    keys), so an application that stores its sessions under ids of its own (a prefix per
+    tenant, say) keeps its ``session_id`` and gives the stored id as ``forktrail_id``.
+    ``client`` is the :class:`~forktrail.Client` of a ``forktrail serve`` started with a
     token. ``model`` (optional) is the model assistant turns are attributed to in the
     provenance; ``title`` and ``principal`` describe a session this creates.
     ``session_settings`` is the SDK's ``SessionSettings`` (its ``limit`` is the
@@ -366,7 +370,7 @@ class ForktrailSession:
     The session starts on its ``main`` branch, the session itself; the branch it is
     on (``current_branch_id``) is this object's, as in ``AdvancedSQLiteSession``;
     branches, their items and usage are all in forktrail, so another object on the
-    same ``session_id`` sees them.
+    same ``forktrail_id`` sees them.
     """
 
     def __init__(
@@ -379,8 +383,10 @@ class ForktrailSession:
         principal: Optional[str] = None,
         session_settings: Any = None,
         logger: Optional[logging.Logger] = None,
+        forktrail_id: Optional[str] = None,
     ) -> None:
         self.session_id = session_id
+        self.forktrail_id = session_id if forktrail_id is None else forktrail_id
         self.client = client if client is not None else Client()
         self.model = model
         self.title = title
@@ -388,7 +394,7 @@ class ForktrailSession:
         self.session_settings = coerce_settings(session_settings)
         self._logger = logger if logger is not None else logging.getLogger(__name__)
         # The branch reads and writes go to: (name, forktrail session), set as one value.
-        self._branch: Tuple[str, str] = (MAIN, session_id)
+        self._branch: Tuple[str, str] = (MAIN, self.forktrail_id)
         self._writes = _Queue()
         self._closed = False
 
@@ -466,12 +472,12 @@ class ForktrailSession:
     async def branches(self) -> List[Dict[str, Any]]:
         """The direct forks of this session: ``session``, ``branch`` (the label),
         ``forked_at_index``, ``own_turns``, ``created_at``."""
-        return await asyncio.to_thread(self.client.branches, self.session_id)
+        return await asyncio.to_thread(self.client.branches, self.forktrail_id)
 
     async def info(self) -> Dict[str, Any]:
         """forktrail's facts about this session (parent, fork point, length, head
         digest, …)."""
-        return await asyncio.to_thread(self.client.session, self.session_id)
+        return await asyncio.to_thread(self.client.session, self.forktrail_id)
 
     # -- AdvancedSQLiteSession's branches ---------------------------------------------
 
@@ -662,7 +668,7 @@ class ForktrailSession:
         except ForktrailError as e:
             if e.code != "session_not_found":
                 raise
-            if branch[1] == self.session_id:
+            if branch[1] == self.forktrail_id:
                 return []
             raise _BranchGone(branch[0]) from None
 
@@ -673,8 +679,8 @@ class ForktrailSession:
             return work(branch)
         except _BranchGone:
             if self._branch == branch:
-                self._branch = (MAIN, self.session_id)
-            return work((MAIN, self.session_id))
+                self._branch = (MAIN, self.forktrail_id)
+            return work((MAIN, self.forktrail_id))
 
     def _on_current(self, work: Callable[[Tuple[str, str]], T]) -> T:
         return self._on_branch(self._branch, work)
@@ -695,7 +701,7 @@ class ForktrailSession:
 
     def _tree(self) -> Optional[JSON]:
         try:
-            return self.client.tree(self.session_id)
+            return self.client.tree(self.forktrail_id)
         except ForktrailError as e:
             if e.code == "session_not_found":
                 return None
@@ -711,7 +717,7 @@ class ForktrailSession:
     def _find(self, name: str) -> Optional[Tuple[str, str]]:
         """The branch called ``name``: ``main``, or a fork anywhere under the session."""
         if name == MAIN:
-            return (MAIN, self.session_id)
+            return (MAIN, self.forktrail_id)
         for node in self._forks(self._tree()):
             if branch_of_label(node["branch"]) == name:
                 return (name, node["session"])
@@ -752,15 +758,15 @@ class ForktrailSession:
         except ForktrailError as e:
             if e.code != "session_not_found":
                 raise
-            if branch[1] != self.session_id:
+            if branch[1] != self.forktrail_id:
                 raise _BranchGone(branch[0]) from None
         try:
-            self.client.create_session(self.session_id, self.title, self.principal)
+            self.client.create_session(self.forktrail_id, self.title, self.principal)
         except ForktrailError as created:
             # Another writer created it meanwhile: append to theirs.
             if created.status != 409:
                 raise
-        self.client.append_many(self.session_id, turns)
+        self.client.append_many(self.forktrail_id, turns)
 
     def _pop_item(self, branch: Tuple[str, str]) -> Optional[Item]:
         session = branch[1]
@@ -774,10 +780,10 @@ class ForktrailSession:
                     turn = self.client.pop(session)
                 except ForktrailError as e:
                     if e.code == "session_not_found":
-                        if session == self.session_id:
+                        if session == self.forktrail_id:
                             return None
                         raise _BranchGone(branch[0]) from None
-                    if e.status == 409 and session != self.session_id:
+                    if e.status == 409 and session != self.forktrail_id:
                         turn = self._pop_inherited(branch)
                         if turn is None:
                             raise
@@ -823,11 +829,11 @@ class ForktrailSession:
         if names:
             self._use_names(names)
         try:
-            self.client.delete(self.session_id, cascade=True)
+            self.client.delete(self.forktrail_id, cascade=True)
         except ForktrailError as e:
             if e.code != "session_not_found":
                 raise
-        self._branch = (MAIN, self.session_id)
+        self._branch = (MAIN, self.forktrail_id)
 
     # -- branch names ---------------------------------------------------------------
 
@@ -836,10 +842,10 @@ class ForktrailSession:
         branches, which cannot be used again (as ``AdvancedSQLiteSession`` keeps
         them in ``branch_reservations``)."""
         suffix = ".branch-names"
-        if len(self.session_id) + len(suffix) <= 128:
-            return self.session_id + suffix
-        digest = hashlib.sha256(self.session_id.encode("utf-8")).hexdigest()[:16]
-        return f"{self.session_id[:96]}.{digest}{suffix}"
+        if len(self.forktrail_id) + len(suffix) <= 128:
+            return self.forktrail_id + suffix
+        digest = hashlib.sha256(self.forktrail_id.encode("utf-8")).hexdigest()[:16]
+        return f"{self.forktrail_id[:96]}.{digest}{suffix}"
 
     def _used_names(self) -> List[str]:
         try:
@@ -860,7 +866,7 @@ class ForktrailSession:
             if e.code != "session_not_found":
                 raise
         try:
-            self.client.create_session(session, f"branch names used in {self.session_id}"[:1024], self.principal)
+            self.client.create_session(session, f"branch names used in {self.forktrail_id}"[:1024], self.principal)
         except ForktrailError as e:
             if e.status != 409:
                 raise
@@ -906,7 +912,7 @@ class ForktrailSession:
             )
         self._use_names([name])
         if self._branch[1] == node["session"]:
-            self._branch = (MAIN, self.session_id)
+            self._branch = (MAIN, self.forktrail_id)
         try:
             self.client.delete(node["session"])
         except ForktrailError as e:
@@ -917,12 +923,14 @@ class ForktrailSession:
         tree = self._tree()
         if tree is None:
             if self._branch[0] != MAIN:
-                self._branch = (MAIN, self.session_id)
+                self._branch = (MAIN, self.forktrail_id)
             return []
         sessions = {node["session"] for node in self._forks(tree)}
         if self._branch[1] not in sessions:
-            self._branch = (MAIN, self.session_id)
-        created: Dict[str, Optional[str]] = {self.session_id: self.client.session(self.session_id).get("created_at")}
+            self._branch = (MAIN, self.forktrail_id)
+        created: Dict[str, Optional[str]] = {
+            self.forktrail_id: self.client.session(self.forktrail_id).get("created_at")
+        }
         nodes = [tree, *self._forks(tree)]
         for node in nodes:
             if node.get("children"):
@@ -1016,7 +1024,7 @@ class ForktrailSession:
             branches = [branch] if branch is not None else []
         else:
             tree = self._tree()
-            branches = [] if tree is None else [(MAIN, self.session_id)]
+            branches = [] if tree is None else [(MAIN, self.forktrail_id)]
             branches += [(branch_of_label(n["branch"]), n["session"]) for n in self._forks(tree)]
         records: List[JSON] = []
         for branch in branches:

@@ -1,4 +1,5 @@
-"""Runs the OpenAI Agents SDK's own session test suites against ForktrailSession.
+"""Runs the OpenAI Agents SDK's own session and sandbox test suites against
+ForktrailSession.
 
 The SDK's tests ship in its source distribution on PyPI (pinned: openai-agents
 0.24.0). This fetches it once with pip into FORKTRAIL_SDK_CACHE (default
@@ -6,14 +7,14 @@ The SDK's tests ship in its source distribution on PyPI (pinned: openai-agents
 fresh store with a token, and runs the suites with pytest and the plugin in
 sdk/forktrail_sdk.py, which swaps SQLiteSession and AdvancedSQLiteSession for
 ForktrailSession and deselects, test by test with a reason, the tests that read
-SQLite itself. It prints what passed, failed and was deselected in each suite, and
+SQLite itself and the few sandbox tests this machine cannot run. It prints what passed, failed and was deselected in each suite, and
 exits non-zero unless every selected test passed (a skip counts as a failure).
 
     cd python/tests && FORKTRAIL_BIN=… python3 sdk_suites.py [pytest options…]
 
-Needs python3 with the packages of NEEDED at those versions (SQLAlchemy and
-cryptography only because tests skip themselves without them); the network only for
-pip's first fetch.
+Needs python3 with the packages of NEEDED at those versions (SQLAlchemy, cryptography
+and the sandbox providers' clients only because tests skip themselves without them);
+the network only for pip's first fetch.
 
 tests/memory/test_compaction_suffix.py is not run: each of its SQLiteSession cases is
 the atomic suffix replacement SQLiteSession offers OpenAIResponsesCompactionSession
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,7 +48,12 @@ SUITES = [
     "tests/extensions/memory/test_advanced_sqlite_session.py",
     "tests/memory/test_compaction_model_visibility.py",
     "tests/memory/test_openai_responses_compaction_session.py",
+    # Sandbox agents: their memory groups a session's runs by its session_id.
+    "tests/sandbox",
 ]
+# What of the source distribution the suites read: their tests, the pytest settings,
+# the examples the sandbox tests import and the SDK's source, which one of them reads.
+UNPACKED = ["pyproject.toml", "tests", "examples", "src"]
 # What the suites run with: the SDK, and the versions its own lock file (uv.lock in the
 # source distribution) pins for openai and the test tools. openai matters: later ones
 # add fields to the token details the usage tests compare.
@@ -57,14 +64,28 @@ NEEDED = {
     "pytest-asyncio": "1.4.0",
     "sqlalchemy": "2.0.52",
     "cryptography": "50.0.1",
+    # What tests/sandbox imports (its hosted providers' clients, test tools), at the
+    # versions of the SDK's uv.lock.
+    "aiohttp": "3.14.3",
+    "httpx": "0.28.1",
+    "inline-snapshot": "0.27.2",
+    "docker": "7.1.0",
+    "modal": "1.4.3",
+    "e2b": "2.31.0",
+    "e2b-code-interpreter": "2.8.1",
+    "daytona": "0.155.0",
+    "vercel-sandbox": "0.8.0",
+    "runloop-api-client": "1.32.0",
+    "blaxel": "0.2.50",
 }
 
 
 def sdk_tests() -> Path:
-    """The unpacked source distribution (its tests and pyproject.toml), fetched once."""
+    """The unpacked source distribution (what of it the tests read: UNPACKED), fetched
+    once."""
     cache = Path(os.environ.get("FORKTRAIL_SDK_CACHE", Path.home() / ".cache" / "forktrail" / "agents-sdk"))
     root = cache / f"openai_agents-{VERSION}"
-    if (root / "pyproject.toml").is_file() and (root / SUITES[-1]).is_file():
+    if all((root / part).exists() for part in [*UNPACKED, *SUITES]):
         return root
     cache.mkdir(parents=True, exist_ok=True)
     sdist = cache / f"openai_agents-{VERSION}.tar.gz"
@@ -91,12 +112,14 @@ def sdk_tests() -> Path:
             members = [
                 m
                 for m in archive.getmembers()
-                if m.name in (f"{root.name}/pyproject.toml",) or m.name.startswith(f"{root.name}/tests/")
+                if any(m.name == f"{root.name}/{part}" or m.name.startswith(f"{root.name}/{part}/") for part in UNPACKED)
             ]
             if sys.version_info >= (3, 12):
                 archive.extractall(scratch, members=members, filter="data")
             else:
                 archive.extractall(scratch, members=members)
+        # An unpacking of fewer parts, by an earlier version of this runner, goes.
+        shutil.rmtree(root, ignore_errors=True)
         os.replace(Path(scratch) / root.name, root)
     return root
 
@@ -190,9 +213,9 @@ def summarize(report: Dict, code: int, seconds: float) -> int:
     print(f"\nThe Agents SDK {VERSION}'s suites on ForktrailSession ({seconds:.0f} s):")
     totals = {"passed": 0, "failed": 0, "skipped": 0, "deselected": 0}
     for suite in SUITES:
-        mine = {n: o for n, o in outcomes.items() if n.startswith(suite + "::")}
+        mine = {n: o for n, o in outcomes.items() if in_suite(n, suite)}
         counts = {k: sum(1 for o in mine.values() if o == k) for k in ("passed", "failed", "skipped")}
-        counts["deselected"] = sum(1 for n in deselected if n.startswith(suite + "::"))
+        counts["deselected"] = sum(1 for n in deselected if in_suite(n, suite))
         forktrail = sum(1 for n, o in mine.items() if o == "passed" and n in on_forktrail)
         total = len(mine) + counts["deselected"]
         print(
@@ -207,6 +230,12 @@ def summarize(report: Dict, code: int, seconds: float) -> int:
     print(f"{totals['passed']} passed, {failed} failed, {totals['deselected']} deselected")
     ok = code == 0 and totals["failed"] == 0 and totals["skipped"] == 0 and totals["passed"] > 0
     return 0 if ok else 1
+
+
+def in_suite(nodeid: str, suite: str) -> bool:
+    """Whether the test ``nodeid`` is of ``suite``, a file or a directory of them."""
+    path = nodeid.split("::", 1)[0]
+    return path == suite or path.startswith(suite + "/")
 
 
 def stop(signum: int, frame: object) -> None:

@@ -216,6 +216,40 @@ class SessionTest(ServedTest):
         rows = [(b["role"]["value"], b["by"]["value"]) for b in results["results"]["bindings"]]
         self.assertEqual(rows, [("assistant", "gpt-test"), ("user", "anonymous")])
 
+    async def test_a_stored_id_of_its_own_leaves_session_id_as_given(self) -> None:
+        # The SDK groups a session's runs by its session_id (sandbox memory's rollout
+        # files, prompt-cache keys): storing it under a prefixed id must not change it.
+        session = self.session("chat", forktrail_id="tenant-a.chat")
+        self.assertEqual((session.session_id, session.forktrail_id), ("chat", "tenant-a.chat"))
+        await session.add_items(copy.deepcopy(CONVERSATION[:2]) + _turn(2))
+        self.assertEqual([t["payload"] for t in self.client.turns("tenant-a.chat")], CONVERSATION[:2] + _turn(2))
+        with self.assertRaises(ForktrailError) as absent:
+            self.client.turns("chat")
+        self.assertEqual(absent.exception.code, "session_not_found")
+        # Another object on the stored id sees the items and branches of this one; the
+        # same session_id stored elsewhere is another conversation.
+        again = self.session("chat", forktrail_id="tenant-a.chat")
+        self.assertEqual(await again.get_items(), CONVERSATION[:2] + _turn(2))
+        self.assertEqual(await self.session("chat", forktrail_id="tenant-b.chat").get_items(), [])
+        self.assertEqual(await again.create_branch_from_turn(2, "shorter"), "shorter")
+        await again.add_items([{"role": "user", "content": "question 2, in short"}])
+        self.assertEqual([b["branch"] for b in self.client.branches("tenant-a.chat")], ["shorter"])
+        self.assertEqual([b["branch_id"] for b in await session.list_branches()], ["main", "shorter"])
+        await session.clear_session()
+        with self.assertRaises(ForktrailError):
+            self.client.turns("tenant-a.chat")
+        self.assertEqual(await again.get_items(), [])
+
+    async def test_a_closed_session_refuses_every_call_even_an_empty_add(self) -> None:
+        session = self.session("closed")
+        await session.add_items([copy.deepcopy(USER)])
+        session.close()
+        calls = [session.add_items([]), session.add_items([ANSWER]), session.get_items(), session.pop_item()]
+        for call in [*calls, session.clear_session()]:
+            with self.assertRaisesRegex(RuntimeError, "ForktrailSession is closed"):
+                await call
+        self.assertEqual([t["payload"] for t in self.client.turns("closed")], [USER])
+
     async def test_satisfies_the_sdk_protocol(self) -> None:
         try:
             from agents.memory import Session

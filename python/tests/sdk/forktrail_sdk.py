@@ -6,13 +6,15 @@ It swaps two classes and nothing else: ``SQLiteSession`` becomes
 SDK class has, on the ``forktrail serve`` named by ``FORKTRAIL_URL`` and
 ``FORKTRAIL_TOKEN``. The SDK's tests and their assertions run as they are, except the
 ones in :data:`DESELECTED`, which read SQLite itself (its connections, file, tables,
-private methods) and so have nothing to test on forktrail; each says why.
+private methods) and so have nothing to test on forktrail, or are sandbox tests this
+machine cannot run (another platform's, or root's); each says why.
 
 A ``db_path`` is a namespace of session ids, as a SQLite file is: two objects on the
 same ``db_path`` (and tables) and ``session_id`` share one forktrail session, and
 ``":memory:"``, a database of its own for each object in SQLite, is a namespace of
-its own for each object. The forktrail id is ``<namespace>.<session_id>``, the
-session id written as branch names are (``:hh`` for what an id may not hold).
+its own for each object. The forktrail id (``forktrail_id``) is
+``<namespace>.<session_id>``, the session id written as branch names are (``:hh`` for
+what an id may not hold); ``session_id`` stays the one given, as the SDK reads it.
 """
 
 from __future__ import annotations
@@ -84,10 +86,11 @@ class ForktrailSQLiteSession(ForktrailSession):
     ) -> None:
         namespace = _namespace(db_path, sessions_table, messages_table)
         super().__init__(
-            forktrail_id(namespace, session_id),
+            session_id,
             _client(),
             session_settings=session_settings,
             logger=logger,
+            forktrail_id=forktrail_id(namespace, session_id),
         )
         self.db_path = db_path
         self.sessions_table = sessions_table
@@ -317,6 +320,44 @@ tests/memory/test_openai_responses_compaction_session.py
     pauses a sqlite3.Connection's commit injected through the private _get_connection
   TestOpenAIResponsesCompactionSession::test_settled_clear_failure_invalidates_response_chain
     pauses a sqlite3.Connection's commit injected through the private _get_connection
+tests/sandbox/integration_tests/test_runner_pause_resume.py
+  test_runner_preserves_unix_local_lifecycle_state_across_pause_and_resume
+    looks for its stand-in rclone in a login shell (sh -lc), whose PATH Debian's
+    /etc/profile sets anew, so the stand-in is not found (the SDK marks the test
+    requires_native_macos_sandbox)
+tests/sandbox/test_unix_local_special_files.py
+  test_public_file_operations_reject_peerless_fifo
+    gives a child python3 15 s to import the SDK and meet a FIFO, which a machine busy
+    with the rest of cargo test does not always leave it
+  test_fifo_replacement_is_rejected_before_io
+    gives a child python3 15 s to import the SDK and meet a FIFO, which a machine busy
+    with the rest of cargo test does not always leave it
+  test_regular_file_lease_rejected
+    gives a child python3 10 s to import the SDK and meet a leased file, which a machine
+    busy with the rest of cargo test does not always leave it
+tests/sandbox/test_dependencies.py
+  test_dependencies_eager_factory_failure_allows_retry
+    needs Python 3.12's eager task factory (the SDK skips it before 3.12)
+tests/sandbox/test_runtime.py
+  test_unix_local_exec_confines_commands_to_workspace_root
+    needs macOS's sandbox-exec (the SDK skips it elsewhere)
+  test_unix_local_exec_denies_launch_services
+    needs macOS's sandbox-exec (the SDK skips it elsewhere)
+tests/sandbox/test_unix_local.py
+  TestUnixLocalApplyPatchRename::test_case_only_move_to_keeps_the_file
+    needs a file system that folds case, as macOS's does (the SDK skips it elsewhere)
+  test_apply_patch_create_reports_collision_inside_a_read_only_parent
+    needs a user that directory permissions hold (the SDK skips it as root)
+tests/sandbox/test_unix_local_file_io.py
+  test_apply_patch_can_write_existing_destination_in_protected_directory
+    needs a user that directory permissions hold (the SDK skips it as root)
+  test_apply_patch_case_alias_on_real_filesystem
+    needs a file system that folds case, as macOS's does (the SDK skips it elsewhere)
+tests/sandbox/test_workspace_paths.py
+  test_extra_path_grant_accepts_native_windows_drive_absolute_path
+    needs Windows drive paths (the SDK skips it elsewhere)
+  test_split_path_grant_rejects_native_windows_sandbox_path
+    needs Windows drive paths (the SDK skips it elsewhere)
 """
 
 
