@@ -29,7 +29,8 @@
 //! message parts of other types, are counted in the report by name.
 
 use super::claude_code::{Family, Node, SourceFile};
-use super::report::{lines, TranscriptOptions, TranscriptReport};
+use super::lines::LogLine;
+use super::report::{TranscriptOptions, TranscriptReport};
 use crate::error::{Error, Result};
 use crate::model::{Kind, NewTurn, Role, SessionId};
 use crate::rdf::turn_digest;
@@ -52,10 +53,13 @@ pub(crate) fn decode_request(body: &[u8], json: bool) -> Result<ExportTraceServi
 }
 
 /// Decodes an OTLP JSON Lines file: one trace request per non-blank line.
-pub(crate) fn decode_lines(text: &str) -> Result<Vec<ExportTraceServiceRequest>> {
-    lines(text)
-        .into_iter()
+pub(crate) fn decode_lines(lines: &[LogLine]) -> Result<Vec<ExportTraceServiceRequest>> {
+    lines
+        .iter()
         .map(|(n, line)| {
+            let line = line.as_deref().map_err(|fault| {
+                Error::InvalidInput(format!("line {n}: {fault}; nothing was imported"))
+            })?;
             serde_json::from_str(line).map_err(|e| {
                 Error::InvalidInput(format!(
                     "line {n}: not an OTLP JSON trace request ({e}); nothing was imported"
@@ -228,7 +232,7 @@ impl Store {
             .collect();
         let file = SourceFile {
             name: Some("the OTLP traces".into()),
-            text: String::new(),
+            lines: Vec::new(),
             agent: None,
             spawned_by: None,
         };

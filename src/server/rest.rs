@@ -624,9 +624,8 @@ async fn import(
     let report = writing(&state, move |s| {
         let options = crate::TranscriptOptions {
             skip_invalid: p.skip_invalid,
-            progress: None,
             no_dedup: p.no_dedup,
-            complete_lines: false,
+            ..Default::default()
         };
         s.import_with(&payload, Some(format), &options)
     })
