@@ -40,6 +40,27 @@ pub struct TranscriptReport {
 }
 
 impl TranscriptReport {
+    /// Takes in the report of another part of the same import (a batch of a request):
+    /// what it wrote and what it skipped.
+    pub(crate) fn absorb(&mut self, part: TranscriptReport) {
+        self.sessions.extend(part.sessions);
+        self.extended.extend(part.extended);
+        self.turns += part.turns;
+        for (kind, n) in part.skipped_types {
+            *self.skipped_types.entry(kind).or_default() += n;
+        }
+        self.skipped_invalid.extend(part.skipped_invalid);
+        for (file, lines) in part.skipped_invalid_in {
+            self.skipped_invalid_in
+                .entry(file)
+                .or_default()
+                .extend(lines);
+        }
+        self.skipped.extend(part.skipped);
+        self.unresolved_subagents.extend(part.unresolved_subagents);
+        self.shared.extend(part.shared);
+    }
+
     /// Takes in what the bulk path added: its sessions, and the turns a shared prefix
     /// saved writing.
     pub(crate) fn added(&mut self, added: Added) {
