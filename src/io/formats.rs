@@ -227,6 +227,18 @@ impl ImportFormat {
     /// by an import's rules: only inside [`TranscriptOptions::within`] when given, only
     /// a regular file, whole lines only with `complete_lines`. A large file is not read
     /// whole.
+    ///
+    /// ```
+    /// use forktrail::{ImportFormat, TranscriptOptions};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let log = dir.path().join("w1.jsonl");
+    /// // A log whose last line is still being written.
+    /// std::fs::write(&log, "{\"type\": \"user\", \"uuid\": \"u1\"}\n{\"type\": \"assis").unwrap();
+    /// let options = TranscriptOptions { complete_lines: true, ..Default::default() };
+    /// let head = ImportFormat::head(&log, &options).unwrap();
+    /// assert!(head.ends_with(b"}\n"));
+    /// assert_eq!(ImportFormat::sniff(&head), Some(ImportFormat::ClaudeCode));
+    /// ```
     pub fn head(path: &Path, options: &TranscriptOptions<'_>) -> Result<Vec<u8>> {
         super::lines::read_head(path, options)
     }
