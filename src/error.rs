@@ -121,14 +121,23 @@ pub enum Error {
     #[error("{0}")]
     InvalidInput(String),
 
-    /// The disk holding the store is full: nothing was written. Writes go on once
-    /// there is room again (the store is then opened anew), without a restart.
+    /// The disk holding the store is full: nothing was written. Reads go on; writes go
+    /// on once there is room again (the store is then opened anew, which takes
+    /// `needed` bytes free), without a restart.
     #[error(
-        "the disk holding store {} is full, so nothing was written; free space and \
-         retry ({detail})",
-        path.display()
+        "the disk holding store {} is full, so nothing was written; {} ({detail})",
+        path.display(),
+        room_remedy(*needed, *free)
     )]
-    StorageFull { path: PathBuf, detail: String },
+    StorageFull {
+        path: PathBuf,
+        /// Bytes that must be free on the disk for writes to go on: opening the store
+        /// anew replays and flushes its write-ahead log.
+        needed: Option<u64>,
+        /// Bytes free when the write failed.
+        free: Option<u64>,
+        detail: String,
+    },
 
     /// A free-text field is larger than the store's [`crate::Limits`] allow.
     #[error(
@@ -205,6 +214,22 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What a full disk asks of its owner: how much room, when that is known.
+fn room_remedy(needed: Option<u64>, free: Option<u64>) -> String {
+    let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / 1e6);
+    let now = free
+        .map(|free| format!("{} now; ", mb(free)))
+        .unwrap_or_default();
+    match needed {
+        Some(needed) => format!(
+            "free space until {} are free there ({now}opening the store anew replays and \
+             flushes its write-ahead log) and retry, with no restart; reads go on meanwhile",
+            mb(needed)
+        ),
+        None => "free space and retry".into(),
+    }
 }
 
 /// The crate's result type.

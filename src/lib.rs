@@ -60,8 +60,8 @@ mod write;
 pub use durability::Durability;
 pub use error::{Error, Result};
 pub use io::{
-    BackupReport, CopyReport, ExportFormat, ImportFormat, SharedCopy, TranscriptOptions,
-    TranscriptReport,
+    BackupReport, CopyReport, ExportFormat, ImportFormat, SharedCopy, Skipped, TranscriptOptions,
+    TranscriptReport, MAX_LINE_BYTES,
 };
 pub use listing::{
     Page, ReindexReport, SearchHit, SearchPage, SearchQuery, SessionOrder, SessionPage,

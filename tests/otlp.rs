@@ -448,3 +448,140 @@ fn span_events_of_the_older_conventions_give_the_messages() {
         ]
     );
 }
+
+/// A chat span of `conversation` (latest conventions): `input` in, `output` out.
+fn chat(id: u8, at: u64, conversation: &str, input: Value, output: Value) -> Value {
+    span(
+        id,
+        "chat m",
+        at,
+        json!({"gen_ai.operation.name": "chat", "gen_ai.conversation.id": conversation,
+               "gen_ai.response.model": "m", "gen_ai.input.messages": input.to_string(),
+               "gen_ai.output.messages": output.to_string()}),
+    )
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn the_server_answers_partial_success_naming_what_it_imported_and_the_spans_it_refused() {
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+    };
+    let limits = forktrail::Limits {
+        content_bytes: 2000,
+        ..Default::default()
+    };
+    let store = std::sync::Arc::new(Store::in_memory().unwrap().with_limits(limits));
+    let config = forktrail::server::ServerConfig {
+        token: Some("t0k".into()),
+        ..Default::default()
+    };
+    let addr = serve_in_process(std::sync::Arc::clone(&store), config);
+    let url = format!("http://{addr}/v1/traces");
+    let http = reqwest::blocking::Client::new();
+    let post = |body: Vec<u8>, content_type: &str| {
+        http.post(&url)
+            .bearer_auth("t0k")
+            .header("Content-Type", content_type)
+            .body(body)
+            .send()
+            .unwrap()
+    };
+    // A good conversation (with a span of no GenAI shape), and one whose answer is
+    // over the store's content limit, in its two spans.
+    let spans = |good: &str, big: &str| {
+        let mut spans = latest_spans(Some(good));
+        let asked = json!([text("user", "Dump the table.")]);
+        let dumped = json!([text("assistant", &"row ".repeat(1500))]);
+        spans.push(chat(30, 5000, big, asked.clone(), dumped.clone()));
+        spans.push(chat(31, 6000, big, asked, dumped));
+        request(spans)
+    };
+
+    let answer = post(
+        spans("conv-good", "conv-big").to_string().into_bytes(),
+        "application/json",
+    );
+    assert_eq!(answer.status(), 200);
+    let body: Value = answer.json().unwrap();
+    let partial = &body["partialSuccess"];
+    assert_eq!(partial["rejectedSpans"], "2", "{body}");
+    let message = partial["errorMessage"].as_str().unwrap();
+    let imported = store.info(&sid("conv-good")).unwrap().length + 1;
+    assert!(
+        message.starts_with(&format!(
+            "imported {imported} turns (sessions new: conv-good"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("refused 2 spans: conversation conv-big: ")
+            && message.contains("over the limit of 2000 bytes"),
+        "{message}"
+    );
+    assert!(
+        message.contains("not imported: 1 span GET /forecast (not a GenAI call)"),
+        "{message}"
+    );
+    check_conversation(&store, &sid("conv-good"));
+    assert!(
+        store.info(&sid("conv-big")).is_err(),
+        "nothing of it is stored"
+    );
+
+    // The same as protobuf: the protocol's own message says so.
+    let other = spans("conv-good-2", "conv-big-2")
+        .to_string()
+        .replace("Paris", "Lyon");
+    let proto: ExportTraceServiceRequest = serde_json::from_str(&other).unwrap();
+    let answer = post(
+        prost::Message::encode_to_vec(&proto),
+        "application/x-protobuf",
+    );
+    assert_eq!(answer.status(), 200);
+    let decoded: ExportTraceServiceResponse =
+        prost::Message::decode(&answer.bytes().unwrap()[..]).unwrap();
+    let partial = decoded.partial_success.unwrap();
+    assert_eq!(partial.rejected_spans, 2);
+    assert!(
+        partial
+            .error_message
+            .contains("refused 2 spans: conversation conv-big-2: "),
+        "{}",
+        partial.error_message
+    );
+    assert!(store.info(&sid("conv-good-2")).is_ok());
+
+    // A request of one conversation, refused: a partial success of nothing.
+    let alone = request(vec![chat(
+        32,
+        8000,
+        "conv-big-3",
+        json!([text("user", "Dump it again.")]),
+        json!([text("assistant", &"row ".repeat(1500))]),
+    )]);
+    let answer = post(alone.to_string().into_bytes(), "application/json");
+    assert_eq!(answer.status(), 200);
+    let body: Value = answer.json().unwrap();
+    assert_eq!(body["partialSuccess"]["rejectedSpans"], "1", "{body}");
+    assert!(store.info(&sid("conv-big-3")).is_err());
+
+    // Spans with nothing to import are not a silent success either.
+    let http_only = request(vec![span(
+        40,
+        "GET /health",
+        7000,
+        json!({"http.request.method": "GET"}),
+    )]);
+    let before = quads(&store);
+    let answer = post(http_only.to_string().into_bytes(), "application/json");
+    assert_eq!(answer.status(), 200);
+    let body: Value = answer.json().unwrap();
+    assert_eq!(body["partialSuccess"]["rejectedSpans"], "0", "{body}");
+    assert_eq!(
+        body["partialSuccess"]["errorMessage"],
+        "imported 0 turns (sessions new: none; extended: none); not imported: 1 span GET \
+         /health (not a GenAI call)"
+    );
+    assert_eq!(before, quads(&store));
+}

@@ -308,7 +308,9 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
+        // Lazily: a server thread of the test may still hold the store open.
         let _ = std::process::Command::new("umount")
+            .arg("-l")
             .arg(self.dir.path())
             .status();
     }
@@ -476,4 +478,132 @@ fn an_upgraded_opentelemetry_conversation_gains_its_later_spans_without_repeatin
     assert_eq!(replay[4].content, "And tomorrow?");
     assert_eq!(replay[5].content, "Sunny, 21°C.");
     assert!(s.verify(None).unwrap().is_clean());
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn on_a_full_disk_reads_go_on_and_writes_resume_once_the_room_the_error_names_is_free() {
+    let Some(disk) = SmallDisk::mount(64) else {
+        return;
+    };
+    let path = disk.dir.path().join("store");
+    let store = Arc::new(Store::open(&path).unwrap());
+    let id = session_with(&store, "s", 2);
+    // About 4 MB of turns RocksDB has not flushed yet: a reopen replays and flushes
+    // them, so it needs that much room.
+    let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut noise = || -> String {
+        (0..100_000)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                char::from(b'!' + (seed % 90) as u8)
+            })
+            .collect()
+    };
+    for _ in 0..40 {
+        store
+            .append(&id, NewTurn::new(Role::User, noise()))
+            .unwrap();
+    }
+    let stored = store.replay(&id, None).unwrap();
+    let addr = serve_in_process(
+        Arc::clone(&store),
+        forktrail::server::ServerConfig {
+            token: Some("t".into()),
+            ..Default::default()
+        },
+    );
+    let http = reqwest::blocking::Client::new();
+    let append = |content: &str| {
+        http.post(format!("http://{addr}/sessions/s/turns"))
+            .bearer_auth("t")
+            .json(&serde_json::json!({"role": "user", "content": content}))
+            .send()
+            .unwrap()
+    };
+    // Reads that reach the store, not the caches: a replay and a SPARQL count.
+    let reads = || {
+        store.clear_caches();
+        let replay = http
+            .get(format!("http://{addr}/sessions/s/replay"))
+            .send()
+            .unwrap();
+        assert_eq!(replay.status(), 200, "{:?}", replay.text());
+        let records: Vec<forktrail::ReplayRecord> = replay.json().unwrap();
+        let count = http
+            .get(format!("http://{addr}/sparql"))
+            .query(&[(
+                "query",
+                "SELECT (COUNT(*) AS ?n) WHERE { ?t a <https://w3id.org/forktrail/ns#Turn> }",
+            )])
+            .header("Accept", "text/csv")
+            .send()
+            .unwrap();
+        assert_eq!(count.status(), 200);
+        (records, count.text().unwrap())
+    };
+    let (_, turns_before) = reads();
+
+    let filler = disk.fill();
+    let refused = append(&noise());
+    assert_eq!(refused.status().as_u16(), 507);
+    let err = store
+        .append(&id, NewTurn::new(Role::User, noise()))
+        .unwrap_err();
+    let Error::StorageFull {
+        needed: Some(needed),
+        ..
+    } = err
+    else {
+        panic!("{err}")
+    };
+    let log: u64 = std::fs::read_dir(&path)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(needed > log && log > 4_000_000, "{needed} {log}");
+    let said = format!(
+        "free space until {:.1} MB are free there",
+        needed as f64 / 1e6
+    );
+    assert!(err.to_string().contains(&said), "{err}");
+
+    // Some room, not enough to reopen: writes are refused saying so, reads go on.
+    let leave = |free: u64| {
+        std::fs::remove_file(&filler).unwrap();
+        let avail = fs4::available_space(disk.dir.path()).unwrap();
+        let mut file = std::fs::File::create(&filler).unwrap();
+        // Whole pages, so that at least `free` bytes stay free.
+        let mut left = (avail - free) / 4096 * 4096;
+        let chunk = vec![1u8; 1 << 16];
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            std::io::Write::write_all(&mut file, &chunk[..n]).unwrap();
+            left -= n as u64;
+        }
+        file.sync_all().unwrap();
+    };
+    leave(log / 2);
+    for _ in 0..2 {
+        let refused = append("short");
+        assert_eq!(refused.status().as_u16(), 507);
+        let body: serde_json::Value = refused.json().unwrap();
+        assert!(body["message"].as_str().unwrap().contains(&said), "{body}");
+        let (records, turns) = reads();
+        assert_eq!(records, stored);
+        assert_eq!(turns, turns_before);
+    }
+
+    // The room the error named: the next write reopens the store and goes in.
+    leave(needed);
+    let taken = append("and on");
+    assert_eq!(taken.status().as_u16(), 201, "{:?}", taken.text());
+    let (records, _) = reads();
+    assert_eq!(records.len(), stored.len() + 1);
+    assert_eq!(records.last().unwrap().content, "and on");
+    assert!(store.verify(None).unwrap().is_clean());
 }

@@ -245,6 +245,11 @@ enum Command {
     /// each file once it has been left alone for --settle-ms; a last line still being
     /// written waits for its newline. Imports are idempotent, so a restart writes only
     /// what is new. Runs until stopped (Ctrl-C), or with --once imports and exits.
+    ///
+    /// Nothing outside the folders is read: links to folders are not followed, a file
+    /// that resolves elsewhere is reported and not read, and folders more than 16 levels
+    /// down are left alone. A line too long, not UTF-8 or malformed is skipped and
+    /// reported once, and the rest of its log goes in.
     Watch(watch::WatchArgs),
     /// Serve the store over HTTP: a web UI, SPARQL 1.1, the shipped queries and a REST
     /// API.

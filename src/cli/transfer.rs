@@ -24,6 +24,10 @@ pub(super) struct ImportArgs {
     /// does not count).
     #[arg(long)]
     no_dedup: bool,
+    /// Transcripts: the longest line read, in bytes; a longer one is refused like a
+    /// malformed one (skipped with --skip-invalid) without being held in memory.
+    #[arg(long, value_name = "BYTES", default_value_t = forktrail::MAX_LINE_BYTES)]
+    max_line_bytes: usize,
     /// Print a JSON report; also keeps the progress bar off.
     #[arg(long)]
     json: bool,
@@ -63,7 +67,8 @@ impl ImportArgs {
             skip_invalid: self.skip_invalid,
             progress: Some(&progress),
             no_dedup: self.no_dedup,
-            complete_lines: false,
+            max_line_bytes: Some(self.max_line_bytes),
+            ..Default::default()
         };
         let report = store.import_path(&self.file, self.format, &options);
         if let Some(bar) = &bar {
@@ -119,17 +124,17 @@ fn report_text(out: Out, report: &TranscriptReport, file: &Path) -> CliResult {
         let lines = render::count(*n, "line", "lines");
         writeln!(out, "skipped {lines} of type {kind}")?;
     }
-    let numbers = |lines: &[u64]| -> String {
-        let lines: Vec<String> = lines.iter().map(u64::to_string).collect();
-        lines.join(", ")
-    };
-    if !report.skipped_invalid_in.is_empty() {
-        for (file, lines) in &report.skipped_invalid_in {
-            writeln!(out, "skipped malformed lines of {file}: {}", numbers(lines))?;
+    for skipped in &report.skipped {
+        // A line of the file imported is named by its number alone.
+        let file = skipped.file.as_deref().filter(|f| Path::new(f) != file);
+        match (file, skipped.line) {
+            (Some(file), Some(line)) => {
+                writeln!(out, "skipped {file} line {line}: {}", skipped.why)?
+            }
+            (None, Some(line)) => writeln!(out, "skipped line {line}: {}", skipped.why)?,
+            (Some(file), None) => writeln!(out, "skipped {file}: {}", skipped.why)?,
+            (None, None) => writeln!(out, "skipped: {}", skipped.why)?,
         }
-    } else if !report.skipped_invalid.is_empty() {
-        let lines = numbers(&report.skipped_invalid);
-        writeln!(out, "skipped malformed lines: {lines}")?;
     }
     for id in &report.unresolved_subagents {
         writeln!(

@@ -25,7 +25,8 @@
 //! Everything is built in a scratch in-memory store with the ordinary write path, then
 //! committed in one transaction: all or nothing.
 
-use super::report::{lines, TranscriptOptions, TranscriptReport};
+use super::lines::{self, LogLine};
+use super::report::{Skipped, TranscriptOptions, TranscriptReport};
 use super::root::SharedCopy;
 use crate::error::{Error, Result};
 use crate::model::{
@@ -45,7 +46,7 @@ mod steps;
 pub(super) struct SourceFile {
     /// How errors name it: a path, or nothing for a single log given as text.
     pub(super) name: Option<String>,
-    pub(super) text: String,
+    pub(super) lines: Vec<LogLine>,
     /// The sub-agent this file is the transcript of (from its name `agent-<id>`).
     pub(super) agent: Option<String>,
     /// The tool call that launched that sub-agent, from its `agent-<id>.meta.json`.
@@ -116,13 +117,22 @@ impl Store {
         text: &str,
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
+        self.import_claude_lines(lines::lines_of(text.as_bytes(), options), options)
+    }
+
+    /// Imports a Claude Code log given as its lines.
+    pub(super) fn import_claude_lines(
+        &self,
+        lines: Vec<LogLine>,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
         let file = SourceFile {
             name: None,
-            text: text.to_string(),
+            lines,
             agent: None,
             spawned_by: None,
         };
-        self.import_claude_files(vec![file], options)
+        self.import_claude_files(vec![file], options, Vec::new())
     }
 
     /// Imports Claude Code logs from disk: a project folder (every session log in it,
@@ -134,22 +144,27 @@ impl Store {
         path: &Path,
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
-        let files = discover(path, options.complete_lines)?;
+        let (files, left_out) = discover(path, options)?;
         if files.is_empty() {
             return Err(Error::InvalidInput(format!(
                 "{} holds no Claude Code log (*.jsonl); nothing was imported",
                 path.display()
             )));
         }
-        self.import_claude_files(files, options)
+        self.import_claude_files(files, options, left_out)
     }
 
+    /// `left_out`: the files found but not read (see [`TranscriptOptions::within`]).
     fn import_claude_files(
         &self,
         files: Vec<SourceFile>,
         options: &TranscriptOptions<'_>,
+        left_out: Vec<Skipped>,
     ) -> Result<TranscriptReport> {
-        let mut report = TranscriptReport::default();
+        let mut report = TranscriptReport {
+            skipped: left_out,
+            ..TranscriptReport::default()
+        };
         let families = read_families(self, &files, options, &mut report)?;
         self.import_families(&files, families, "claude-code", options, report)
     }
@@ -478,7 +493,8 @@ impl Build<'_, '_> {
         for (i, node) in self.family.nodes.iter().enumerate() {
             if !visited[i] {
                 if self.options.skip_invalid {
-                    skip(self.report, self.files, node.file, node.line);
+                    let why = "its parentUuid chain loops back on itself";
+                    skip(self.report, self.files, node.file, node.line, why);
                 } else {
                     return Err(invalid(
                         self.files,
@@ -1050,22 +1066,26 @@ fn read_families(
     options: &TranscriptOptions<'_>,
     report: &mut TranscriptReport,
 ) -> Result<BTreeMap<Option<String>, Family>> {
-    let total: u64 = files.iter().map(|f| lines(&f.text).len() as u64).sum();
+    let total: u64 = files.iter().map(|f| f.lines.len() as u64).sum();
     let mut done = 0u64;
     let mut families: BTreeMap<Option<String>, Family> = BTreeMap::new();
     let mut forks = Forks::default();
     for (index, file) in files.iter().enumerate() {
         // Lines that name no log (snapshots, summaries) belong to the file's log.
-        let file_key = lines(&file.text).into_iter().find_map(|(_, line)| {
-            let value: Value = serde_json::from_str(line).ok()?;
+        let file_key = file.lines.iter().find_map(|(_, line)| {
+            let value: Value = serde_json::from_str(line.as_ref().ok()?).ok()?;
             value.get("sessionId")?.as_str().map(str::to_string)
         });
-        for (n, line) in lines(&file.text) {
+        for (n, line) in &file.lines {
+            let n = *n;
             done += 1;
             if let Some(progress) = options.progress {
                 progress(done, total);
             }
-            let value = serde_json::from_str::<Value>(line).map_err(|e| e.to_string());
+            let value = line
+                .as_deref()
+                .map_err(ToString::to_string)
+                .and_then(|line| serde_json::from_str::<Value>(line).map_err(|e| e.to_string()));
             let forked = value.as_ref().ok().and_then(forked_from);
             let parsed = value.and_then(|v| claude_line(&v));
             let key = match &parsed {
@@ -1092,11 +1112,11 @@ fn read_families(
                     };
                     if let Some((parent_log, original)) = forked {
                         if let Err(e) = SessionId::new(parent_log.clone()) {
+                            let why = format!("forkedFrom.sessionId: {e}");
                             if options.skip_invalid {
-                                skip(report, files, index, n);
+                                skip(report, files, index, n, why);
                                 continue;
                             }
-                            let why = format!("forkedFrom.sessionId: {e}");
                             return Err(invalid(files, index, n, why));
                         }
                         if let Some(log) = &node.log_session {
@@ -1106,16 +1126,16 @@ fn read_families(
                         node.copy = true;
                     }
                     if let Some(&first) = family.by_uuid.get(&node.uuid) {
-                        if options.skip_invalid {
-                            skip(report, files, index, n);
-                            continue;
-                        }
                         let first: &Node = &family.nodes[first];
                         let why = format!(
                             "uuid {} was already used on {}",
                             node.uuid,
                             place(files, first.file, first.line)
                         );
+                        if options.skip_invalid {
+                            skip(report, files, index, n, why);
+                            continue;
+                        }
                         return Err(invalid(files, index, n, why));
                     }
                     family.by_uuid.insert(node.uuid.clone(), family.nodes.len());
@@ -1129,7 +1149,7 @@ fn read_families(
                         family.passthrough.insert(uuid, parent);
                     }
                 }
-                Err(_) if options.skip_invalid => skip(report, files, index, n),
+                Err(why) if options.skip_invalid => skip(report, files, index, n, why),
                 Err(why) => return Err(invalid(files, index, n, why)),
             }
         }
@@ -1341,8 +1361,19 @@ fn agent_label(agent: &str) -> String {
 }
 
 /// Notes a malformed line skipped under `skip_invalid`: its number, and for an import
-/// of several files, under its file's name too.
-fn skip(report: &mut TranscriptReport, files: &[SourceFile], file: usize, line: u64) {
+/// of several files, under its file's name too; and why.
+fn skip(
+    report: &mut TranscriptReport,
+    files: &[SourceFile],
+    file: usize,
+    line: u64,
+    why: impl std::fmt::Display,
+) {
+    report.skipped.push(Skipped {
+        file: files[file].name.clone(),
+        line: Some(line),
+        why: why.to_string(),
+    });
     report.skipped_invalid.push(line);
     if let (true, Some(name)) = (files.len() > 1, &files[file].name) {
         report
@@ -1370,9 +1401,13 @@ fn invalid(files: &[SourceFile], file: usize, line: u64, why: impl std::fmt::Dis
     ))
 }
 
-/// The files of a Claude Code project folder, or of one log and its sub-agents.
-fn discover(path: &Path, complete_lines: bool) -> Result<Vec<SourceFile>> {
-    let read = |p: &Path| super::report::read_text(p, complete_lines);
+/// The files of a Claude Code project folder, or of one log and its sub-agents, and
+/// those found but left out because they lead outside the folders the import may read
+/// ([`TranscriptOptions::within`]).
+fn discover(
+    path: &Path,
+    options: &TranscriptOptions<'_>,
+) -> Result<(Vec<SourceFile>, Vec<Skipped>)> {
     let jsonl = |dir: &Path| -> Result<Vec<PathBuf>> {
         let mut out: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(entries) => entries
@@ -1400,37 +1435,59 @@ fn discover(path: &Path, complete_lines: bool) -> Result<Vec<SourceFile>> {
             paths.extend(jsonl(&dir.join(stem).join("subagents"))?);
         }
     }
-    // A log given alone: its legacy sub-agent files beside it, named by its lines.
+    // A log given alone, read now: its lines name its legacy sub-agent files beside it.
+    let mut alone: Option<Vec<LogLine>> = None;
     if !path.is_dir() && agent_of(path).is_none() {
+        let lines = lines::read_log(path, options)?;
         if let Some(dir) = path.parent() {
-            let text = read(path)?;
-            for agent in named_agents(&text) {
+            for agent in named_agents(&lines) {
                 let file = dir.join(format!("agent-{agent}.jsonl"));
                 if file.is_file() && !paths.contains(&file) {
                     paths.push(file);
                 }
             }
         }
+        alone = Some(lines);
     }
     paths.sort_by_key(|p| agent_of(p).is_some());
     paths.dedup();
     let mut files = Vec::new();
-    for path in paths {
-        let agent = agent_of(&path);
+    let mut left_out = Vec::new();
+    for found in paths {
+        // The file named is read (or refused) as it is; what was found beside it only
+        // where the import may read.
+        if found != path && lines::confined(&found, options)?.is_none() {
+            left_out.push(Skipped {
+                file: Some(found.display().to_string()),
+                line: None,
+                why: "it leads outside the folders being read (a link to somewhere else); \
+                      not read"
+                    .into(),
+            });
+            continue;
+        }
+        let agent = agent_of(&found);
         let spawned_by = agent.as_ref().and_then(|a| {
-            let meta = path.with_file_name(format!("agent-{a}.meta.json"));
-            let text = std::fs::read_to_string(meta).ok()?;
+            let meta = found.with_file_name(format!("agent-{a}.meta.json"));
+            let text = lines::read_small(&meta, 1 << 20, options)?;
             let value: Value = serde_json::from_str(&text).ok()?;
             value.get("toolUseId")?.as_str().map(str::to_string)
         });
+        let lines = match alone.take() {
+            Some(lines) if found == path => lines,
+            other => {
+                alone = other;
+                lines::read_log(&found, options)?
+            }
+        };
         files.push(SourceFile {
-            name: Some(path.display().to_string()),
-            text: read(&path)?,
+            name: Some(found.display().to_string()),
+            lines,
             agent,
             spawned_by,
         });
     }
-    Ok(files)
+    Ok((files, left_out))
 }
 
 /// The sub-agent id of a file named `agent-<id>.jsonl`.
@@ -1442,9 +1499,9 @@ fn agent_of(path: &Path) -> Option<String> {
 }
 
 /// The sub-agent ids a log's tool results name.
-fn named_agents(text: &str) -> BTreeSet<String> {
+fn named_agents(lines: &[LogLine]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for (_, line) in lines(text) {
+    for line in lines.iter().filter_map(|(_, line)| line.as_ref().ok()) {
         if let Ok(Line::Message(node)) = serde_json::from_str::<Value>(line)
             .map_err(|e| e.to_string())
             .and_then(|v| claude_line(&v))

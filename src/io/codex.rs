@@ -19,7 +19,8 @@
 //! Every turn is checked as `append` checks it before anything is written; the session
 //! then goes in whole through the bulk loader (see `io::root`), or not at all.
 
-use super::report::{lines, TranscriptOptions, TranscriptReport};
+use super::lines::{self, LogLine};
+use super::report::{Skipped, TranscriptOptions, TranscriptReport};
 use super::root::RootBuilder;
 use crate::error::{Error, Result};
 use crate::model::{Kind, NewSession, NewTurn, Role, SessionId};
@@ -88,10 +89,19 @@ impl Store {
         text: &str,
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
-        let mut report = TranscriptReport::default();
-        let items = read_items(text);
+        self.import_codex_lines(lines::lines_of(text.as_bytes(), options), options)
+    }
 
-        let mut root = self.rollout_root(text, &items)?;
+    /// Imports a Codex CLI rollout given as its lines (see [`Store::import_codex`]).
+    pub(super) fn import_codex_lines(
+        &self,
+        lines: Vec<LogLine>,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TranscriptReport> {
+        let mut report = TranscriptReport::default();
+        let items = read_items(&lines);
+
+        let mut root = self.rollout_root(&lines, &items)?;
         let declared_parent = forked_from(&items);
 
         // The messages response items carry: an event showing one of them repeats it;
@@ -168,10 +178,10 @@ impl Store {
                             calls.insert(id, name);
                         }
                     }
-                    Err(_) if options.skip_invalid => report.skipped_invalid.push(n),
+                    Err(e) if options.skip_invalid => skip(&mut report, n, e),
                     Err(e) => return Err(invalid(n, e)),
                 },
-                Err(_) if options.skip_invalid => report.skipped_invalid.push(n),
+                Err(why) if options.skip_invalid => skip(&mut report, n, why),
                 Err(why) => return Err(invalid(n, why)),
             }
         }
@@ -244,7 +254,7 @@ impl Store {
     /// without a usable one, by a digest of its first line).
     fn rollout_root(
         &self,
-        text: &str,
+        lines: &[LogLine],
         items: &[(u64, std::result::Result<Item, String>)],
     ) -> Result<RootBuilder> {
         let meta_id = items.iter().find_map(|(_, item)| match item {
@@ -257,7 +267,10 @@ impl Store {
         let id = match meta_id.clone().flatten().map(SessionId::new) {
             Some(Ok(id)) => id,
             _ => {
-                let first = lines(text).first().map_or("", |(_, line)| *line);
+                let first = lines
+                    .iter()
+                    .find_map(|(_, line)| line.as_deref().ok())
+                    .unwrap_or("");
                 let digest = crate::rdf::sha256_hex(&[first.trim().as_bytes()]);
                 SessionId::new(format!("codex-{}", &digest[..32]))?
             }
@@ -289,19 +302,24 @@ fn forked_from(items: &[(u64, std::result::Result<Item, String>)]) -> Option<Ses
 
 /// Each non-blank line of a rollout, numbered, read as what it holds (or why not). An
 /// early rollout (a bare session meta first, bare items after) is read as such.
-fn read_items(text: &str) -> Vec<(u64, std::result::Result<Item, String>)> {
-    let all = lines(text);
+fn read_items(all: &[LogLine]) -> Vec<(u64, std::result::Result<Item, String>)> {
     let early = all.first().is_some_and(|(_, first)| {
-        serde_json::from_str::<Value>(first)
+        first
+            .as_deref()
             .ok()
+            .and_then(|first| serde_json::from_str::<Value>(first).ok())
             .and_then(|v| v.as_object().map(is_early_rollout_meta))
             .unwrap_or(false)
     });
     all.iter()
         .enumerate()
         .map(|(i, (n, line))| {
-            let item = serde_json::from_str::<Value>(line)
-                .map_err(|e| format!("not JSON: {e}"))
+            let item = line
+                .as_deref()
+                .map_err(ToString::to_string)
+                .and_then(|line| {
+                    serde_json::from_str::<Value>(line).map_err(|e| format!("not JSON: {e}"))
+                })
                 .and_then(|v| match (early, i) {
                     (true, 0) => early_meta(&v),
                     (true, _) => early_line(v, *n),
@@ -349,6 +367,16 @@ enum Call {
     },
     /// An output: the call's id (its tool's name is filled in from the call).
     Answers(String),
+}
+
+/// Notes a line skipped under `skip_invalid`, and why.
+fn skip(report: &mut TranscriptReport, line: u64, why: impl std::fmt::Display) {
+    report.skipped_invalid.push(line);
+    report.skipped.push(Skipped {
+        file: None,
+        line: Some(line),
+        why: why.to_string(),
+    });
 }
 
 fn invalid(line: u64, why: impl std::fmt::Display) -> Error {

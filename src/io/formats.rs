@@ -1,8 +1,9 @@
 //! The formats forktrail reads and writes, and how a file's content tells which it is.
 
-use super::{codex, pi};
+use super::{codex, pi, TranscriptOptions};
 use crate::error::{Error, Result};
 use oxigraph::io::{RdfFormat, RdfParser};
+use std::path::Path;
 use std::str::FromStr;
 
 /// What `export` writes.
@@ -118,7 +119,7 @@ impl ImportFormat {
     /// assert_eq!(ImportFormat::sniff(b"Dear diary,"), None);
     /// ```
     pub fn sniff(content: &[u8]) -> Option<Self> {
-        const WINDOW: usize = 1 << 20;
+        const WINDOW: usize = SNIFF_WINDOW;
         let content = content
             .strip_prefix("\u{feff}".as_bytes())
             .unwrap_or(content);
@@ -222,6 +223,26 @@ impl ImportFormat {
         None
     }
 
+    /// The start of the file at `path`, as much as [`ImportFormat::sniff`] reads, read
+    /// by an import's rules: only inside [`TranscriptOptions::within`] when given, only
+    /// a regular file, whole lines only with `complete_lines`. A large file is not read
+    /// whole.
+    ///
+    /// ```
+    /// use forktrail::{ImportFormat, TranscriptOptions};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let log = dir.path().join("w1.jsonl");
+    /// // A log whose last line is still being written.
+    /// std::fs::write(&log, "{\"type\": \"user\", \"uuid\": \"u1\"}\n{\"type\": \"assis").unwrap();
+    /// let options = TranscriptOptions { complete_lines: true, ..Default::default() };
+    /// let head = ImportFormat::head(&log, &options).unwrap();
+    /// assert!(head.ends_with(b"}\n"));
+    /// assert_eq!(ImportFormat::sniff(&head), Some(ImportFormat::ClaudeCode));
+    /// ```
+    pub fn head(path: &Path, options: &TranscriptOptions<'_>) -> Result<Vec<u8>> {
+        super::lines::read_head(path, options)
+    }
+
     /// The sniffed format of `content`, or an error naming `what` and the choices.
     pub fn sniff_or_explain(content: &[u8], what: &str) -> Result<Self> {
         Self::sniff(content).ok_or_else(|| {
@@ -232,6 +253,9 @@ impl ImportFormat {
         })
     }
 }
+
+/// How much of the start of a file [`ImportFormat::sniff`] reads.
+pub(crate) const SNIFF_WINDOW: usize = 1 << 20;
 
 impl FromStr for ImportFormat {
     type Err = Error;

@@ -7,6 +7,7 @@
 //! | `formats.rs` | the formats, and telling them from a file's content |
 //! | `graphs.rs` | session graphs in and out, the PROV export, the validated import |
 //! | `report.rs` | what transcript imports take and report |
+//! | `lines.rs` | logs read line by line, each line bounded; files read only where allowed |
 //! | `openai.rs` | OpenAI chat messages in and out |
 //! | `claude_code.rs` | Claude Code logs, sub-agents and project folders in |
 //! | `codex.rs` | OpenAI Codex CLI rollouts in |
@@ -22,6 +23,7 @@ mod codex;
 mod copy;
 mod formats;
 mod graphs;
+mod lines;
 mod openai;
 mod otlp;
 mod pi;
@@ -30,9 +32,10 @@ mod root;
 
 pub use copy::{BackupReport, CopyReport};
 pub use formats::{ExportFormat, ImportFormat};
+pub use lines::MAX_LINE_BYTES;
 pub(crate) use openai::openai_messages;
 pub(crate) use otlp::decode_request as decode_otlp_request;
-pub use report::{TranscriptOptions, TranscriptReport};
+pub use report::{Skipped, TranscriptOptions, TranscriptReport};
 pub use root::SharedCopy;
 
 use crate::error::{Error, Result};
@@ -145,12 +148,15 @@ impl Store {
                 ))
             })
         };
+        // Logs are read line by line, each line bounded: a bad line is that line's
+        // fault, not the input's.
+        let lines = || lines::lines_of(content, options);
         match format {
             ImportFormat::OpenAi => self.import_openai(text()?, NewSession::default(), options),
-            ImportFormat::ClaudeCode => self.import_claude_code(text()?, options),
-            ImportFormat::Codex => self.import_codex(text()?, options),
-            ImportFormat::Pi => self.import_pi(text()?, options),
-            ImportFormat::Otlp => self.import_otlp(&otlp::decode_lines(text()?)?, options),
+            ImportFormat::ClaudeCode => self.import_claude_lines(lines(), options),
+            ImportFormat::Codex => self.import_codex_lines(lines(), options),
+            ImportFormat::Pi => self.import_pi_file(None, lines(), options),
+            ImportFormat::Otlp => self.import_otlp(&otlp::decode_lines(&lines())?, options),
             ImportFormat::TriG | ImportFormat::NQuads => Ok(TranscriptReport {
                 sessions: self.import(content, format)?,
                 ..Default::default()
@@ -181,18 +187,27 @@ impl Store {
                 ))),
             };
         }
-        let bytes = report::read_file(path, options.complete_lines)?;
         let format = match format {
             Some(format) => format,
-            None => ImportFormat::sniff_or_explain(&bytes, &path.display().to_string())?,
+            None => ImportFormat::sniff_or_explain(
+                &lines::read_head(path, options)?,
+                &path.display().to_string(),
+            )?,
         };
         match format {
             ImportFormat::ClaudeCode => self.import_claude_code_path(path, options),
             ImportFormat::Pi => {
-                let text = report::read_text(path, options.complete_lines)?;
-                self.import_pi_file(Some(path.display().to_string()), &text, options)
+                let lines = lines::read_log(path, options)?;
+                self.import_pi_file(Some(path.display().to_string()), lines, options)
             }
-            other => self.import_with(&bytes, Some(other), options),
+            ImportFormat::Codex => {
+                self.import_codex_lines(lines::read_log(path, options)?, options)
+            }
+            ImportFormat::Otlp => {
+                let requests = otlp::decode_lines(&lines::read_log(path, options)?)?;
+                self.import_otlp(&requests, options)
+            }
+            other => self.import_with(&lines::read_whole(path, options)?, Some(other), options),
         }
     }
 

@@ -29,7 +29,8 @@
 //! message parts of other types, are counted in the report by name.
 
 use super::claude_code::{Family, Node, SourceFile};
-use super::report::{lines, TranscriptOptions, TranscriptReport};
+use super::lines::LogLine;
+use super::report::{TranscriptOptions, TranscriptReport};
 use crate::error::{Error, Result};
 use crate::model::{Kind, NewTurn, Role, SessionId};
 use crate::rdf::history_name;
@@ -52,10 +53,13 @@ pub(crate) fn decode_request(body: &[u8], json: bool) -> Result<ExportTraceServi
 }
 
 /// Decodes an OTLP JSON Lines file: one trace request per non-blank line.
-pub(crate) fn decode_lines(text: &str) -> Result<Vec<ExportTraceServiceRequest>> {
-    lines(text)
-        .into_iter()
+pub(crate) fn decode_lines(lines: &[LogLine]) -> Result<Vec<ExportTraceServiceRequest>> {
+    lines
+        .iter()
         .map(|(n, line)| {
+            let line = line.as_deref().map_err(|fault| {
+                Error::InvalidInput(format!("line {n}: {fault}; nothing was imported"))
+            })?;
             serde_json::from_str(line).map_err(|e| {
                 Error::InvalidInput(format!(
                     "line {n}: not an OTLP JSON trace request ({e}); nothing was imported"
@@ -163,77 +167,273 @@ impl Store {
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
         let mut report = TranscriptReport::default();
-        let mut spans: Vec<SpanView> = requests
-            .iter()
-            .flat_map(|r| &r.resource_spans)
-            .flat_map(|r| &r.scope_spans)
-            .flat_map(|s| &s.spans)
-            .map(SpanView::of)
-            .collect();
-        spans.sort_by_key(|s| (s.start, s.end));
-        let mut conversations: BTreeMap<String, Conversation> = BTreeMap::new();
-        let mut tools = Vec::new();
-        for span in &spans {
-            count_unread(span, &mut report);
-            if span.text("gen_ai.operation.name").as_deref() == Some("execute_tool") {
-                tools.push(span);
-                continue;
-            }
-            let Some((input, output)) = exchange(span, &mut report) else {
-                let kind = match span.text("gen_ai.operation.name") {
-                    Some(op) => format!("span {op} (no messages)"),
-                    None => format!("span {} (not a GenAI call)", span.name),
-                };
-                *report.skipped_types.entry(kind).or_default() += 1;
-                continue;
-            };
-            let model = span
-                .text("gen_ai.response.model")
-                .or_else(|| span.text("gen_ai.request.model"))
-                .or_else(|| span.text("llm.model_name"));
-            let usage = json!({"otel": {
-                "trace_id": span.trace,
-                "span_id": span.span,
-                "input_tokens": span.number("gen_ai.usage.input_tokens")
-                    .or_else(|| span.number("llm.token_count.prompt")),
-                "output_tokens": span.number("gen_ai.usage.output_tokens")
-                    .or_else(|| span.number("llm.token_count.completion")),
-                "latency_ms": span.end.saturating_sub(span.start) / 1_000_000,
-            }});
-            let mut turns = to_turns(&input, None, None, &mut report);
-            let answer = to_turns(&output, model.as_deref(), Some(&usage), &mut report);
-            turns.extend(answer);
-            conversations
-                .entry(span.conversation())
-                .or_default()
-                .add(&turns);
-        }
-        for span in tools {
-            let added = conversations
-                .get_mut(&span.conversation())
-                .is_some_and(|c| c.add_tool_result(span));
-            if !added {
-                let kind = "span execute_tool (its result is in a chat's input)".to_string();
-                *report.skipped_types.entry(kind).or_default() += 1;
-            }
-        }
+        let conversations = read_conversations(requests, &mut report);
         if conversations.values().all(|c| c.family.nodes.is_empty()) {
             return Err(Error::InvalidInput(
                 "the traces hold no GenAI chat span with messages; nothing was imported".into(),
             ));
         }
+        self.import_conversations(conversations.into_iter().collect(), options, report)
+    }
+
+    /// Imports the GenAI spans of one OTLP request as `/v1/traces` receives it, with
+    /// memory bounded whatever the request holds: the request is read into its
+    /// conversations and dropped, then the conversations go in by batches of about
+    /// [`BATCH_TURNS`] turns, each built and committed on its own (a conversation is
+    /// never split). A batch that fails is tried again conversation by conversation, and
+    /// the spans of each conversation that still fails are refused, with why; the
+    /// others stay imported. A failure of the store rather than of the spans (a full
+    /// disk, a lost connection) fails the request, which the client may send again:
+    /// what went in is not written twice.
+    pub(crate) fn import_trace_request(
+        &self,
+        request: ExportTraceServiceRequest,
+        options: &TranscriptOptions<'_>,
+    ) -> Result<TraceOutcome> {
+        let mut report = TranscriptReport::default();
+        let conversations = read_conversations(std::slice::from_ref(&request), &mut report);
+        drop(request);
+        let mut outcome = TraceOutcome {
+            report,
+            rejected_spans: 0,
+            refusals: Vec::new(),
+        };
+        let mut batch = Vec::new();
+        let mut turns = 0;
+        let mut pending = conversations
+            .into_iter()
+            .filter(|(_, c)| !c.family.nodes.is_empty())
+            .peekable();
+        while let Some((key, conversation)) = pending.next() {
+            turns += conversation.family.nodes.len();
+            batch.push((key, conversation));
+            if turns >= BATCH_TURNS || pending.peek().is_none() {
+                self.import_batch(std::mem::take(&mut batch), options, &mut outcome)?;
+                turns = 0;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// One batch of a request's conversations (see [`Store::import_trace_request`]).
+    fn import_batch(
+        &self,
+        batch: Vec<(String, Conversation)>,
+        options: &TranscriptOptions<'_>,
+        outcome: &mut TraceOutcome,
+    ) -> Result<()> {
+        let names: Vec<(String, i64)> = batch.iter().map(|(k, c)| (k.clone(), c.spans)).collect();
+        // Kept only in case the batch fails: it is at most a batch's size.
+        let each = (batch.len() > 1).then(|| batch.clone());
+        let whole = match self.import_conversations(batch, options, Default::default()) {
+            Ok(part) => {
+                outcome.report.absorb(part);
+                return Ok(());
+            }
+            Err(e) if !about_the_input(&e) => return Err(e),
+            Err(e) => e,
+        };
+        let Some(each) = each else {
+            outcome.refuse(&names[0], &whole);
+            return Ok(());
+        };
+        for ((key, conversation), name) in each.into_iter().zip(&names) {
+            let one = vec![(key, conversation)];
+            match self.import_conversations(one, options, Default::default()) {
+                Ok(part) => outcome.report.absorb(part),
+                Err(e) if !about_the_input(&e) => return Err(e),
+                Err(e) => outcome.refuse(name, &e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds `conversations` and commits them in one transaction.
+    fn import_conversations(
+        &self,
+        conversations: Vec<(String, Conversation)>,
+        options: &TranscriptOptions<'_>,
+        report: TranscriptReport,
+    ) -> Result<TranscriptReport> {
         let families: BTreeMap<Option<String>, Family> = conversations
             .into_iter()
             .map(|(key, c)| (Some(session_name(&key)), c.into_family(&session_name(&key))))
             .collect();
         let file = SourceFile {
             name: Some("the OTLP traces".into()),
-            text: String::new(),
+            lines: Vec::new(),
             agent: None,
             spawned_by: None,
         };
         self.import_families(&[file], families, "otel", options, report)
     }
+}
+
+/// How many turns a batch of one request's conversations gathers before it is built
+/// and committed. An import takes about 15 KB a turn beyond its input while it builds
+/// (measured: 60,000 turns of 100 bytes in one import, +872 MB), so a batch stays near
+/// 30 MB whatever the request holds.
+pub(crate) const BATCH_TURNS: usize = 2_000;
+
+/// What one OTLP request brought (see [`Store::import_trace_request`]).
+#[derive(Debug)]
+pub(crate) struct TraceOutcome {
+    /// What was imported, and what the spans held that was not kept.
+    pub(crate) report: TranscriptReport,
+    /// Chat spans refused: those of the conversations whose import failed.
+    pub(crate) rejected_spans: i64,
+    /// Why, one entry per conversation refused.
+    pub(crate) refusals: Vec<String>,
+}
+
+impl TraceOutcome {
+    /// Notes conversation `key` (of `spans` spans) refused, and why.
+    fn refuse(&mut self, (key, spans): &(String, i64), why: &Error) {
+        self.rejected_spans += spans;
+        self.refusals.push(format!("conversation {key}: {why}"));
+    }
+
+    /// What the response says (OTLP's `partial_success.error_message`) when spans were
+    /// refused, or when the request brought nothing to import: what was imported, the
+    /// spans not imported (of no GenAI shape, or with nothing new), and the spans
+    /// refused with why. `None` when the request's GenAI spans went in (spans of other
+    /// kinds beside them are what a trace sink is sent, not news).
+    pub(crate) fn message(&self) -> Option<String> {
+        let report = &self.report;
+        if self.rejected_spans == 0 && report.turns > 0 {
+            return None;
+        }
+        let not_imported: u64 = report
+            .skipped_types
+            .iter()
+            .filter(|(kind, _)| kind.starts_with("span "))
+            .map(|(_, n)| n)
+            .sum();
+        let mut parts = vec![format!(
+            "imported {} turns (sessions new: {}; extended: {})",
+            report.turns,
+            names(&report.sessions),
+            names(&report.extended)
+        )];
+        if not_imported > 0 {
+            let kinds: Vec<String> = report
+                .skipped_types
+                .iter()
+                .filter(|(kind, _)| kind.starts_with("span "))
+                .map(|(kind, n)| format!("{n} {kind}"))
+                .collect();
+            parts.push(format!("not imported: {}", kinds.join(", ")));
+        }
+        if self.rejected_spans > 0 {
+            parts.push(format!(
+                "refused {} spans: {}",
+                self.rejected_spans,
+                self.refusals.join("; ")
+            ));
+        }
+        let mut text = parts.join("; ");
+        // A message, not a log: a request of many refusals is summed up.
+        if text.len() > MESSAGE_BYTES {
+            let mut end = MESSAGE_BYTES;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push_str(" …");
+        }
+        Some(text)
+    }
+}
+
+/// The longest `partial_success.error_message` forktrail sends.
+const MESSAGE_BYTES: usize = 4096;
+
+fn names(ids: &[SessionId]) -> String {
+    if ids.is_empty() {
+        return "none".into();
+    }
+    ids.iter()
+        .map(SessionId::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether `e` is about what was sent (the same spans would be refused again), rather
+/// than about the store just now.
+fn about_the_input(e: &Error) -> bool {
+    !matches!(
+        e,
+        Error::StorageFull { .. }
+            | Error::StoreLocked { .. }
+            | Error::Remote { .. }
+            | Error::Contended { .. }
+            | Error::Cancelled(_)
+            | Error::Store(_)
+            | Error::Io { .. }
+    )
+}
+
+/// The conversations of the chat spans of `requests`, in span order; what the spans
+/// hold that is not kept is counted in `report`. Each span is read as it comes, so
+/// that nothing but the conversations outlives the loop.
+fn read_conversations(
+    requests: &[ExportTraceServiceRequest],
+    report: &mut TranscriptReport,
+) -> BTreeMap<String, Conversation> {
+    let mut spans: Vec<&Span> = requests
+        .iter()
+        .flat_map(|r| &r.resource_spans)
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .collect();
+    spans.sort_by_key(|s| (s.start_time_unix_nano, s.end_time_unix_nano));
+    let mut conversations: BTreeMap<String, Conversation> = BTreeMap::new();
+    let mut tools = Vec::new();
+    for span in spans {
+        let span = SpanView::of(span);
+        count_unread(&span, report);
+        if span.text("gen_ai.operation.name").as_deref() == Some("execute_tool") {
+            tools.push(span);
+            continue;
+        }
+        let Some((input, output)) = exchange(&span, report) else {
+            let kind = match span.text("gen_ai.operation.name") {
+                Some(op) => format!("span {op} (no messages)"),
+                None => format!("span {} (not a GenAI call)", span.name),
+            };
+            *report.skipped_types.entry(kind).or_default() += 1;
+            continue;
+        };
+        let model = span
+            .text("gen_ai.response.model")
+            .or_else(|| span.text("gen_ai.request.model"))
+            .or_else(|| span.text("llm.model_name"));
+        let usage = json!({"otel": {
+            "trace_id": span.trace,
+            "span_id": span.span,
+            "input_tokens": span.number("gen_ai.usage.input_tokens")
+                .or_else(|| span.number("llm.token_count.prompt")),
+            "output_tokens": span.number("gen_ai.usage.output_tokens")
+                .or_else(|| span.number("llm.token_count.completion")),
+            "latency_ms": span.end.saturating_sub(span.start) / 1_000_000,
+        }});
+        let mut turns = to_turns(&input, None, None, report);
+        let answer = to_turns(&output, model.as_deref(), Some(&usage), report);
+        turns.extend(answer);
+        let conversation = conversations.entry(span.conversation()).or_default();
+        conversation.add(&turns);
+        conversation.spans += 1;
+    }
+    for span in tools {
+        let added = conversations
+            .get_mut(&span.conversation())
+            .is_some_and(|c| c.add_tool_result(&span));
+        if !added {
+            let kind = "span execute_tool (its result is in a chat's input)".to_string();
+            *report.skipped_types.entry(kind).or_default() += 1;
+        }
+    }
+    conversations
 }
 
 /// The GenAI attributes forktrail reads; any other `gen_ai.*` or `llm.*` attribute of
@@ -289,9 +489,11 @@ fn session_name(key: &str) -> String {
 
 /// The turns of one conversation as a tree: every turn named by the digest of the
 /// history up to it, without what spans report differently (`rdf::history_name`).
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Conversation {
     family: Family,
+    /// The spans that brought its turns.
+    spans: i64,
     /// Turn digest → its index.
     index: HashMap<String, u64>,
     /// Tool call id → the digest of the turn that made it.

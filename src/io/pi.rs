@@ -25,7 +25,8 @@
 //! Version 1 files, a linear list without ids, are read as a chain in file order.
 
 use super::claude_code::{Family, Forks, Node, SourceFile};
-use super::report::{lines, read_text, TranscriptOptions, TranscriptReport};
+use super::lines::{self, LogLine};
+use super::report::{Skipped, TranscriptOptions, TranscriptReport};
 use super::ImportFormat;
 use crate::error::{Error, Result};
 use crate::model::{Kind, NewTurn, Role, SessionId, MAX_FORK_DEPTH};
@@ -51,18 +52,19 @@ impl Store {
         text: &str,
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
-        self.import_pi_file(None, text, options)
+        self.import_pi_file(None, lines::lines_of(text.as_bytes(), options), options)
     }
 
+    /// Imports a Pi session file given as its lines; `name` names it in errors.
     pub(super) fn import_pi_file(
         &self,
         name: Option<String>,
-        text: &str,
+        lines: Vec<LogLine>,
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
         let file = SourceFile {
             name,
-            text: text.to_string(),
+            lines,
             agent: None,
             spawned_by: None,
         };
@@ -79,10 +81,9 @@ impl Store {
     ) -> Result<TranscriptReport> {
         let mut files = Vec::new();
         for path in session_files(dir)? {
-            let text = read_text(&path, options.complete_lines)?;
             files.push(SourceFile {
                 name: Some(path.display().to_string()),
-                text,
+                lines: lines::read_log(&path, options)?,
                 agent: None,
                 spawned_by: None,
             });
@@ -101,7 +102,7 @@ impl Store {
         files: Vec<SourceFile>,
         options: &TranscriptOptions<'_>,
     ) -> Result<TranscriptReport> {
-        let siblings: Siblings = files.iter().filter_map(|f| scan(&f.text)).collect();
+        let siblings: Siblings = files.iter().filter_map(|f| scan(&f.lines)).collect();
         let mut report = TranscriptReport::default();
         let mut families = BTreeMap::new();
         let mut fork_of = HashMap::new();
@@ -129,16 +130,18 @@ type Lineage = (Option<String>, HashSet<String>);
 type Siblings = HashMap<String, Lineage>;
 
 /// A session file's id, parent and entry ids, from its header and lines.
-fn scan(text: &str) -> Option<(String, Lineage)> {
-    let mut lines = lines(text).into_iter();
-    let header: Value = serde_json::from_str(lines.next()?.1).ok()?;
+fn scan(lines: &[LogLine]) -> Option<(String, Lineage)> {
+    let mut lines = lines
+        .iter()
+        .map(|(_, line)| line.as_deref().unwrap_or_default());
+    let header: Value = serde_json::from_str(lines.next()?).ok()?;
     let id = header.get("id")?.as_str()?.to_string();
     let parent = header
         .get("parentSession")
         .and_then(Value::as_str)
         .and_then(session_of_path);
     let ids = lines
-        .filter_map(|(_, l)| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| v.get("id")?.as_str().map(str::to_string))
         .collect();
     Some((id, (parent, ids)))
@@ -164,9 +167,8 @@ pub(super) fn is_pi_folder(dir: &Path) -> bool {
         return false;
     };
     files.first().is_some_and(|f| {
-        std::fs::read(f)
-            .ok()
-            .is_some_and(|b| ImportFormat::sniff(&b) == Some(ImportFormat::Pi))
+        lines::read_head(f, &TranscriptOptions::default())
+            .is_ok_and(|b| ImportFormat::sniff(&b) == Some(ImportFormat::Pi))
     })
 }
 
@@ -186,14 +188,16 @@ impl Store {
             Some(name) => format!("{name} line {n}"),
             None => format!("line {n}"),
         };
-        let all = lines(&file.text);
+        let all = &file.lines;
         let Some((first_n, first)) = all.first() else {
             return Err(Error::InvalidInput(
                 "the file is empty; nothing was imported".into(),
             ));
         };
-        let header = serde_json::from_str::<Value>(first)
+        let header = first
+            .as_deref()
             .ok()
+            .and_then(|first| serde_json::from_str::<Value>(first).ok())
             .and_then(|v| v.as_object().cloned())
             .filter(is_pi_header)
             .ok_or_else(|| {
@@ -220,13 +224,17 @@ impl Store {
             if let Some(progress) = options.progress {
                 progress(done as u64 + 1, total);
             }
-            let parsed = serde_json::from_str::<Value>(line)
-                .map_err(|e| format!("not JSON: {e}"))
+            let parsed = line
+                .as_deref()
+                .map_err(ToString::to_string)
+                .and_then(|line| {
+                    serde_json::from_str::<Value>(line).map_err(|e| format!("not JSON: {e}"))
+                })
                 .and_then(|v| entry(&v, *n, previous.as_deref()));
             let entry = match parsed {
                 Ok(entry) => entry,
-                Err(_) if options.skip_invalid => {
-                    report.skipped_invalid.push(*n);
+                Err(why) if options.skip_invalid => {
+                    skip(report, file, *n, why);
                     continue;
                 }
                 Err(why) => {
@@ -254,14 +262,14 @@ impl Store {
             stored_as.insert(entry.id.clone(), uuid.clone());
             previous = Some(entry.id.clone());
             if family.by_uuid.contains_key(&uuid) || family.passthrough.contains_key(&uuid) {
+                let why = format!("entry id {} is used twice", entry.id);
                 if options.skip_invalid {
-                    report.skipped_invalid.push(*n);
+                    skip(report, file, *n, why);
                     continue;
                 }
                 return Err(Error::InvalidInput(format!(
-                    "{}: entry id {} is used twice; nothing was imported",
+                    "{}: {why}; nothing was imported",
                     where_(*n),
-                    entry.id
                 )));
             }
             match entry.turns {
@@ -323,6 +331,16 @@ impl Store {
         let copy = owner != session;
         Ok((format!("{owner}/{id}"), copy))
     }
+}
+
+/// Notes a line skipped under `skip_invalid`, and why.
+fn skip(report: &mut TranscriptReport, file: &SourceFile, line: u64, why: impl std::fmt::Display) {
+    report.skipped_invalid.push(line);
+    report.skipped.push(Skipped {
+        file: file.name.clone(),
+        line: Some(line),
+        why: why.to_string(),
+    });
 }
 
 /// The session id in a session file's path: `<time>_<uuid>.jsonl`.

@@ -25,6 +25,10 @@ pub struct TranscriptReport {
     /// The same lines by file, for an import of several files (a Claude Code folder).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub skipped_invalid_in: BTreeMap<String, Vec<u64>>,
+    /// What was left out and why: each line skipped under `skip_invalid`, and each file
+    /// not read because it leads outside [`TranscriptOptions::within`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
     /// Sessions holding a sub-agent's transcript whose launching turn is not in the
     /// store (imported as roots, the launch recorded but unresolved).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -36,6 +40,27 @@ pub struct TranscriptReport {
 }
 
 impl TranscriptReport {
+    /// Takes in the report of another part of the same import (a batch of a request):
+    /// what it wrote and what it skipped.
+    pub(crate) fn absorb(&mut self, part: TranscriptReport) {
+        self.sessions.extend(part.sessions);
+        self.extended.extend(part.extended);
+        self.turns += part.turns;
+        for (kind, n) in part.skipped_types {
+            *self.skipped_types.entry(kind).or_default() += n;
+        }
+        self.skipped_invalid.extend(part.skipped_invalid);
+        for (file, lines) in part.skipped_invalid_in {
+            self.skipped_invalid_in
+                .entry(file)
+                .or_default()
+                .extend(lines);
+        }
+        self.skipped.extend(part.skipped);
+        self.unresolved_subagents.extend(part.unresolved_subagents);
+        self.shared.extend(part.shared);
+    }
+
     /// Takes in what the bulk path added: its sessions, and the turns a shared prefix
     /// saved writing.
     pub(crate) fn added(&mut self, added: Added) {
@@ -44,6 +69,18 @@ impl TranscriptReport {
         self.turns = self.turns.saturating_sub(saved);
         self.shared = added.shared;
     }
+}
+
+/// A line or a file an import left out, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    /// The file, for an import read from files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The line (from 1); `None` when the whole file was left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    pub why: String,
 }
 
 /// Options of a transcript import.
@@ -60,29 +97,23 @@ pub struct TranscriptOptions<'a> {
     /// Files read from disk: only the lines ended by a newline, a last line still
     /// being written being left for the next import (`watch` imports logs as they grow).
     pub complete_lines: bool,
+    /// The longest line read, in bytes ([`MAX_LINE_BYTES`](crate::MAX_LINE_BYTES) when
+    /// `None`): a longer line is refused as a malformed one is (skipped under
+    /// `skip_invalid`), without ever being held in memory.
+    pub max_line_bytes: Option<usize>,
+    /// Folders to read files from: when given, a file that does not resolve (through
+    /// its links) inside one of them is not opened: a sub-agent's transcript is left out
+    /// and reported in [`TranscriptReport::skipped`], the file named itself is refused.
+    /// `watch` passes the folders it watches, so that a link in them brings in nothing
+    /// from elsewhere.
+    pub within: &'a [std::path::PathBuf],
 }
 
-/// The text of `path` (UTF-8, or an error naming the file and the offset); with
-/// `complete_lines`, up to its last newline.
-pub(crate) fn read_text(path: &std::path::Path, complete_lines: bool) -> crate::Result<String> {
-    String::from_utf8(read_file(path, complete_lines)?).map_err(|e| {
-        crate::Error::InvalidInput(format!(
-            "{} is not valid UTF-8 (invalid byte at offset {})",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        ))
-    })
-}
-
-/// The bytes of `path`; with `complete_lines`, up to its last newline.
-pub(crate) fn read_file(path: &std::path::Path, complete_lines: bool) -> crate::Result<Vec<u8>> {
-    let mut bytes = std::fs::read(path)
-        .map_err(|e| crate::Error::io(format!("cannot read {}", path.display()), e))?;
-    if complete_lines {
-        let end = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        bytes.truncate(end);
+impl TranscriptOptions<'_> {
+    /// The longest line read, in bytes.
+    pub(crate) fn line_limit(&self) -> usize {
+        self.max_line_bytes.unwrap_or(super::lines::MAX_LINE_BYTES)
     }
-    Ok(bytes)
 }
 
 /// `text` without the UTF-8 byte-order mark some editors and Windows tools put first.

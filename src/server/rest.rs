@@ -534,8 +534,11 @@ struct ImportParams {
 
 /// `POST /v1/traces`: OTLP/HTTP trace export (protobuf, or JSON by `Content-Type`,
 /// gzip by `Content-Encoding`), the server's token needed. GenAI chat spans become
-/// sessions and turns (see `io::otlp`); the answer is an empty
-/// `ExportTraceServiceResponse` in the request's encoding.
+/// sessions and turns (see `io::otlp`), by batches of conversations, so that a request's
+/// memory stays bounded. The answer is an `ExportTraceServiceResponse` in the request's
+/// encoding: empty when the request's GenAI spans went in, else (spans refused, or
+/// nothing to import) with `partial_success` saying what was imported, how many spans
+/// were refused (`rejected_spans`) and why.
 async fn traces(
     state: Shared,
     _: Authorized,
@@ -550,25 +553,9 @@ async fn traces(
             .to_ascii_lowercase()
     };
     let json = header(axum::http::header::CONTENT_TYPE).starts_with("application/json");
-    let body = match header(axum::http::header::CONTENT_ENCODING).as_str() {
-        "" | "identity" => body.to_vec(),
-        "gzip" => {
-            let mut out = Vec::new();
-            let mut limit = std::io::Read::take(
-                flate2::read::GzDecoder::new(&body[..]),
-                state.config.max_body_bytes as u64 + 1,
-            );
-            std::io::Read::read_to_end(&mut limit, &mut out)
-                .map_err(|e| ApiError::bad_request(format!("cannot gunzip the body: {e}")))?;
-            if out.len() > state.config.max_body_bytes {
-                return Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    "the unzipped body is over --max-body-bytes",
-                ));
-            }
-            out
-        }
+    let gzip = match header(axum::http::header::CONTENT_ENCODING).as_str() {
+        "" | "identity" => false,
+        "gzip" => true,
         other => {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -577,31 +564,73 @@ async fn traces(
             ))
         }
     };
-    let request = crate::io::decode_otlp_request(&body, json)?;
-    writing(&state, move |s| {
-        s.import_otlp(std::slice::from_ref(&request), &Default::default())
-            .or_else(|e| match e {
-                // Spans with nothing to import (an app's other spans) are accepted.
-                crate::Error::InvalidInput(m) if m.starts_with("the traces hold no GenAI") => {
-                    Ok(Default::default())
-                }
-                e => Err(e),
-            })
+    let limit = state.config.max_body_bytes;
+    // Decoded in the write lane, not on the async threads: as many requests are held
+    // decoded at once as the lane runs.
+    let outcome = writing(&state, move |s| {
+        let unzipped;
+        let bytes: &[u8] = if gzip {
+            match gunzip(&body, limit) {
+                Ok(bytes) => unzipped = bytes,
+                Err(refused) => return Ok(Err(refused)),
+            }
+            &unzipped
+        } else {
+            &body
+        };
+        let request = crate::io::decode_otlp_request(bytes, json)?;
+        drop(body);
+        s.import_trace_request(request, &Default::default()).map(Ok)
     })
-    .await?;
+    .await??;
+    let message = outcome.message();
     Ok(if json {
+        let body = match message {
+            Some(message) => json!({"partialSuccess": {
+                // int64 as the protocol's JSON mapping writes it: a decimal string.
+                "rejectedSpans": outcome.rejected_spans.to_string(),
+                "errorMessage": message,
+            }})
+            .to_string(),
+            None => "{}".into(),
+        };
         (
             [(axum::http::header::CONTENT_TYPE, "application/json")],
-            "{}",
+            body,
         )
             .into_response()
     } else {
+        use opentelemetry_proto::tonic::collector::trace::v1::{
+            ExportTracePartialSuccess, ExportTraceServiceResponse,
+        };
+        let response = ExportTraceServiceResponse {
+            partial_success: message.map(|error_message| ExportTracePartialSuccess {
+                rejected_spans: outcome.rejected_spans,
+                error_message,
+            }),
+        };
         (
             [(axum::http::header::CONTENT_TYPE, "application/x-protobuf")],
-            Vec::new(),
+            prost::Message::encode_to_vec(&response),
         )
             .into_response()
     })
+}
+
+/// A gzipped body, refused past `limit` bytes unzipped (nothing more is unzipped).
+fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut out = Vec::new();
+    let mut reader = std::io::Read::take(flate2::read::GzDecoder::new(body), limit as u64 + 1);
+    std::io::Read::read_to_end(&mut reader, &mut out)
+        .map_err(|e| ApiError::bad_request(format!("cannot gunzip the body: {e}")))?;
+    if out.len() > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "the unzipped body is over --max-body-bytes",
+        ));
+    }
+    Ok(out)
 }
 
 /// `POST /import[?format=trig|nquads|openai|claude-code|codex|pi|otlp][&no_dedup=true]`: the file
@@ -624,9 +653,8 @@ async fn import(
     let report = writing(&state, move |s| {
         let options = crate::TranscriptOptions {
             skip_invalid: p.skip_invalid,
-            progress: None,
             no_dedup: p.no_dedup,
-            complete_lines: false,
+            ..Default::default()
         };
         s.import_with(&payload, Some(format), &options)
     })
