@@ -179,14 +179,35 @@ struct Inner {
 
 struct State {
     writer: IndexWriter,
-    /// Entries written since the last commit, which the reader cannot see yet.
-    recent: HashMap<String, Entry>,
+    /// Entries written (`Some`) or removed (`None`) since the last commit, which the
+    /// reader cannot see yet: what the catalog holds of a session is this, else what
+    /// is committed.
+    recent: HashMap<String, Option<Entry>>,
+    /// Every document was deleted since the last commit (a rebuild): what is committed
+    /// holds nothing any more.
+    cleared: bool,
     dirty: bool,
     /// Sessions to derive from the RDF before the next read, with their journal lines.
     suspects: BTreeMap<String, Vec<Line>>,
     /// The whole index must be rebuilt from the RDF.
     stale: bool,
     journal: Option<Journal>,
+}
+
+impl State {
+    /// Makes `id` suspect, noting it in the journal: until it is derived, an index
+    /// commit replays from here, so a crash meanwhile still derives it at the next open.
+    fn hold(&mut self, id: &str) {
+        let line = self.journal.as_mut().and_then(|j| j.note(id).ok());
+        if line.is_none() && self.journal.is_some() {
+            // Unnoted, a crash could lose it: rebuilt whole before the next read instead.
+            self.stale = true;
+        }
+        self.suspects
+            .entry(id.to_string())
+            .or_default()
+            .extend(line);
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -253,6 +274,11 @@ fn schema() -> (Schema, Fields) {
 struct Payload {
     version: u32,
     journal: Mark,
+    /// The index was committed while it had to be rebuilt from the RDF (it was new, or
+    /// a write could not say what it changed): it is not whole, and the next open
+    /// rebuilds it. Absent in indexes written before it was recorded, which were whole.
+    #[serde(default)]
+    stale: bool,
 }
 
 /// A tie-breaker for sessions with the same time: stable, and unique in practice.
@@ -334,6 +360,7 @@ impl Catalog {
         catalog.inner.reader.searcher().num_docs();
         {
             let mut state = catalog.state();
+            state.stale = payload.stale;
             for (id, line) in replay.into_iter().zip(lines) {
                 if id == EVERYTHING {
                     state.stale = true;
@@ -360,6 +387,7 @@ impl Catalog {
             state: Mutex::new(State {
                 writer,
                 recent: HashMap::new(),
+                cleared: false,
                 dirty: false,
                 suspects: BTreeMap::new(),
                 stale: false,
@@ -413,29 +441,33 @@ impl Catalog {
         let inner = &self.inner;
         let mut state = inner.lock();
         let before = inner.entry(&state, id)?;
-        match entry {
-            Some(entry) => {
-                // A session that moved (a detach) changes the counts of the parents and
-                // roots it left and joined.
-                if let Some(old) = &before {
-                    let mut touched = Vec::new();
-                    if old.parent != entry.parent {
-                        touched.extend(old.parent.iter().chain(&entry.parent).cloned());
-                    }
-                    if old.root != entry.root {
-                        touched.extend([old.root.clone(), entry.root.clone()]);
-                    }
-                    for other in touched.into_iter().filter(|o| o != id) {
-                        state.suspects.entry(other).or_default();
-                    }
-                }
-                inner.write_entry(&mut state, entry);
+        // A session that appeared, went or moved (a detach) changes the counts of the
+        // parents and roots it left and joined, which no write told: derived too.
+        let placement = |e: &Entry| [e.parent.clone(), Some(e.root.clone())];
+        let moved = match (&before, &entry) {
+            (Some(old), Some(new)) => placement(old) != placement(new),
+            (None, None) => false,
+            _ => true,
+        };
+        if moved {
+            let touched: BTreeSet<String> = before
+                .iter()
+                .chain(&entry)
+                .flat_map(placement)
+                .flatten()
+                .filter(|other| other != id)
+                .collect();
+            for other in touched {
+                state.hold(&other);
             }
+        }
+        match entry {
+            Some(entry) => inner.write_entry(&mut state, entry),
             None => {
                 state
                     .writer
                     .delete_term(Term::from_field_text(inner.f.ssid, id));
-                state.recent.remove(id);
+                state.recent.insert(id.to_string(), None);
                 state.dirty = true;
             }
         }
@@ -475,9 +507,7 @@ impl Catalog {
     pub(crate) fn suspect(&self, ids: &[String]) {
         let mut state = self.state();
         for id in ids {
-            let line = state.journal.as_mut().and_then(|j| j.note(id).ok());
-            let held = state.suspects.entry(id.clone()).or_default();
-            held.extend(line);
+            state.hold(id);
         }
     }
 
@@ -495,6 +525,7 @@ impl Catalog {
         state.writer.rollback().map_err(failed)?;
         state.writer.delete_all_documents().map_err(failed)?;
         state.recent.clear();
+        state.cleared = true;
         state.dirty = true;
         Ok(())
     }
@@ -722,6 +753,7 @@ impl Inner {
         let payload = serde_json::to_string(&Payload {
             version: VERSION,
             journal: mark,
+            stale: state.stale,
         })
         .map_err(failed)?;
         let mut prepared = state.writer.prepare_commit().map_err(failed)?;
@@ -729,6 +761,7 @@ impl Inner {
         prepared.commit().map_err(failed)?;
         self.reader.reload().map_err(failed)?;
         state.recent.clear();
+        state.cleared = false;
         state.dirty = false;
         if let Some(journal) = &state.journal {
             journal.prune(mark);
@@ -736,10 +769,13 @@ impl Inner {
         Ok(())
     }
 
-    /// The entry of `id`: written since the last commit, else as committed.
+    /// The entry of `id`: written or removed since the last commit, else as committed.
     fn entry(&self, state: &State, id: &str) -> Result<Option<Entry>, Failure> {
         if let Some(entry) = state.recent.get(id) {
-            return Ok(Some(entry.clone()));
+            return Ok(entry.clone());
+        }
+        if state.cleared {
+            return Ok(None);
         }
         let searcher: Searcher = self.reader.searcher();
         let found = searcher
@@ -775,9 +811,7 @@ impl Inner {
                 change(&mut entry);
                 self.write_entry(state, entry);
             }
-            None => {
-                state.suspects.entry(id.to_string()).or_default();
-            }
+            None => state.hold(id),
         }
         Ok(())
     }
@@ -848,7 +882,7 @@ impl Inner {
                 state
                     .writer
                     .delete_term(Term::from_field_text(self.f.tsid, &id));
-                state.recent.remove(&id);
+                state.recent.insert(id.clone(), None);
                 state.dirty = true;
                 if let Some(before) = before {
                     if let Some(parent) = &before.parent {
@@ -903,7 +937,7 @@ impl Inner {
             state.stale = true;
         }
         state.dirty = true;
-        state.recent.insert(entry.id.clone(), entry);
+        state.recent.insert(entry.id.clone(), Some(entry));
     }
 
     fn add_turn(&self, state: &mut State, session: &str, turn: &TurnDoc) -> Result<(), Failure> {
