@@ -11,11 +11,15 @@
 //! turns are their owner's, stored and indexed once).
 //!
 //! A write notes the sessions it changes in a journal before it commits and hands its
-//! effects over after (see `journal.rs`); what cannot be told from a write alone (a
-//! pop, a detach, an update, an RDF import) makes its sessions *suspect*, and the next
-//! read derives them from the RDF (`Store::settle_catalog`) before it answers. The
+//! effects over after (see `journal.rs`), into a queue: it never waits for the index
+//! writer, which readers hold while they commit; whoever takes the index writer next
+//! puts what is queued in first. What cannot be told from a write alone (a pop, a
+//! detach, an update, an import) makes its sessions *suspect*, and so does a session
+//! that appears, goes or moves for the parents and roots whose counts it changes; the
+//! next read derives them from the RDF (`Store::settle_catalog`) before it answers. The
 //! index commits at most every second in the background, and before a read that must
-//! see what was just written, so a search finds a turn appended a moment ago.
+//! see what was just written, so a search finds a turn appended a moment ago. A commit
+//! made while the index must be rebuilt says so, and the next open rebuilds it.
 
 mod journal;
 
@@ -174,7 +178,21 @@ struct Inner {
     index: Index,
     reader: IndexReader,
     f: Fields,
+    /// The index writer and what goes with it: held by readers for as long as an index
+    /// commit takes, so a write never takes it (see [`Applied`]).
     state: Mutex<State>,
+    /// Writes' effects, in commit order, waiting to be put in the index writer by the
+    /// next reader, commit or derivation (which all take `state` first).
+    applied: Mutex<Vec<Applied>>,
+    /// Taken after `state` when both are; a write notes its sessions here alone.
+    journal: Mutex<Option<Journal>>,
+}
+
+/// One committed write's effects, handed over without waiting for the index: its ops,
+/// and the journal lines noted for their sessions (open until the ops are in).
+struct Applied {
+    ops: Vec<Op>,
+    lines: Vec<(String, Line)>,
 }
 
 struct State {
@@ -191,23 +209,6 @@ struct State {
     suspects: BTreeMap<String, Vec<Line>>,
     /// The whole index must be rebuilt from the RDF.
     stale: bool,
-    journal: Option<Journal>,
-}
-
-impl State {
-    /// Makes `id` suspect, noting it in the journal: until it is derived, an index
-    /// commit replays from here, so a crash meanwhile still derives it at the next open.
-    fn hold(&mut self, id: &str) {
-        let line = self.journal.as_mut().and_then(|j| j.note(id).ok());
-        if line.is_none() && self.journal.is_some() {
-            // Unnoted, a crash could lose it: rebuilt whole before the next read instead.
-            self.stale = true;
-        }
-        self.suspects
-            .entry(id.to_string())
-            .or_default()
-            .extend(line);
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -391,8 +392,9 @@ impl Catalog {
                 dirty: false,
                 suspects: BTreeMap::new(),
                 stale: false,
-                journal,
             }),
+            applied: Mutex::default(),
+            journal: Mutex::new(journal),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let committer = {
@@ -431,7 +433,9 @@ impl Catalog {
     }
 
     /// Puts a session's entry as derived from the RDF, and its own turns when given
-    /// (replacing those indexed); `None` removes the session. Clears it as a suspect.
+    /// (replacing those indexed); `None` removes the session. Clears it as a suspect, and
+    /// makes suspect the sessions whose entries it changes: the parents and roots it
+    /// left or joined, its root when its activity went back.
     pub(crate) fn put_derived(
         &self,
         id: &str,
@@ -449,7 +453,14 @@ impl Catalog {
             (None, None) => false,
             _ => true,
         };
-        if moved {
+        if let (false, Some(old), Some(new)) = (moved, &before, &entry) {
+            // Its activity went back (a pop): its family's newest may be another's now.
+            if new.activity < old.activity && new.root != id {
+                inner.hold(&mut state, &new.root);
+            }
+        }
+        // A rebuild puts every session anyway.
+        if moved && !state.cleared {
             let touched: BTreeSet<String> = before
                 .iter()
                 .chain(&entry)
@@ -458,7 +469,7 @@ impl Catalog {
                 .filter(|other| other != id)
                 .collect();
             for other in touched {
-                state.hold(&other);
+                inner.hold(&mut state, &other);
             }
         }
         match entry {
@@ -481,11 +492,7 @@ impl Catalog {
             state.dirty = true;
         }
         if let Some(lines) = state.suspects.remove(id) {
-            if let Some(journal) = state.journal.as_mut() {
-                for line in lines {
-                    journal.done(line);
-                }
-            }
+            inner.done(lines);
         }
         Ok(())
     }
@@ -507,7 +514,7 @@ impl Catalog {
     pub(crate) fn suspect(&self, ids: &[String]) {
         let mut state = self.state();
         for id in ids {
-            state.hold(id);
+            self.inner.hold(&mut state, id);
         }
     }
 
@@ -535,11 +542,7 @@ impl Catalog {
         let mut state = self.state();
         state.stale = false;
         let suspects = std::mem::take(&mut state.suspects);
-        if let Some(journal) = state.journal.as_mut() {
-            for line in suspects.into_values().flatten() {
-                journal.done(line);
-            }
-        }
+        self.inner.done(suspects.into_values().flatten());
     }
 
     /// Commits what is pending (if anything) so that reads see it.
@@ -741,12 +744,67 @@ fn term(field: Field, value: &str) -> Box<dyn Query> {
 }
 
 impl Inner {
+    /// The index writer and its state, with every write handed over so far in it.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        self.drain(&mut state);
+        state
+    }
+
+    /// Puts the writes handed over (see [`Applied`]) in the index writer, in order.
+    fn drain(&self, state: &mut State) {
+        let applied =
+            std::mem::take(&mut *self.applied.lock().unwrap_or_else(PoisonError::into_inner));
+        for Applied { ops, lines } in applied {
+            for op in ops {
+                if self.apply_op(state, op).is_err() {
+                    // The index could not take it: rebuilt from the RDF at the next read.
+                    state.stale = true;
+                }
+            }
+            // A line stays open while its session is suspect: replayed after a crash.
+            let mut done = Vec::new();
+            for (session, line) in lines {
+                match state.suspects.get_mut(&session) {
+                    Some(held) => held.push(line),
+                    None => done.push(line),
+                }
+            }
+            self.done(done);
+        }
+    }
+
+    fn journal(&self) -> MutexGuard<'_, Option<Journal>> {
+        self.journal.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lets journal lines go: what they noted is in the index writer.
+    fn done(&self, lines: impl IntoIterator<Item = Line>) {
+        if let Some(journal) = self.journal().as_mut() {
+            for line in lines {
+                journal.done(line);
+            }
+        }
+    }
+
+    /// Makes `id` suspect, noting it in the journal: until it is derived, an index
+    /// commit replays from here, so a crash meanwhile still derives it at the next open.
+    fn hold(&self, state: &mut State, id: &str) {
+        let mut journal = self.journal();
+        let line = journal.as_mut().and_then(|j| j.note(id).ok());
+        if line.is_none() && journal.is_some() {
+            // Unnoted, a crash could lose it: rebuilt whole before the next read instead.
+            state.stale = true;
+        }
+        state
+            .suspects
+            .entry(id.to_string())
+            .or_default()
+            .extend(line);
     }
 
     fn commit(&self, state: &mut State) -> Result<(), Failure> {
-        let mark = match state.journal.as_mut() {
+        let mark = match self.journal().as_mut() {
             Some(journal) => journal.mark().map_err(failed)?,
             None => Mark::default(),
         };
@@ -763,7 +821,7 @@ impl Inner {
         state.recent.clear();
         state.cleared = false;
         state.dirty = false;
-        if let Some(journal) = &state.journal {
+        if let Some(journal) = self.journal().as_ref() {
             journal.prune(mark);
         }
         Ok(())
@@ -811,7 +869,7 @@ impl Inner {
                 change(&mut entry);
                 self.write_entry(state, entry);
             }
-            None => state.hold(id),
+            None => self.hold(state, id),
         }
         Ok(())
     }
@@ -825,16 +883,9 @@ impl Inner {
                     entry.root.clone(),
                     entry.activity,
                 );
-                state
-                    .suspects
-                    .remove(&id)
-                    .into_iter()
-                    .flatten()
-                    .for_each(|l| {
-                        if let Some(j) = state.journal.as_mut() {
-                            j.done(l);
-                        }
-                    });
+                if let Some(lines) = state.suspects.remove(&id) {
+                    self.done(lines);
+                }
                 self.write_entry(state, entry);
                 if let Some(parent) = parent {
                     self.patch(state, &parent, |p| p.forks += 1)?;
@@ -889,9 +940,16 @@ impl Inner {
                         self.patch(state, parent, |p| p.forks = p.forks.saturating_sub(1))?;
                     }
                     if before.root != id {
-                        self.patch(state, &before.root, |r| {
-                            r.family = r.family.saturating_sub(1)
-                        })?;
+                        // The family's newest activity may have been this session's:
+                        // only the RDF can say what comes next then.
+                        match self.entry(state, &before.root)? {
+                            Some(root) if before.activity < root.family_activity => {
+                                self.patch(state, &before.root, |r| {
+                                    r.family = r.family.saturating_sub(1)
+                                })?;
+                            }
+                            _ => self.hold(state, &before.root),
+                        }
                     }
                 }
             }
@@ -985,12 +1043,14 @@ impl Inner {
 }
 
 /// A write's changes for the catalog, gathered before it commits: its ops, and the
-/// journal lines noted for their sessions. Applied after the commit; dropped unapplied
-/// (the write failed), its lines are let go.
+/// journal lines noted for their sessions. Handed over after the commit; dropped
+/// unapplied (the write failed), its lines are let go.
 pub(crate) struct Pending {
     inner: Arc<Inner>,
     ops: Vec<Op>,
     lines: Vec<(String, Line)>,
+    /// A session could not be noted in the journal: the index is rebuilt instead.
+    unnoted: bool,
 }
 
 impl Catalog {
@@ -1000,18 +1060,19 @@ impl Catalog {
             inner: Arc::clone(&self.inner),
             ops: Vec::new(),
             lines: Vec::new(),
+            unnoted: false,
         }
     }
 }
 
 impl Pending {
-    /// Adds `op` about `session`, noting the session in the journal first.
+    /// Adds `op` about `session`, noting the session in the journal first (which the
+    /// index writer's holders never keep for long: a write does not wait for them).
     pub(crate) fn push(&mut self, session: &str, op: Op) {
         if !self.lines.iter().any(|(s, _)| s == session) {
-            let mut state = self.inner.lock();
-            match state.journal.as_mut().map(|j| j.note(session)) {
+            match self.inner.journal().as_mut().map(|j| j.note(session)) {
                 Some(Ok(line)) => self.lines.push((session.to_string(), line)),
-                Some(Err(_)) => state.stale = true,
+                Some(Err(_)) => self.unnoted = true,
                 None => {}
             }
         }
@@ -1032,44 +1093,27 @@ impl Pending {
         self.ops.push(op);
     }
 
-    /// Hands the committed write's changes to the catalog.
+    /// Hands the committed write's changes to the catalog, without waiting for its
+    /// index writer, which a reader may hold for a commit: the next one to take it
+    /// puts them in, before it reads or commits anything.
     pub(crate) fn apply(mut self) {
-        let ops = std::mem::take(&mut self.ops);
+        let mut ops = std::mem::take(&mut self.ops);
+        if self.unnoted {
+            ops.push(Op::All);
+        }
         let lines = std::mem::take(&mut self.lines);
-        let inner = &self.inner;
-        let mut state = inner.lock();
-        for op in ops {
-            if inner.apply_op(&mut state, op).is_err() {
-                // The index could not take it: rebuilt from the RDF at the next read.
-                state.stale = true;
-            }
-        }
-        let State {
-            journal, suspects, ..
-        } = &mut *state;
-        for (session, line) in lines {
-            match suspects.get_mut(&session) {
-                Some(held) => held.push(line),
-                None => {
-                    if let Some(journal) = journal.as_mut() {
-                        journal.done(line);
-                    }
-                }
-            }
-        }
+        self.inner
+            .applied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Applied { ops, lines });
     }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if self.lines.is_empty() {
-            return;
-        }
-        let mut state = self.inner.lock();
-        if let Some(journal) = state.journal.as_mut() {
-            for (_, line) in self.lines.drain(..) {
-                journal.done(line);
-            }
+        if !self.lines.is_empty() {
+            self.inner.done(self.lines.drain(..).map(|(_, line)| line));
         }
     }
 }
