@@ -8,10 +8,15 @@
 //!    UI pages, REST reads, shipped queries, SPARQL) as fast as they can, while 4
 //!    authenticated writers append, for 30 s. Expected: at least 95 % of the appends
 //!    succeed, with p99 under 100 ms.
+//! 3. **List flood**: 32 anonymous connections ask for the session list (`GET /`) as
+//!    fast as they can while one authenticated writer appends, one append after
+//!    another, for 30 s. Expected: no 5xx but the read lane's 503s, every append
+//!    answered 2xx, the slowest within the server's queue wait (10 s): readers cannot
+//!    hold a writer.
 //!
-//! Prints a table per phase (requests, statuses, p50/p99 by kind); with
-//! `FORKTRAIL_BENCH_JSON=1` one JSON object. `FORKTRAIL_LOAD_SECONDS=N` scales both
-//! phases down (phase 2 runs half of N); `cargo test --benches` runs 2 s of each.
+//! Prints a table per phase (requests, statuses, p50/p99 and the slowest by kind); with
+//! `FORKTRAIL_BENCH_JSON=1` one JSON object. `FORKTRAIL_LOAD_SECONDS=N` scales the
+//! phases down (phases 2 and 3 run half of N); `cargo test --benches` runs 2 s of each.
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -25,6 +30,8 @@ const TOKEN: &str = "load-test-token";
 const MIXED_CLIENTS: usize = 32;
 const FLOOD_CLIENTS: usize = 32;
 const WRITERS: usize = 4;
+/// The server's queue wait at its defaults: no request is answered later than this.
+const QUEUE_WAIT: Duration = Duration::from_secs(10);
 
 /// What one kind of request got: statuses counted, latencies kept.
 #[derive(Default)]
@@ -278,6 +285,31 @@ fn flood(base: &str, seconds: f64) -> Tallies {
     tallies
 }
 
+/// Phase 3: anonymous requests for the session list, and one authenticated writer.
+fn list_flood(base: &str, seconds: f64) -> Tallies {
+    let tallies: Tallies = Arc::default();
+    let deepest = sessions(base)[0].clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (base_s, t) = (base.to_string(), Arc::clone(&tallies));
+    let mut threads = run_clients(FLOOD_CLIENTS, &stop, move |http, _, _| {
+        send(&t, "anonymous list page", http.get(format!("{base_s}/")));
+    });
+    let (base_s, t) = (base.to_string(), Arc::clone(&tallies));
+    threads.extend(run_clients(1, &stop, move |http, _, n| {
+        send(
+            &t,
+            "authenticated append",
+            http.post(format!("{base_s}/sessions/{deepest}/turns"))
+                .bearer_auth(TOKEN)
+                .json(
+                    &json!({"role": "user", "content": format!("write {n} under the list flood")}),
+                ),
+        );
+    }));
+    for_seconds(seconds, &stop, threads);
+    tallies
+}
+
 fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -315,6 +347,7 @@ fn report(tallies: &Tallies, seconds: f64) -> Value {
             "statuses": tally.statuses.iter().map(|(s, n)| (s.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
             "p50_ms": percentile_ms(&tally.latencies, 0.50),
             "p99_ms": percentile_ms(&tally.latencies, 0.99),
+            "max_ms": percentile_ms(&tally.latencies, 1.0),
         }));
     }
     json!(rows)
@@ -323,12 +356,12 @@ fn report(tallies: &Tallies, seconds: f64) -> Value {
 fn print_table(title: &str, rows: &Value) {
     println!("\n{title}");
     println!(
-        "{:<22} {:>9} {:>8} {:>7} {:>5} {:>9} {:>9}",
-        "kind", "requests", "req/s", "2xx %", "5xx", "p50 ms", "p99 ms"
+        "{:<22} {:>9} {:>8} {:>7} {:>5} {:>9} {:>9} {:>9}",
+        "kind", "requests", "req/s", "2xx %", "5xx", "p50 ms", "p99 ms", "max ms"
     );
     for row in rows.as_array().unwrap() {
         println!(
-            "{:<22} {:>9} {:>8.0} {:>7.2} {:>5} {:>9.2} {:>9.2}",
+            "{:<22} {:>9} {:>8.0} {:>7.2} {:>5} {:>9.2} {:>9.2} {:>9.2}",
             row["kind"].as_str().unwrap(),
             row["requests"],
             row["per_second"].as_f64().unwrap(),
@@ -336,6 +369,7 @@ fn print_table(title: &str, rows: &Value) {
             row["server_errors"].as_u64().unwrap() + row["connection_failures"].as_u64().unwrap(),
             row["p50_ms"].as_f64().unwrap(),
             row["p99_ms"].as_f64().unwrap(),
+            row["max_ms"].as_f64().unwrap(),
         );
     }
 }
@@ -349,11 +383,34 @@ fn main() {
     let server = start();
     let mixed_rows = report(&mixed(&server.base, seconds), seconds);
     let flood_rows = report(&flood(&server.base, seconds / 2.0), seconds / 2.0);
-    let server_errors: u64 = mixed_rows
+    let list_rows = report(&list_flood(&server.base, seconds / 2.0), seconds / 2.0);
+    let errors = |rows: &Value| -> u64 {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r["server_errors"].as_u64().unwrap() + r["connection_failures"].as_u64().unwrap()
+            })
+            .sum()
+    };
+    let server_errors = errors(&mixed_rows);
+    let list_append = list_rows
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["server_errors"].as_u64().unwrap() + r["connection_failures"].as_u64().unwrap())
+        .find(|r| r["kind"] == "authenticated append")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let list_slowest_ms = list_append["max_ms"].as_f64().unwrap_or(f64::MAX);
+    // Readers turned away by their lane (503, Retry-After) are its answer to a flood;
+    // any other 5xx is a failure.
+    let list_failures: u64 = list_rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["statuses"].as_object().unwrap().iter())
+        .filter(|(status, _)| status.starts_with('5') && status.as_str() != "503")
+        .map(|(_, n)| n.as_u64().unwrap())
         .sum();
     let appends = flood_rows
         .as_array()
@@ -366,14 +423,21 @@ fn main() {
         "mixed_server_errors": server_errors,
         "flood_append_ok_percent": appends["ok_percent"],
         "flood_append_p99_ms": appends["p99_ms"],
+        "list_flood_failures": list_failures,
+        "list_flood_append_ok_percent": list_append["ok_percent"],
+        "list_flood_slowest_append_ms": list_slowest_ms,
         "holds": server_errors == 0
             && appends["ok_percent"].as_f64().unwrap_or(0.0) >= 95.0
-            && appends["p99_ms"].as_f64().unwrap_or(f64::MAX) < 100.0,
+            && appends["p99_ms"].as_f64().unwrap_or(f64::MAX) < 100.0
+            && list_failures == 0
+            && list_append["ok_percent"].as_f64() == Some(100.0)
+            && list_slowest_ms < QUEUE_WAIT.as_secs_f64() * 1e3,
     });
     if std::env::var_os("FORKTRAIL_BENCH_JSON").is_some() {
         println!(
             "{}",
-            json!({"seconds": seconds, "mixed": mixed_rows, "flood": flood_rows, "verdict": verdict})
+            json!({"seconds": seconds, "mixed": mixed_rows, "flood": flood_rows,
+                "list_flood": list_rows, "verdict": verdict})
         );
     } else {
         print_table(
@@ -387,6 +451,14 @@ fn main() {
                 seconds / 2.0
             ),
             &flood_rows,
+        );
+        print_table(
+            &format!(
+                "3. list flood ({FLOOD_CLIENTS} anonymous connections on GET /) and one \
+                 authenticated writer, {} s",
+                seconds / 2.0
+            ),
+            &list_rows,
         );
         println!("\n{verdict}");
     }

@@ -56,6 +56,7 @@ mod verify;
 pub mod vocab;
 mod whatif;
 mod write;
+mod write_lock;
 
 pub use durability::Durability;
 pub use error::{Error, Result};

@@ -3,9 +3,11 @@
 //! On a store this process owns, both come from the catalog (`crate::catalog`): a page
 //! costs the same at a thousand sessions and at a million, and search is ranked. Before
 //! answering, a read derives from the RDF whatever the catalog holds as suspect, and
-//! each listed session's length is checked against the store's (a mismatch is derived
-//! again and the page read anew). On a store across a network, where other processes
-//! write unseen, pages and search are SPARQL queries, as fast as that store makes them.
+//! each listed session's length is checked against the store's: a mismatch with no
+//! write under way meanwhile is derived again and the page read anew, one that a write
+//! explains is the catalog a moment behind, not wrong. On a store across a network,
+//! where other processes write unseen, pages and search are SPARQL queries, as fast as
+//! that store makes them.
 
 use crate::catalog::{After, Catalog, Entry, Filter, Hit, Order, TurnDoc};
 use crate::error::{Error, Result};
@@ -260,29 +262,47 @@ impl Store {
             .as_deref()
             .map(|c| parse_cursor(c, kind))
             .transpose()?;
-        // Twice at most: a page whose sessions the store contradicts is read again
-        // once they are derived anew.
-        for _ in 0..2 {
+        // A page whose sessions the store contradicts is read again once they are
+        // derived anew; what still disagrees then is damage. A write that went in while
+        // the page was read explains any disagreement (the catalog had every write done
+        // before the read, the store has that one too): the page is served as the
+        // catalog had it, a moment before the write.
+        let mut derived = false;
+        loop {
+            let done = self.writes_done();
             self.settle_catalog()?;
             let (entries, next) = catalog
                 .page(&filter, order, after, limit)
                 .map_err(catalog_error)?;
-            if !self.contradicted(catalog, &entries)? {
-                let total = catalog.count(&filter).map_err(catalog_error)?;
-                let sessions = entries
-                    .into_iter()
-                    .map(|e| self.summary(e))
-                    .collect::<Result<_>>()?;
-                return Ok(SessionPage {
-                    sessions,
-                    total,
-                    next: next.map(|a| cursor_text(kind, a)),
-                });
+            let wrong = self.disagreeing(&entries)?;
+            if !wrong.is_empty() && !self.written_since(done) {
+                if derived {
+                    let what = if wrong.len() == 1 {
+                        "session"
+                    } else {
+                        "sessions"
+                    };
+                    return Err(catalog_error(format!(
+                        "the catalog keeps disagreeing with the store about {what} {}: run \
+                         `forktrail reindex`",
+                        wrong.join(", ")
+                    )));
+                }
+                catalog.suspect(&wrong);
+                derived = true;
+                continue;
             }
+            let total = catalog.count(&filter).map_err(catalog_error)?;
+            let sessions = entries
+                .into_iter()
+                .map(|e| self.summary(e))
+                .collect::<Result<_>>()?;
+            return Ok(SessionPage {
+                sessions,
+                total,
+                next: next.map(|a| cursor_text(kind, a)),
+            });
         }
-        Err(catalog_error(
-            "the catalog keeps disagreeing with the store: run `forktrail reindex`".into(),
-        ))
     }
 
     /// How many sessions `query`'s filters match (its page, order and cursor aside):
@@ -325,9 +345,8 @@ impl Store {
         })
     }
 
-    /// Whether the store says otherwise of any of `entries` (gone, or another length):
-    /// those become suspect.
-    fn contradicted(&self, catalog: &Catalog, entries: &[Entry]) -> Result<bool> {
+    /// The sessions of `entries` the store says otherwise of (gone, or another length).
+    fn disagreeing(&self, entries: &[Entry]) -> Result<Vec<String>> {
         let mut wrong = Vec::new();
         for e in entries {
             let Ok(id) = SessionId::new(e.id.clone()) else {
@@ -339,11 +358,7 @@ impl Store {
                 _ => wrong.push(e.id.clone()),
             }
         }
-        if wrong.is_empty() {
-            return Ok(false);
-        }
-        catalog.suspect(&wrong);
-        Ok(true)
+        Ok(wrong)
     }
 
     fn summary(&self, e: Entry) -> Result<SessionSummary> {
@@ -401,6 +416,7 @@ impl Store {
         let Some(catalog) = &self.catalog else {
             return self.search_by_sparql(text, offset, limit);
         };
+        let done = self.writes_done();
         self.settle_catalog()?;
         let (hits, total, parsed) = catalog.search(text, offset, limit).map_err(catalog_error)?;
         let mut out = Vec::with_capacity(hits.len());
@@ -411,7 +427,9 @@ impl Store {
                 Err(session) => gone.push(session),
             }
         }
-        if !gone.is_empty() {
+        // Gone since the catalog was read is a write's doing, which the catalog has by
+        // now; gone with no write meanwhile, the catalog was wrong about it.
+        if !gone.is_empty() && !self.written_since(done) {
             catalog.suspect(&gone);
         }
         let end = offset + limit;
@@ -480,16 +498,21 @@ impl Store {
 
     /// Derives from the RDF what the catalog holds as suspect (or rebuilds it whole
     /// when it is stale), then commits, so that a read sees every write before it.
-    /// Writes wait meanwhile: what is read from the RDF is what is put.
+    /// Writes wait meanwhile, so that what is read from the RDF is what is put; the
+    /// write lock is taken in turn, so a write waits only for the readers that asked
+    /// before it, and only those with something to derive ask.
     pub(crate) fn settle_catalog(&self) -> Result<()> {
         let Some(catalog) = &self.catalog else {
             return Ok(());
         };
         let (suspects, stale) = catalog.pending();
-        if stale {
-            self.rebuild_catalog(catalog, None)?;
-        } else if !suspects.is_empty() {
-            let _quiet = self.write()?;
+        if stale || !suspects.is_empty() {
+            let _quiet = self.hold_writes();
+            // Readers that found the same waited in line: the first settled it.
+            let (_, stale) = catalog.pending();
+            if stale {
+                self.rebuild_held(catalog, None)?;
+            }
             // Deriving one session may make others suspect (a detached session's old
             // parent); a few rounds settle any chain of those.
             for _ in 0..8 {
@@ -530,8 +553,17 @@ impl Store {
         catalog: &Catalog,
         progress: Option<&dyn Fn(u64, u64)>,
     ) -> Result<ReindexReport> {
+        let _quiet = self.hold_writes();
+        self.rebuild_held(catalog, progress)
+    }
+
+    /// [`Store::rebuild_catalog`], writes held by the caller.
+    fn rebuild_held(
+        &self,
+        catalog: &Catalog,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> Result<ReindexReport> {
         let started = Instant::now();
-        let _quiet = self.write()?;
         catalog.clear().map_err(catalog_error)?;
         let sessions = self.rdf().sessions()?;
         let total = sessions.len() as u64;

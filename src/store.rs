@@ -9,6 +9,7 @@ use crate::model::{DigestVersion, Limits, SessionId, UpgradeReport};
 use crate::rdf::{self, lease_quads, Iris, Rdf, SessionNode};
 use crate::records::{Entry, Records, Run};
 use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
+use crate::write_lock::{Counted, WriteGuard, WriteLock, Writes};
 use oxigraph::model::{NamedNode, Quad};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -40,7 +41,10 @@ const LEASE_WAIT: Duration = Duration::from_secs(45);
 pub struct Store {
     backend: Box<dyn Backend>,
     pub(crate) iris: Iris,
-    write_lock: Mutex<()>,
+    /// Taken in turn by writers and by readers bringing the catalog up to date.
+    write_lock: WriteLock,
+    /// Writes begun and writes done (see [`Writes`]).
+    writes: Arc<Writes>,
     /// Changes queued for a group commit (see `Group`).
     pub(crate) group: Mutex<Group>,
     pub(crate) group_done: Condvar,
@@ -157,7 +161,8 @@ impl Store {
             caching: backend.exclusive(),
             backend,
             iris: Iris::default(),
-            write_lock: Mutex::new(()),
+            write_lock: WriteLock::default(),
+            writes: Arc::default(),
             group: Mutex::default(),
             group_done: Condvar::new(),
             cache: Mutex::new(Cache::new(DEFAULT_TURN_BUDGET)),
@@ -385,17 +390,22 @@ impl Store {
         }
     }
 
-    fn lock_writes(&self) -> MutexGuard<'_, ()> {
-        // A panic while holding the lock left no partial write (nothing was committed),
-        // so a poisoned lock is safe to take over.
-        self.write_lock
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Holds writes while a reader brings the catalog up to date from the RDF
+    /// (`listing.rs`): the write lock, taken once every queued change is committed. It
+    /// writes nothing, so it is not counted as a write.
+    pub(crate) fn hold_writes(&self) -> WriteGuard<'_> {
+        let guard = self.lock_writes();
+        self.settle(&[]);
+        guard
+    }
+
+    fn lock_writes(&self) -> WriteGuard<'_> {
+        self.write_lock.lock()
     }
 
     fn tx<'s>(
         &'s self,
-        guard: MutexGuard<'s, ()>,
+        guard: WriteGuard<'s>,
         lease: Option<Lease>,
         group: Option<Vec<NamedNode>>,
     ) -> WriteTx<'s> {
@@ -403,7 +413,10 @@ impl Store {
             store: self,
             _guard: Some(guard),
             change: Change::default(),
-            effects: Effects::default(),
+            effects: Effects {
+                counted: Some(Counted::begin(&self.writes)),
+                ..Effects::default()
+            },
             lease,
             new_nodes: Vec::new(),
             labels: Vec::new(),
@@ -541,7 +554,7 @@ impl Store {
 pub(crate) struct WriteTx<'s> {
     store: &'s Store,
     /// Released once a grouped change is queued.
-    _guard: Option<MutexGuard<'s, ()>>,
+    _guard: Option<WriteGuard<'s>>,
     change: Change,
     effects: Effects,
     /// On a shared store, the lease this write holds: removed by the commit.
@@ -571,6 +584,8 @@ pub(crate) struct Effects {
     clear: bool,
     /// What the catalog learns from the write (see [`crate::catalog`]).
     catalog: Option<Pending>,
+    /// Counts the write as done once these effects are applied or given up.
+    counted: Option<Counted>,
 }
 
 impl Effects {
@@ -612,6 +627,23 @@ impl Effects {
             let digest = entry.digest.clone();
             cache.appended(session.as_str(), entry.into_record(&branch), digest);
         }
+        drop(cache);
+        // Done: whatever reads the store or the catalog from now on sees all of it.
+        drop(self.counted);
+    }
+}
+
+impl Store {
+    /// Writes done so far: read before a read that [`Store::written_since`] checks.
+    pub(crate) fn writes_done(&self) -> u64 {
+        self.writes.done()
+    }
+
+    /// Whether a write was under way at any moment since [`Store::writes_done`] gave
+    /// `done`: if not, the store and its derived indexes held the same writes
+    /// throughout.
+    pub(crate) fn written_since(&self, done: u64) -> bool {
+        self.writes.since(done)
     }
 }
 

@@ -1727,3 +1727,91 @@ fn stalled_and_vanishing_clients_neither_block_others_nor_half_apply_a_write() {
     let grown = rss().saturating_sub(rss_before);
     assert!(grown < 100 << 20, "memory grew by {grown} bytes");
 }
+
+#[test]
+fn a_flood_of_anonymous_list_pages_holds_no_authenticated_append_past_the_queue_wait() {
+    // On disk, as served: the catalog's commits are real file writes there.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path().join("store")).unwrap());
+    let tree = demo::build(&store).unwrap();
+    // A second's wait in line: a write is answered within it or refused with 503.
+    let config = ServerConfig {
+        queue_wait: Duration::from_secs(1),
+        ..with_token()
+    };
+    let wait = config.queue_wait;
+    let base = format!(
+        "http://{}",
+        common::serve_in_process(Arc::clone(&store), config)
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pages = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Four times as many anonymous readers as the read lane has slots, each asking for
+    // the session list again as soon as it has one.
+    let flood: Vec<_> = (0..32)
+        .map(|_| {
+            let (stop, pages, base) = (Arc::clone(&stop), Arc::clone(&pages), base.clone());
+            std::thread::spawn(move || {
+                let http = Client::builder()
+                    .timeout(Duration::from_secs(120))
+                    .build()
+                    .unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = http.get(format!("{base}/")).send().unwrap();
+                    let status = r.status();
+                    assert!(
+                        [StatusCode::OK, StatusCode::SERVICE_UNAVAILABLE].contains(&status),
+                        "{status}: {}",
+                        r.text().unwrap()
+                    );
+                    pages.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let http = Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let served = || pages.load(std::sync::atomic::Ordering::Relaxed);
+    while served() < 16 {
+        std::thread::yield_now();
+    }
+    // Appends one after another, for as long as it takes the flood to be served 200
+    // more pages (and 40 appends at least).
+    let first = served();
+    let mut took = Vec::new();
+    for n in 0.. {
+        if n >= 40 && served() >= first + 200 {
+            break;
+        }
+        let started = std::time::Instant::now();
+        let r = http
+            .post(format!("{base}/sessions/{}/turns", tree.booking))
+            .bearer_auth(TOKEN)
+            .json(&json!({"role": "user", "content": format!("append {n} under the flood")}))
+            .send()
+            .unwrap();
+        took.push(started.elapsed());
+        assert_eq!(
+            r.status(),
+            StatusCode::CREATED,
+            "append {n}: {}",
+            r.text().unwrap()
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in flood {
+        t.join().unwrap();
+    }
+    took.sort();
+    let slowest = *took.last().unwrap();
+    eprintln!(
+        "{} appends under {} list pages: median {:?}, slowest {slowest:?}",
+        took.len(),
+        served() - first,
+        took[took.len() / 2],
+    );
+    // The server's contract: a write is answered before its wait in line runs out.
+    assert!(slowest < wait, "the slowest append took {slowest:?}");
+}

@@ -11,11 +11,15 @@
 //! turns are their owner's, stored and indexed once).
 //!
 //! A write notes the sessions it changes in a journal before it commits and hands its
-//! effects over after (see `journal.rs`); what cannot be told from a write alone (a
-//! pop, a detach, an update, an RDF import) makes its sessions *suspect*, and the next
-//! read derives them from the RDF (`Store::settle_catalog`) before it answers. The
+//! effects over after (see `journal.rs`), into a queue: it never waits for the index
+//! writer, which readers hold while they commit; whoever takes the index writer next
+//! puts what is queued in first. What cannot be told from a write alone (a pop, a
+//! detach, an update, an import) makes its sessions *suspect*, and so does a session
+//! that appears, goes or moves for the parents and roots whose counts it changes; the
+//! next read derives them from the RDF (`Store::settle_catalog`) before it answers. The
 //! index commits at most every second in the background, and before a read that must
-//! see what was just written, so a search finds a turn appended a moment ago.
+//! see what was just written, so a search finds a turn appended a moment ago. A commit
+//! made while the index must be rebuilt says so, and the next open rebuilds it.
 
 mod journal;
 
@@ -174,19 +178,37 @@ struct Inner {
     index: Index,
     reader: IndexReader,
     f: Fields,
+    /// The index writer and what goes with it: held by readers for as long as an index
+    /// commit takes, so a write never takes it (see [`Applied`]).
     state: Mutex<State>,
+    /// Writes' effects, in commit order, waiting to be put in the index writer by the
+    /// next reader, commit or derivation (which all take `state` first).
+    applied: Mutex<Vec<Applied>>,
+    /// Taken after `state` when both are; a write notes its sessions here alone.
+    journal: Mutex<Option<Journal>>,
+}
+
+/// One committed write's effects, handed over without waiting for the index: its ops,
+/// and the journal lines noted for their sessions (open until the ops are in).
+struct Applied {
+    ops: Vec<Op>,
+    lines: Vec<(String, Line)>,
 }
 
 struct State {
     writer: IndexWriter,
-    /// Entries written since the last commit, which the reader cannot see yet.
-    recent: HashMap<String, Entry>,
+    /// Entries written (`Some`) or removed (`None`) since the last commit, which the
+    /// reader cannot see yet: what the catalog holds of a session is this, else what
+    /// is committed.
+    recent: HashMap<String, Option<Entry>>,
+    /// Every document was deleted since the last commit (a rebuild): what is committed
+    /// holds nothing any more.
+    cleared: bool,
     dirty: bool,
     /// Sessions to derive from the RDF before the next read, with their journal lines.
     suspects: BTreeMap<String, Vec<Line>>,
     /// The whole index must be rebuilt from the RDF.
     stale: bool,
-    journal: Option<Journal>,
 }
 
 #[derive(Clone, Copy)]
@@ -253,6 +275,11 @@ fn schema() -> (Schema, Fields) {
 struct Payload {
     version: u32,
     journal: Mark,
+    /// The index was committed while it had to be rebuilt from the RDF (it was new, or
+    /// a write could not say what it changed): it is not whole, and the next open
+    /// rebuilds it. Absent in indexes written before it was recorded, which were whole.
+    #[serde(default)]
+    stale: bool,
 }
 
 /// A tie-breaker for sessions with the same time: stable, and unique in practice.
@@ -334,6 +361,7 @@ impl Catalog {
         catalog.inner.reader.searcher().num_docs();
         {
             let mut state = catalog.state();
+            state.stale = payload.stale;
             for (id, line) in replay.into_iter().zip(lines) {
                 if id == EVERYTHING {
                     state.stale = true;
@@ -360,11 +388,13 @@ impl Catalog {
             state: Mutex::new(State {
                 writer,
                 recent: HashMap::new(),
+                cleared: false,
                 dirty: false,
                 suspects: BTreeMap::new(),
                 stale: false,
-                journal,
             }),
+            applied: Mutex::default(),
+            journal: Mutex::new(journal),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let committer = {
@@ -403,7 +433,9 @@ impl Catalog {
     }
 
     /// Puts a session's entry as derived from the RDF, and its own turns when given
-    /// (replacing those indexed); `None` removes the session. Clears it as a suspect.
+    /// (replacing those indexed); `None` removes the session. Clears it as a suspect, and
+    /// makes suspect the sessions whose entries it changes: the parents and roots it
+    /// left or joined, its root when its activity went back.
     pub(crate) fn put_derived(
         &self,
         id: &str,
@@ -413,29 +445,40 @@ impl Catalog {
         let inner = &self.inner;
         let mut state = inner.lock();
         let before = inner.entry(&state, id)?;
-        match entry {
-            Some(entry) => {
-                // A session that moved (a detach) changes the counts of the parents and
-                // roots it left and joined.
-                if let Some(old) = &before {
-                    let mut touched = Vec::new();
-                    if old.parent != entry.parent {
-                        touched.extend(old.parent.iter().chain(&entry.parent).cloned());
-                    }
-                    if old.root != entry.root {
-                        touched.extend([old.root.clone(), entry.root.clone()]);
-                    }
-                    for other in touched.into_iter().filter(|o| o != id) {
-                        state.suspects.entry(other).or_default();
-                    }
-                }
-                inner.write_entry(&mut state, entry);
+        // A session that appeared, went or moved (a detach) changes the counts of the
+        // parents and roots it left and joined, which no write told: derived too.
+        let placement = |e: &Entry| [e.parent.clone(), Some(e.root.clone())];
+        let moved = match (&before, &entry) {
+            (Some(old), Some(new)) => placement(old) != placement(new),
+            (None, None) => false,
+            _ => true,
+        };
+        if let (false, Some(old), Some(new)) = (moved, &before, &entry) {
+            // Its activity went back (a pop): its family's newest may be another's now.
+            if new.activity < old.activity && new.root != id {
+                inner.hold(&mut state, &new.root);
             }
+        }
+        // A rebuild puts every session anyway.
+        if moved && !state.cleared {
+            let touched: BTreeSet<String> = before
+                .iter()
+                .chain(&entry)
+                .flat_map(placement)
+                .flatten()
+                .filter(|other| other != id)
+                .collect();
+            for other in touched {
+                inner.hold(&mut state, &other);
+            }
+        }
+        match entry {
+            Some(entry) => inner.write_entry(&mut state, entry),
             None => {
                 state
                     .writer
                     .delete_term(Term::from_field_text(inner.f.ssid, id));
-                state.recent.remove(id);
+                state.recent.insert(id.to_string(), None);
                 state.dirty = true;
             }
         }
@@ -449,11 +492,7 @@ impl Catalog {
             state.dirty = true;
         }
         if let Some(lines) = state.suspects.remove(id) {
-            if let Some(journal) = state.journal.as_mut() {
-                for line in lines {
-                    journal.done(line);
-                }
-            }
+            inner.done(lines);
         }
         Ok(())
     }
@@ -475,9 +514,7 @@ impl Catalog {
     pub(crate) fn suspect(&self, ids: &[String]) {
         let mut state = self.state();
         for id in ids {
-            let line = state.journal.as_mut().and_then(|j| j.note(id).ok());
-            let held = state.suspects.entry(id.clone()).or_default();
-            held.extend(line);
+            self.inner.hold(&mut state, id);
         }
     }
 
@@ -495,6 +532,7 @@ impl Catalog {
         state.writer.rollback().map_err(failed)?;
         state.writer.delete_all_documents().map_err(failed)?;
         state.recent.clear();
+        state.cleared = true;
         state.dirty = true;
         Ok(())
     }
@@ -504,11 +542,7 @@ impl Catalog {
         let mut state = self.state();
         state.stale = false;
         let suspects = std::mem::take(&mut state.suspects);
-        if let Some(journal) = state.journal.as_mut() {
-            for line in suspects.into_values().flatten() {
-                journal.done(line);
-            }
-        }
+        self.inner.done(suspects.into_values().flatten());
     }
 
     /// Commits what is pending (if anything) so that reads see it.
@@ -710,18 +744,74 @@ fn term(field: Field, value: &str) -> Box<dyn Query> {
 }
 
 impl Inner {
+    /// The index writer and its state, with every write handed over so far in it.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        self.drain(&mut state);
+        state
+    }
+
+    /// Puts the writes handed over (see [`Applied`]) in the index writer, in order.
+    fn drain(&self, state: &mut State) {
+        let applied =
+            std::mem::take(&mut *self.applied.lock().unwrap_or_else(PoisonError::into_inner));
+        for Applied { ops, lines } in applied {
+            for op in ops {
+                if self.apply_op(state, op).is_err() {
+                    // The index could not take it: rebuilt from the RDF at the next read.
+                    state.stale = true;
+                }
+            }
+            // A line stays open while its session is suspect: replayed after a crash.
+            let mut done = Vec::new();
+            for (session, line) in lines {
+                match state.suspects.get_mut(&session) {
+                    Some(held) => held.push(line),
+                    None => done.push(line),
+                }
+            }
+            self.done(done);
+        }
+    }
+
+    fn journal(&self) -> MutexGuard<'_, Option<Journal>> {
+        self.journal.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lets journal lines go: what they noted is in the index writer.
+    fn done(&self, lines: impl IntoIterator<Item = Line>) {
+        if let Some(journal) = self.journal().as_mut() {
+            for line in lines {
+                journal.done(line);
+            }
+        }
+    }
+
+    /// Makes `id` suspect, noting it in the journal: until it is derived, an index
+    /// commit replays from here, so a crash meanwhile still derives it at the next open.
+    fn hold(&self, state: &mut State, id: &str) {
+        let mut journal = self.journal();
+        let line = journal.as_mut().and_then(|j| j.note(id).ok());
+        if line.is_none() && journal.is_some() {
+            // Unnoted, a crash could lose it: rebuilt whole before the next read instead.
+            state.stale = true;
+        }
+        state
+            .suspects
+            .entry(id.to_string())
+            .or_default()
+            .extend(line);
     }
 
     fn commit(&self, state: &mut State) -> Result<(), Failure> {
-        let mark = match state.journal.as_mut() {
+        let mark = match self.journal().as_mut() {
             Some(journal) => journal.mark().map_err(failed)?,
             None => Mark::default(),
         };
         let payload = serde_json::to_string(&Payload {
             version: VERSION,
             journal: mark,
+            stale: state.stale,
         })
         .map_err(failed)?;
         let mut prepared = state.writer.prepare_commit().map_err(failed)?;
@@ -729,17 +819,21 @@ impl Inner {
         prepared.commit().map_err(failed)?;
         self.reader.reload().map_err(failed)?;
         state.recent.clear();
+        state.cleared = false;
         state.dirty = false;
-        if let Some(journal) = &state.journal {
+        if let Some(journal) = self.journal().as_ref() {
             journal.prune(mark);
         }
         Ok(())
     }
 
-    /// The entry of `id`: written since the last commit, else as committed.
+    /// The entry of `id`: written or removed since the last commit, else as committed.
     fn entry(&self, state: &State, id: &str) -> Result<Option<Entry>, Failure> {
         if let Some(entry) = state.recent.get(id) {
-            return Ok(Some(entry.clone()));
+            return Ok(entry.clone());
+        }
+        if state.cleared {
+            return Ok(None);
         }
         let searcher: Searcher = self.reader.searcher();
         let found = searcher
@@ -775,9 +869,7 @@ impl Inner {
                 change(&mut entry);
                 self.write_entry(state, entry);
             }
-            None => {
-                state.suspects.entry(id.to_string()).or_default();
-            }
+            None => self.hold(state, id),
         }
         Ok(())
     }
@@ -791,16 +883,9 @@ impl Inner {
                     entry.root.clone(),
                     entry.activity,
                 );
-                state
-                    .suspects
-                    .remove(&id)
-                    .into_iter()
-                    .flatten()
-                    .for_each(|l| {
-                        if let Some(j) = state.journal.as_mut() {
-                            j.done(l);
-                        }
-                    });
+                if let Some(lines) = state.suspects.remove(&id) {
+                    self.done(lines);
+                }
                 self.write_entry(state, entry);
                 if let Some(parent) = parent {
                     self.patch(state, &parent, |p| p.forks += 1)?;
@@ -848,16 +933,23 @@ impl Inner {
                 state
                     .writer
                     .delete_term(Term::from_field_text(self.f.tsid, &id));
-                state.recent.remove(&id);
+                state.recent.insert(id.clone(), None);
                 state.dirty = true;
                 if let Some(before) = before {
                     if let Some(parent) = &before.parent {
                         self.patch(state, parent, |p| p.forks = p.forks.saturating_sub(1))?;
                     }
                     if before.root != id {
-                        self.patch(state, &before.root, |r| {
-                            r.family = r.family.saturating_sub(1)
-                        })?;
+                        // The family's newest activity may have been this session's:
+                        // only the RDF can say what comes next then.
+                        match self.entry(state, &before.root)? {
+                            Some(root) if before.activity < root.family_activity => {
+                                self.patch(state, &before.root, |r| {
+                                    r.family = r.family.saturating_sub(1)
+                                })?;
+                            }
+                            _ => self.hold(state, &before.root),
+                        }
                     }
                 }
             }
@@ -903,7 +995,7 @@ impl Inner {
             state.stale = true;
         }
         state.dirty = true;
-        state.recent.insert(entry.id.clone(), entry);
+        state.recent.insert(entry.id.clone(), Some(entry));
     }
 
     fn add_turn(&self, state: &mut State, session: &str, turn: &TurnDoc) -> Result<(), Failure> {
@@ -951,12 +1043,14 @@ impl Inner {
 }
 
 /// A write's changes for the catalog, gathered before it commits: its ops, and the
-/// journal lines noted for their sessions. Applied after the commit; dropped unapplied
-/// (the write failed), its lines are let go.
+/// journal lines noted for their sessions. Handed over after the commit; dropped
+/// unapplied (the write failed), its lines are let go.
 pub(crate) struct Pending {
     inner: Arc<Inner>,
     ops: Vec<Op>,
     lines: Vec<(String, Line)>,
+    /// A session could not be noted in the journal: the index is rebuilt instead.
+    unnoted: bool,
 }
 
 impl Catalog {
@@ -966,18 +1060,19 @@ impl Catalog {
             inner: Arc::clone(&self.inner),
             ops: Vec::new(),
             lines: Vec::new(),
+            unnoted: false,
         }
     }
 }
 
 impl Pending {
-    /// Adds `op` about `session`, noting the session in the journal first.
+    /// Adds `op` about `session`, noting the session in the journal first (which the
+    /// index writer's holders never keep for long: a write does not wait for them).
     pub(crate) fn push(&mut self, session: &str, op: Op) {
         if !self.lines.iter().any(|(s, _)| s == session) {
-            let mut state = self.inner.lock();
-            match state.journal.as_mut().map(|j| j.note(session)) {
+            match self.inner.journal().as_mut().map(|j| j.note(session)) {
                 Some(Ok(line)) => self.lines.push((session.to_string(), line)),
-                Some(Err(_)) => state.stale = true,
+                Some(Err(_)) => self.unnoted = true,
                 None => {}
             }
         }
@@ -998,44 +1093,27 @@ impl Pending {
         self.ops.push(op);
     }
 
-    /// Hands the committed write's changes to the catalog.
+    /// Hands the committed write's changes to the catalog, without waiting for its
+    /// index writer, which a reader may hold for a commit: the next one to take it
+    /// puts them in, before it reads or commits anything.
     pub(crate) fn apply(mut self) {
-        let ops = std::mem::take(&mut self.ops);
+        let mut ops = std::mem::take(&mut self.ops);
+        if self.unnoted {
+            ops.push(Op::All);
+        }
         let lines = std::mem::take(&mut self.lines);
-        let inner = &self.inner;
-        let mut state = inner.lock();
-        for op in ops {
-            if inner.apply_op(&mut state, op).is_err() {
-                // The index could not take it: rebuilt from the RDF at the next read.
-                state.stale = true;
-            }
-        }
-        let State {
-            journal, suspects, ..
-        } = &mut *state;
-        for (session, line) in lines {
-            match suspects.get_mut(&session) {
-                Some(held) => held.push(line),
-                None => {
-                    if let Some(journal) = journal.as_mut() {
-                        journal.done(line);
-                    }
-                }
-            }
-        }
+        self.inner
+            .applied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Applied { ops, lines });
     }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if self.lines.is_empty() {
-            return;
-        }
-        let mut state = self.inner.lock();
-        if let Some(journal) = state.journal.as_mut() {
-            for (_, line) in self.lines.drain(..) {
-                journal.done(line);
-            }
+        if !self.lines.is_empty() {
+            self.inner.done(self.lines.drain(..).map(|(_, line)| line));
         }
     }
 }

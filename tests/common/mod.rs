@@ -41,6 +41,16 @@ pub fn stores() -> Vec<TestStore> {
     out
 }
 
+/// A store in memory, as a test store.
+pub fn memory() -> TestStore {
+    TestStore {
+        store: Store::in_memory().unwrap(),
+        kind: "memory",
+        _dir: None,
+        _server: None,
+    }
+}
+
 /// A store on a fresh Virtuoso server, when `FORKTRAIL_VIRTUOSO` names `virtuoso-t`.
 pub fn virtuoso() -> Option<TestStore> {
     let server = Virtuoso::start()?;
