@@ -134,22 +134,27 @@ fn rdf_listing(s: &Store) -> BTreeMap<String, Listed> {
         .map(|n| (n["s"].clone(), n["id"].clone()))
         .collect();
     assert_eq!(id_of.len(), nodes.len(), "one node per session graph");
-    // Own turns: (count, last index, newest time, models) per session IRI.
-    let mut own: BTreeMap<&str, (u64, Option<u64>, i64, BTreeSet<String>)> = BTreeMap::new();
+    // Own turns per session IRI.
+    let mut own: BTreeMap<&str, OwnTurns> = BTreeMap::new();
     for t in &turns {
         let slot = own.entry(t["s"].as_str()).or_default();
         let index: u64 = t["index"].parse().unwrap();
-        slot.0 += 1;
-        slot.1 = slot.1.max(Some(index));
-        slot.2 = slot.2.max(t.get("at").map_or(0, |a| micros(a)));
-        slot.3.extend(t.get("model").cloned());
+        slot.count += 1;
+        slot.last = slot.last.max(Some(index));
+        slot.newest = slot.newest.max(t.get("at").map_or(0, |a| micros(a)));
+        slot.models.extend(t.get("model").cloned());
     }
     let mut out = BTreeMap::new();
     for n in &nodes {
         let iri = n["s"].as_str();
         let parent = n.get("parent").map(|p| id_of[p].clone());
         let at: Option<u64> = n.get("at").map(|a| a.parse().unwrap());
-        let (count, last, newest, models) = own.get(iri).cloned().unwrap_or_default();
+        let OwnTurns {
+            count,
+            last,
+            newest,
+            models,
+        } = own.get(iri).cloned().unwrap_or_default();
         // A detached session keeps its fork point as history, and owns every turn.
         let own_start = if parent.is_some() { at.unwrap_or(0) } else { 0 };
         let length = last.map_or(own_start, |l| l + 1);
@@ -169,7 +174,7 @@ fn rdf_listing(s: &Store) -> BTreeMap<String, Listed> {
             .iter()
             .map(|m| {
                 let c = m.get("created").map_or(0, |c| micros(c));
-                c.max(own.get(m["s"].as_str()).map_or(0, |o| o.2))
+                c.max(own.get(m["s"].as_str()).map_or(0, |o| o.newest))
             })
             .fold(activity, i64::max);
         let micros_text = |m: i64| {
@@ -829,12 +834,25 @@ fn codex_pi_openai_and_otlp_imports_whole_and_line_by_line_list_what_they_store(
     }
 }
 
+/// A session's own turns as the RDF has them.
+#[derive(Clone, Default)]
+struct OwnTurns {
+    count: u64,
+    last: Option<u64>,
+    /// The newest turn's time, in microseconds.
+    newest: i64,
+    models: BTreeSet<String>,
+}
+
+/// A named step on a store.
+type Step = (&'static str, Box<dyn Fn(&Store)>);
+
 /// Every kind of write, in order, each a named step on a store (ids fixed, so that a
 /// step can name what an earlier one made). The stub answers the regeneration.
-fn writes(stub: &str) -> Vec<(&'static str, Box<dyn Fn(&Store)>)> {
+fn writes(stub: &str) -> Vec<Step> {
     let endpoint = stub.to_string();
     let turn = |i: usize| {
-        let (role, model) = if i % 2 == 0 {
+        let (role, model) = if i.is_multiple_of(2) {
             (Role::User, None)
         } else {
             (

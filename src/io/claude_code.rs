@@ -1241,7 +1241,7 @@ impl Forks {
             let family = steps::rebuild(family.clone(), |_| false);
             for node in family.nodes.iter().filter(|n| n.copy) {
                 for turn in &node.turns {
-                    digest = crate::rdf::turn_digest(&digest, index, &turn);
+                    digest = crate::rdf::turn_digest(&digest, index, turn);
                     index += 1;
                 }
                 let Some(last) = index.checked_sub(1).filter(|&l| l < chain.leaf().length) else {

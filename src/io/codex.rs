@@ -227,7 +227,7 @@ impl Store {
         let mut prev = String::new();
         let mut at_end = None;
         for (index, turn) in turns.iter().enumerate().take(stored as usize) {
-            prev = crate::rdf::turn_digest(&prev, index as u64, &turn);
+            prev = crate::rdf::turn_digest(&prev, index as u64, turn);
             at_end = Some(prev.clone());
         }
         let held = match stored {

@@ -331,7 +331,7 @@ impl Store {
             let mut digests = Vec::with_capacity(upto);
             let mut prev = String::new();
             for (index, (turn, _)) in root.turns.iter().enumerate().take(upto) {
-                prev = rdf::turn_digest(&prev, index as u64, &turn);
+                prev = rdf::turn_digest(&prev, index as u64, turn);
                 digests.push(prev.clone());
             }
             digests
