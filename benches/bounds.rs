@@ -285,7 +285,11 @@ fn watch_with_a_long_line(line_mb: usize) -> Figure {
 
 /// A message of about 1 KB, numbered `i`, of the user (even) or the assistant (odd).
 fn message(i: usize) -> Value {
-    let role = if i.is_multiple_of(2) { "user" } else { "assistant" };
+    let role = if i.is_multiple_of(2) {
+        "user"
+    } else {
+        "assistant"
+    };
     let text = format!("message {i} ") + &"lorem ipsum ".repeat(85);
     json!({"role": role, "parts": [{"type": "text", "content": text}]})
 }

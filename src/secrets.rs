@@ -28,6 +28,11 @@ pub const REDACTED: &str = "[redacted]";
 /// say what went wrong, not a copy of whatever the other side sent.
 pub const EXCERPT_CHARS: usize = 500;
 
+/// The most characters of an error message stored or returned: forktrail's own words
+/// around an outside excerpt (the URL, what to do), which are not cut at
+/// [`EXCERPT_CHARS`], but still a bound.
+pub const MESSAGE_CHARS: usize = 2_000;
+
 /// Secrets shorter than this are not looked for: no key or token is, and replacing a
 /// short string everywhere would mangle every message.
 pub const MIN_SECRET_CHARS: usize = 4;
@@ -78,10 +83,20 @@ pub fn scrub(text: &str) -> String {
 /// [`REDACTED`], then cut to [`EXCERPT_CHARS`] characters. Scrubbed before it is cut,
 /// so that no part of a secret survives at the cut.
 pub fn excerpt(text: &str) -> String {
-    let scrubbed = redact_credentials(&scrub(text));
-    match scrubbed.char_indices().nth(EXCERPT_CHARS) {
-        Some((at, _)) => format!("{}…", &scrubbed[..at]),
-        None => scrubbed,
+    cut(redact_credentials(&scrub(text)), EXCERPT_CHARS)
+}
+
+/// An error message as it is stored: every secret and credential header value
+/// redacted as by [`excerpt`], cut at [`MESSAGE_CHARS`]. The outside text in it was
+/// excerpted where it came in; this keeps the words forktrail put around it whole.
+pub fn message(text: &str) -> String {
+    cut(redact_credentials(&scrub(text)), MESSAGE_CHARS)
+}
+
+fn cut(text: String, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
     }
 }
 
@@ -222,6 +237,20 @@ mod tests {
             EXCERPT_CHARS + 1,
             "cut, with an ellipsis"
         );
+    }
+
+    #[test]
+    fn a_message_keeps_its_own_words_around_an_excerpt_but_no_secret_and_is_bounded() {
+        hold("secret-in-a-message-0123456789");
+        let outside = format!("{} secret-in-a-message-0123456789", "y".repeat(900));
+        let advice = "then set SSL_CERT_FILE to ca.pem";
+        let out = message(&format!("refused ({}); {advice}", excerpt(&outside)));
+        assert!(out.ends_with(advice), "{out}");
+        assert!(!out.contains("secret-in"), "{out}");
+        let held = message(&format!("{advice} Bearer secret-in-a-message-0123456789"));
+        assert!(!held.contains("secret-in"), "{held}");
+        let long = message(&"z".repeat(3 * MESSAGE_CHARS));
+        assert_eq!(long.chars().count(), MESSAGE_CHARS + 1);
     }
 
     #[test]

@@ -149,7 +149,8 @@ fn system_roots(variables_set: bool) -> Vec<CertificateDer<'static>> {
 }
 
 /// If `error` (or what caused it) is a failed check of a server's certificate: what
-/// is wrong with the certificate and what to do.
+/// is wrong with the certificate and what to do. What came from outside in it is
+/// already excerpted (`secrets::excerpt`): the advice is kept whole.
 pub(crate) fn untrusted(error: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next = Some(error);
     while let Some(e) = next {
@@ -200,7 +201,9 @@ fn refusal(why: &CertificateError, error: &dyn std::fmt::Display) -> String {
              (it is added to the system's roots)"
         ),
     };
-    format!("the server's TLS certificate was refused ({error}); {remedy}")
+    // rustls's words are cut as any error from outside is; the remedy is ours, whole.
+    let said = crate::secrets::excerpt(&error.to_string());
+    format!("the server's TLS certificate was refused ({said}); {remedy}")
 }
 
 /// Whether webpki refused a certificate for being a CA's presented as a server's own.

@@ -95,7 +95,7 @@ impl JobNode {
         // The one place a job's error is stored: whatever outside text it carries, no
         // secret is kept.
         if let Some(message) = error {
-            let message = crate::secrets::excerpt(message);
+            let message = crate::secrets::message(message);
             inserts.push(self.quad(ft::ERROR_MESSAGE, literal(&message)));
         }
         (inserts, vec![self.running()])

@@ -162,7 +162,7 @@ impl Node {
         // The one place a run's detail is stored: whatever outside text it carries, no
         // secret is kept.
         if let Some(detail) = detail {
-            let detail = crate::secrets::excerpt(detail);
+            let detail = crate::secrets::message(detail);
             inserts.push(self.quad(ft::ERROR_MESSAGE, literal(&detail)));
         }
         let running = self.quad(ft::STATUS, literal(RunStatus::Running.as_str()));

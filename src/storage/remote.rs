@@ -230,14 +230,16 @@ impl Remote {
             }
             Err(ureq::Error::Transport(e)) => Err(Error::Remote {
                 url: url.to_string(),
-                detail: secrets::excerpt(&crate::tls::untrusted(&e).unwrap_or_else(
-                    || match e.kind() {
-                        ureq::ErrorKind::ConnectionFailed | ureq::ErrorKind::Dns => {
-                            format!("cannot connect: {e}")
-                        }
-                        _ => e.to_string(),
-                    },
-                )),
+                detail: crate::tls::untrusted(&e)
+                    .map(|why| secrets::message(&why))
+                    .unwrap_or_else(|| {
+                        secrets::excerpt(&match e.kind() {
+                            ureq::ErrorKind::ConnectionFailed | ureq::ErrorKind::Dns => {
+                                format!("cannot connect: {e}")
+                            }
+                            _ => e.to_string(),
+                        })
+                    }),
             }),
         }
     }

@@ -497,10 +497,11 @@ pub(crate) fn post(
                     | ureq::ErrorKind::UnknownScheme
             );
             if let Some(why) = crate::tls::untrusted(&t) {
-                return Err(CallFailure::new(
-                    format!("cannot reach {url}: {why}"),
-                    false,
-                ));
+                // Excerpted already but for the advice, which must stay whole.
+                return Err(CallFailure {
+                    message: secrets::message(&format!("cannot reach {url}: {why}")),
+                    maybe_billed: false,
+                });
             }
             let mut why = t.kind().to_string();
             for detail in [
