@@ -1,8 +1,8 @@
 //! Anchors: named points in a session, and forks from them.
 
-use crate::chain::Chain;
 use crate::error::{Error, Result};
 use crate::model::{check_key, AnchorInfo, SessionId, SizeClass};
+use crate::rdf::chain::Chain;
 use crate::rdf::{self, anchor_quads, AnchorNode};
 use crate::store::Store;
 

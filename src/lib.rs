@@ -24,13 +24,9 @@
 //! ```
 
 mod anchor;
-mod cache;
-mod catalog;
-mod chain;
 pub mod demo;
 mod diff;
 pub use diff::{word_diff, AlignedRow, RowKind, WordRuns};
-mod durability;
 mod error;
 mod html;
 mod io;
@@ -40,10 +36,8 @@ pub mod mcp;
 mod merge;
 mod model;
 mod query;
-mod query_check;
 mod rdf;
 mod read;
-mod records;
 pub mod secrets;
 #[cfg(feature = "server")]
 pub mod server;
@@ -56,9 +50,7 @@ mod verify;
 pub mod vocab;
 mod whatif;
 mod write;
-mod write_lock;
 
-pub use durability::Durability;
 pub use error::{Error, Result};
 pub use io::{
     BackupReport, CopyReport, ExportFormat, ImportFormat, SharedCopy, Skipped, TranscriptOptions,
@@ -79,6 +71,7 @@ pub use model::{
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};
 pub use rdf::{turn_digest, DigestVersion, DEFAULT_BASE_IRI};
 pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};
+pub use store::Durability;
 pub use store::Store;
 pub use verify::{Check, Problem, VerifyReport};
 pub use whatif::{

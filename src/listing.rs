@@ -1,6 +1,6 @@
 //! Pages of sessions and search over what sessions hold.
 //!
-//! On a store this process owns, both come from the catalog (`crate::catalog`): a page
+//! On a store this process owns, both come from the catalog (`crate::store::catalog`): a page
 //! costs the same at a thousand sessions and at a million, and search is ranked. Before
 //! answering, a read derives from the RDF whatever the catalog holds as suspect, and
 //! each listed session's length is checked against the store's: a mismatch with no
@@ -9,10 +9,10 @@
 //! where other processes write unseen, pages and search are SPARQL queries, as fast as
 //! that store makes them.
 
-use crate::catalog::{After, Catalog, Entry, Filter, Hit, Order, TurnDoc};
 use crate::error::{Error, Result};
 use crate::model::{Agent, Role, SessionId, TokenTotals};
 use crate::rdf::{SessionFilter, SessionNode};
+use crate::store::catalog::{After, Catalog, Entry, Filter, Hit, Order, TurnDoc};
 use crate::store::{micros, Store};
 use oxigraph::model::NamedNode;
 use serde::{Deserialize, Serialize};
@@ -715,7 +715,7 @@ impl Store {
             .into_iter()
             .map(|(id, created)| {
                 let key = micros(created.as_deref());
-                let tie = crate::catalog::tie(&id);
+                let tie = crate::store::catalog::tie(&id);
                 (After { key, tie }, id)
             })
             .collect();

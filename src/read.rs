@@ -1,15 +1,15 @@
 //! The read path: session facts, the chain walk, load, replay, info, list, branches,
 //! tree. Nothing here writes.
 
-use crate::chain::{Chain, Span};
 use crate::error::{Error, Result};
 use crate::model::{
     BranchInfo, Kind, ReplayRecord, SessionId, SessionInfo, TokenTotals, TreeNode, Turn,
     MAX_FORK_DEPTH,
 };
 use crate::query::queries;
+use crate::rdf::chain::{Chain, Span};
 use crate::rdf::{instant, missing_turn, payload_sha256, SessionNode};
-use crate::records::{Entry, Records};
+use crate::store::records::{Entry, Records};
 use crate::store::Store;
 use oxigraph::model::{Literal, NamedNode, NamedNodeRef, Term};
 use std::collections::{HashMap, HashSet};
@@ -381,7 +381,7 @@ impl Store {
                 _ => self.rdf().digest(owner, last.index)?,
             };
             verified = stored == last.digest
-                && crate::records::chained(&base, &good)
+                && crate::store::records::chained(&base, &good)
                 && self.labels_match(owner, &good)?;
         }
         if !verified {

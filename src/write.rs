@@ -2,18 +2,18 @@
 //! everything first, then writes one change through a [`WriteTx`], which holds the write
 //! lock and keeps the read cache.
 
-use crate::chain::Chain;
 use crate::error::{Error, Result};
 use crate::model::{
     check_key, Agent, DeleteOptions, DeletePlan, DeletedSession, DetachOptions, DetachPlan,
     ForkOptions, ForkPlan, Label, Limits, MovedSession, NewSession, NewTurn, SessionId, SizeClass,
     Turn, TurnSpan, MAX_FORK_DEPTH,
 };
+use crate::rdf::chain::Chain;
 use crate::rdf::{
     self, detach_change, detach_copy, fork_request_quads, session_quads, turn_quads, ForkRecord,
     GraphWriter, SessionNode, SessionRecord, TurnRecord,
 };
-use crate::records::Entry;
+use crate::store::records::Entry;
 use crate::store::{AppendedFacts, Store, WriteTx};
 use oxigraph::model::NamedNode;
 

@@ -149,7 +149,7 @@ impl Store {
 
     /// How many first turns root session `child` shares with the leaf of `chain`: equal
     /// digests at an index mean equal histories up to it, so found by bisection.
-    fn shared_prefix(&self, child: &SessionNode, chain: &crate::chain::Chain) -> Result<u64> {
+    fn shared_prefix(&self, child: &SessionNode, chain: &crate::rdf::chain::Chain) -> Result<u64> {
         let rdf = self.rdf();
         let same = |i: u64| -> Result<bool> {
             Ok(rdf.digest(child, i)? == self.digest_in_chain(chain, i)?)

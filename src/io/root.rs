@@ -12,7 +12,6 @@
 //! that shares nothing), never by comparing texts.
 
 use super::report::{TranscriptOptions, TranscriptReport};
-use crate::catalog::TurnDoc;
 use crate::error::{Error, Result};
 use crate::model::{
     Agent, Limits, NewSession, NewTurn, Role, SessionId, SizeClass, MAX_FORK_DEPTH,
@@ -21,7 +20,8 @@ use crate::rdf::{
     self, session_quads, turn_quads, ForkRecord, GraphWriter, SessionNode, SessionRecord,
     TurnRecord,
 };
-use crate::records::{Entry, Run};
+use crate::store::catalog::TurnDoc;
+use crate::store::records::{Entry, Run};
 use crate::store::{Store, WriteTx};
 use crate::write::{check_turn, ANONYMOUS};
 use crate::Label;

@@ -23,6 +23,7 @@
 
 mod activity;
 mod audit;
+pub(crate) mod chain;
 mod digest;
 mod import;
 mod iri;

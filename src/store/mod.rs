@@ -1,21 +1,29 @@
 //! The store handle: a backend behind the storage seam, instance IRIs, the read cache,
 //! and the write lock with the transaction type that holds it.
 
-use crate::cache::{Cache, DEFAULT_TURN_BUDGET};
-use crate::catalog::{Catalog, Entry as CatalogEntry, Op, Pending, TurnDoc};
-use crate::durability::{Durability, Flusher};
+pub(crate) mod cache;
+pub(crate) mod catalog;
+mod durability;
+pub(crate) mod records;
+pub(crate) mod write_lock;
+
+pub use durability::Durability;
+
 use crate::error::{Error, Result};
 use crate::model::{DigestVersion, Limits, SessionId, UpgradeReport};
 use crate::rdf::{self, lease_quads, Iris, Rdf, SessionNode};
-use crate::records::{Entry, Records, Run};
 use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
-use crate::write_lock::{Counted, WriteGuard, WriteLock, Writes};
+use cache::{Cache, DEFAULT_TURN_BUDGET};
+use catalog::{Catalog, Entry as CatalogEntry, Op, Pending, TurnDoc};
+use durability::Flusher;
 use oxigraph::model::{NamedNode, Quad};
+use records::{Entry, Records, Run};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use write_lock::{Counted, WriteGuard, WriteLock, Writes};
 
 /// How long a lease holds if its writer never removes it (a process that died).
 const LEASE_TTL: Duration = Duration::from_secs(30);
@@ -48,7 +56,7 @@ pub struct Store {
     /// Changes queued for a group commit (see `Group`).
     pub(crate) group: Mutex<Group>,
     pub(crate) group_done: Condvar,
-    /// Session facts, lengths and decoded turns: derived, see [`crate::cache`]. Used only
+    /// Session facts, lengths and decoded turns: derived, see [`crate::store::cache`]. Used only
     /// when this process owns the store alone.
     cache: Mutex<Cache>,
     caching: bool,
@@ -65,10 +73,10 @@ pub struct Store {
     durability: Durability,
     /// The number of quads, as last counted, and when: query costs are weighed by it.
     counted: Mutex<Option<(Instant, usize)>>,
-    /// The record index of a store on disk (see [`crate::records`]).
+    /// The record index of a store on disk (see [`crate::store::records`]).
     pub(crate) records: Option<Records>,
     /// Pages of sessions and search, for a store this process owns (see
-    /// [`crate::catalog`]).
+    /// [`crate::store::catalog`]).
     pub(crate) catalog: Option<Catalog>,
     /// The thread of `Durability::Interval`, stopped (after a last flush) on drop.
     _flusher: Option<Flusher>,
@@ -92,7 +100,7 @@ impl Store {
         store.catalog = Some(Catalog::open(path.as_ref()).map_err(|e| Error::Io {
             context: format!(
                 "opening the catalog in {}",
-                path.as_ref().join(crate::catalog::DIR).display()
+                path.as_ref().join(crate::store::catalog::DIR).display()
             ),
             source: std::io::Error::other(e),
         })?);
@@ -300,8 +308,8 @@ impl Store {
     pub fn derived_bytes(&self) -> Option<(u64, u64)> {
         let path = self.path()?;
         Some((
-            dir_size(&path.join(crate::records::DIR)),
-            dir_size(&path.join(crate::catalog::DIR)),
+            dir_size(&path.join(crate::store::records::DIR)),
+            dir_size(&path.join(crate::store::catalog::DIR)),
         ))
     }
 
@@ -582,7 +590,7 @@ pub(crate) struct Effects {
     imported: Vec<(NamedNode, u64, Run)>,
     /// The change may touch anything: drop the whole cache.
     clear: bool,
-    /// What the catalog learns from the write (see [`crate::catalog`]).
+    /// What the catalog learns from the write (see [`crate::store::catalog`]).
     catalog: Option<Pending>,
     /// Counts the write as done once these effects are applied or given up.
     counted: Option<Counted>,
@@ -892,7 +900,7 @@ impl<'s> WriteTx<'s> {
             self.effects
                 .catalog
                 .get_or_insert_with(|| catalog.begin())
-                .push(crate::catalog::EVERYTHING, Op::All);
+                .push(crate::store::catalog::EVERYTHING, Op::All);
         }
         self.effects.clear = true;
     }

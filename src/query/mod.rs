@@ -1,8 +1,10 @@
 //! `queries/*.rq`, parsed once, and SPARQL over the store with values bound as terms.
 
-use crate::chain::Chain;
+pub(crate) mod check;
+
 use crate::error::{Error, Result};
 use crate::model::{Kind, ReplayRecord, SessionId};
+use crate::rdf::chain::Chain;
 use crate::rdf::SessionNode;
 use crate::storage::Sparql;
 use crate::store::Store;
@@ -116,7 +118,7 @@ macro_rules! queries {
         $(#[doc = concat!("`queries/", $name, ".rq`")]
         pub const $konst: NamedQuery = NamedQuery {
             name: $name,
-            source: include_str!(concat!("../queries/", $name, ".rq")),
+            source: include_str!(concat!("../../queries/", $name, ".rq")),
         };)*
         /// Every shipped query.
         pub const ALL: &[NamedQuery] = &[$($konst),*];
@@ -172,8 +174,8 @@ fn parsed(query: &NamedQuery) -> Result<Prepared> {
 }
 
 fn prepare(sparql: &str) -> Result<Prepared> {
-    let query = crate::query_check::parse_query(sparql)?;
-    let projection = crate::query_check::projection(&query);
+    let query = crate::query::check::parse_query(sparql)?;
+    let projection = crate::query::check::projection(&query);
     Ok(Prepared { query, projection })
 }
 
@@ -296,7 +298,7 @@ impl Store {
                 n as f64
             }
         };
-        crate::query_check::check_cost(pattern, &size, &rows)
+        crate::query::check::check_cost(pattern, &size, &rows)
     }
 
     /// [`Store::query_named`] with a dataset and a cancellation token, as
@@ -317,7 +319,7 @@ impl Store {
     /// the store's own default graph is empty. `LOAD` and `SERVICE` are refused:
     /// forktrail never fetches anything.
     pub fn update(&self, sparql: &str, cancel: Option<&CancellationToken>) -> Result<()> {
-        let update = crate::query_check::parse_update(sparql)?;
+        let update = crate::query::check::parse_update(sparql)?;
         for operation in &update.operations {
             if let spargebra::GraphUpdateOperation::DeleteInsert { pattern, .. } = operation {
                 self.check_cost(pattern, &[])?;
