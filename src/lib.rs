@@ -23,44 +23,38 @@
 //! # Ok::<(), forktrail::Error>(())
 //! ```
 
-mod anchor;
-pub mod demo;
-mod diff;
-pub use diff::{word_diff, AlignedRow, RowKind, WordRuns};
+mod engine;
 mod error;
 mod html;
 mod io;
-mod listing;
 #[cfg(feature = "mcp")]
 pub mod mcp;
-mod merge;
 mod model;
 mod query;
 mod rdf;
-mod read;
 pub mod secrets;
 #[cfg(feature = "server")]
 pub mod server;
 mod storage;
 mod store;
-mod summary;
 mod tls;
 mod tool_call;
-mod verify;
 pub mod vocab;
 mod whatif;
-mod write;
 
+pub use engine::demo;
+pub use engine::diff::{word_diff, AlignedRow, RowKind, WordRuns};
+pub use engine::listing::{
+    Page, ReindexReport, SearchHit, SearchPage, SearchQuery, SessionOrder, SessionPage,
+    SessionQuery, SessionSummary, DEFAULT_PAGE, MAX_PAGE,
+};
+pub use engine::merge::SessionWriter;
+pub use engine::verify::{Check, Problem, VerifyReport};
 pub use error::{Error, Result};
 pub use io::{
     BackupReport, CopyReport, ExportFormat, ImportFormat, SharedCopy, Skipped, TranscriptOptions,
     TranscriptReport, MAX_LINE_BYTES,
 };
-pub use listing::{
-    Page, ReindexReport, SearchHit, SearchPage, SearchQuery, SessionOrder, SessionPage,
-    SessionQuery, SessionSummary, DEFAULT_PAGE, MAX_PAGE,
-};
-pub use merge::SessionWriter;
 pub use model::{
     Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,
     DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus, Kind, Label, Limits, MergeOptions,
@@ -73,7 +67,6 @@ pub use rdf::{turn_digest, DigestVersion, DEFAULT_BASE_IRI};
 pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};
 pub use store::Durability;
 pub use store::Store;
-pub use verify::{Check, Problem, VerifyReport};
 pub use whatif::{
     check_offered, offered_endpoints, Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell,
     CompareOptions, ComparePlan, Comparison, CostStatus, DiffRow, Figures, Price, Provider,

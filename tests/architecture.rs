@@ -288,7 +288,7 @@ fn engine_files_call_each_other_in_one_direction() {
         }
     }
     assert!(
-        graph["src/write.rs"].contains("src/read.rs"),
+        graph["src/engine/write.rs"].contains("src/engine/read.rs"),
         "the scan misses calls: {graph:?}"
     );
     if let Some(cycle) = find_cycle(&graph) {

@@ -12,6 +12,7 @@
 //! that shares nothing), never by comparing texts.
 
 use super::report::{TranscriptOptions, TranscriptReport};
+use crate::engine::write::{check_turn, ANONYMOUS};
 use crate::error::{Error, Result};
 use crate::model::{
     Agent, Limits, NewSession, NewTurn, Role, SessionId, SizeClass, MAX_FORK_DEPTH,
@@ -23,7 +24,6 @@ use crate::rdf::{
 use crate::store::catalog::TurnDoc;
 use crate::store::records::{Entry, Run};
 use crate::store::{Store, WriteTx};
-use crate::write::{check_turn, ANONYMOUS};
 use crate::Label;
 use oxigraph::model::{Literal, NamedNode, Quad};
 use serde::Serialize;

@@ -9,7 +9,7 @@
 
 use super::ui::{page, read, session_id, Page};
 use super::{AppState, Shared};
-use crate::diff::{word_diff, AlignedRow, RowKind};
+use crate::engine::diff::{word_diff, AlignedRow, RowKind};
 use crate::html;
 use crate::model::{ReplayRecord, SessionInfo};
 use axum::extract::Query;

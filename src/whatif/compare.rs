@@ -8,10 +8,11 @@ use super::{
     DiffRow, Figures, Price, BASELINE, DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS,
     DEFAULT_MAX_STEPS, PLAN_METHOD,
 };
+use crate::engine::listing::{keyset, Page};
 use crate::error::{Error, Result};
 use crate::model::{Agent, ForkOptions, Role, RunStatus, SessionId, SizeClass, Turn};
 use crate::rdf::{self, instant, ComparisonRecord, RunRecord, StoredRun, WhatIfNode};
-use crate::store::Store;
+use crate::store::{micros, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::{BTreeMap, HashSet};
@@ -824,4 +825,38 @@ fn calls_of(turn: &Turn) -> Result<Vec<(String, String)>> {
             (c.name, args)
         })
         .collect())
+}
+
+impl Store {
+    /// A page of comparisons with their figures, newest first (`limit` default 50, at
+    /// most 1,000): only the comparisons on the page are measured.
+    pub fn comparisons_page(
+        &self,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> Result<Page<Comparison>> {
+        let rdf = self.rdf();
+        let keyed = rdf
+            .comparisons()?
+            .iter()
+            .map(|node| {
+                let stored = rdf.comparison(node)?;
+                Ok((
+                    micros(stored.created_at.as_deref()),
+                    stored.id.clone(),
+                    stored.id,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let page = keyset(keyed, limit, cursor)?;
+        Ok(Page {
+            items: page
+                .items
+                .iter()
+                .map(|id| self.comparison(id))
+                .collect::<Result<_>>()?,
+            total: page.total,
+            next: page.next,
+        })
+    }
 }

@@ -158,44 +158,10 @@ impl Store {
         Ok(audit.check(self, &targets, true))
     }
 
-    /// Checks forktrail's own TriG or N-Quads export on its own, as a third party would
-    /// check what they were sent: the file's graphs are loaded into a scratch store
-    /// (nothing is validated on the way in) and verified whole. Sessions are looked for
-    /// under `base` (the default base when `None`). An export states no digest version:
-    /// its digests are checked as the current version makes them, and when some differ,
-    /// as version 1 made them; the report says which version held.
-    pub fn verify_export(
-        content: impl std::io::Read,
-        format: crate::ImportFormat,
-        base: Option<&str>,
-    ) -> Result<VerifyReport> {
-        let format = match format {
-            crate::ImportFormat::TriG => oxigraph::io::RdfFormat::TriG,
-            crate::ImportFormat::NQuads => oxigraph::io::RdfFormat::NQuads,
-            other => {
-                return Err(crate::Error::InvalidInput(format!(
-                    "verify reads forktrail's own TriG or N-Quads, not {other:?}"
-                )))
-            }
-        };
-        let mut scratch = Store::in_memory()?;
-        if let Some(base) = base {
-            scratch = scratch.with_base_iri(base)?;
-        }
-        scratch
-            .oxigraph()
-            .load_from_reader(oxigraph::io::RdfParser::from_format(format), content)
-            .map_err(|e| crate::Error::Parse {
-                what: "the export".into(),
-                detail: e.to_string(),
-            })?;
-        scratch.verify_as_either(None)
-    }
-
     /// [`Store::verify`] of a store whose digest version is not recorded (an export
     /// loaded as is): as the current version, and if that finds digests that differ,
     /// as version 1, whose report is kept when it finds none.
-    fn verify_as_either(&self, session: Option<&SessionId>) -> Result<VerifyReport> {
+    pub(crate) fn verify_as_either(&self, session: Option<&SessionId>) -> Result<VerifyReport> {
         let current = self.verify_with(DigestVersion::CURRENT, session)?;
         if !current.problems.iter().any(|p| p.check == Check::Digest) {
             return Ok(current);

@@ -834,7 +834,7 @@ pub struct Page<T> {
 }
 
 /// The page of `keyed` (time in microseconds, id, item) after `cursor`, newest first.
-fn keyset<T>(
+pub(crate) fn keyset<T>(
     mut keyed: Vec<(i64, String, T)>,
     limit: Option<usize>,
     cursor: Option<&str>,
@@ -897,37 +897,5 @@ impl Store {
             .map(|b| (micros(b.created_at.as_deref()), b.session.to_string(), b))
             .collect();
         keyset(keyed, limit, cursor)
-    }
-
-    /// A page of comparisons with their figures, newest first (`limit` default 50, at
-    /// most 1,000): only the comparisons on the page are measured.
-    pub fn comparisons_page(
-        &self,
-        limit: Option<usize>,
-        cursor: Option<&str>,
-    ) -> Result<Page<crate::whatif::Comparison>> {
-        let rdf = self.rdf();
-        let keyed = rdf
-            .comparisons()?
-            .iter()
-            .map(|node| {
-                let stored = rdf.comparison(node)?;
-                Ok((
-                    micros(stored.created_at.as_deref()),
-                    stored.id.clone(),
-                    stored.id,
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let page = keyset(keyed, limit, cursor)?;
-        Ok(Page {
-            items: page
-                .items
-                .iter()
-                .map(|id| self.comparison(id))
-                .collect::<Result<_>>()?,
-            total: page.total,
-            next: page.next,
-        })
     }
 }

@@ -372,8 +372,10 @@ impl Store {
         };
         let summary = match (options.summarize, at) {
             (false, _) => None,
-            (true, 0) => Some(crate::summary::summarize(&[])),
-            (true, k) => Some(crate::summary::summarize(&self.load(parent, Some(k - 1))?)),
+            (true, 0) => Some(crate::engine::summary::summarize(&[])),
+            (true, k) => Some(crate::engine::summary::summarize(
+                &self.load(parent, Some(k - 1))?,
+            )),
         };
         let plan = ForkPlan {
             session: child.clone(),
