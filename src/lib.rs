@@ -38,7 +38,6 @@ pub mod server;
 mod storage;
 mod store;
 mod tls;
-mod tool_call;
 pub mod vocab;
 mod whatif;
 

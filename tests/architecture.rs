@@ -1,7 +1,8 @@
 //! The code's shape, checked by reading `src/`: the rules ARCHITECTURE.md states hold,
 //! and a change that breaks one fails here with the file and line.
 //!
-//! - modules import each other in one direction only (no cycle among `crate::` paths);
+//! - modules import each other in one direction only (no cycle among `crate::` paths),
+//!   and only modules of the layers below their own (`LAYERS`);
 //! - the engine files' `impl Store` methods call each other in one direction only;
 //! - quads are built, and vocabulary terms named, only in `src/rdf/` (and `vocab.rs`);
 //!   the storage seam may rebuild the quads a store answers, but names no term;
@@ -172,9 +173,9 @@ fn root_exports(lib: &str) -> BTreeMap<String, String> {
     out
 }
 
-#[test]
-fn modules_import_each_other_in_one_direction() {
-    let files = sources();
+/// The modules of `src/` and, for each, the modules it imports (`crate::` paths, an
+/// item of the root's `pub use` list counted as its module's).
+fn module_graph(files: &[(PathBuf, String)]) -> BTreeMap<String, BTreeSet<String>> {
     let modules: BTreeSet<String> = files.iter().map(|(p, _)| module_of(p)).collect();
     let lib = &files
         .iter()
@@ -187,7 +188,7 @@ fn modules_import_each_other_in_one_direction() {
         Some("query")
     );
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (path, text) in &files {
+    for (path, text) in files {
         let module = module_of(path);
         // The crate roots and the binary only assemble and use the library.
         if ["lib", "main", "cli"].contains(&module.as_str()) {
@@ -217,9 +218,70 @@ fn modules_import_each_other_in_one_direction() {
         graph["rdf"].contains("storage") && graph["store"].contains("rdf"),
         "the scan misses imports: {graph:?}"
     );
+    graph
+}
+
+#[test]
+fn modules_import_each_other_in_one_direction() {
+    let graph = module_graph(&sources());
     if let Some(cycle) = find_cycle(&graph) {
         panic!("import cycle among src/ modules: {}", cycle.join(" -> "));
     }
+}
+
+/// The layers of `src/`, first to last, as ARCHITECTURE.md's table orders them: a
+/// module imports only modules of earlier layers (the crate roots and the binary,
+/// which only assemble and use the library, are left out).
+const LAYERS: &[&[&str]] = &[
+    &["error", "vocab", "secrets"],
+    &["tls"],
+    &["model"],
+    &["storage"],
+    &["rdf"],
+    &["store"],
+    &["query"],
+    &["engine"],
+    &["io"],
+    &["whatif"],
+    &["html"],
+    &["mcp"],
+    &["server"],
+];
+
+/// Every import of a module from its own layer or a later one, said as a sentence.
+fn layer_breaks(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let layer = |module: &str| LAYERS.iter().position(|l| l.contains(&module));
+    let mut breaks = Vec::new();
+    for (module, deps) in graph {
+        let Some(here) = layer(module) else {
+            breaks.push(format!("src/{module} is in no layer: add it to LAYERS"));
+            continue;
+        };
+        for dep in deps {
+            match layer(dep) {
+                Some(there) if there < here => {}
+                _ => breaks.push(format!("{module} imports {dep}, which is not below it")),
+            }
+        }
+    }
+    breaks
+}
+
+#[test]
+fn modules_import_only_the_layers_below_them() {
+    let mut graph = module_graph(&sources());
+    let breaks = layer_breaks(&graph);
+    assert!(breaks.is_empty(), "{}", breaks.join("; "));
+    // The check sees an upward import, and an import inside one layer.
+    graph.get_mut("model").unwrap().insert("store".into());
+    graph.get_mut("error").unwrap().insert("vocab".into());
+    assert_eq!(
+        layer_breaks(&graph),
+        [
+            "error imports vocab, which is not below it",
+            "model imports store, which is not below it"
+        ]
+    );
 }
 
 /// The methods each file adds to `Store`, by name.

@@ -66,7 +66,7 @@ impl ReplayRecord {
         if let Some(id) = &self.tool_call_id {
             lines.push(format!("← {id}"));
         }
-        match crate::tool_call::parse_tool_calls(self.tool_calls.as_deref()) {
+        match crate::model::tool_call::parse_tool_calls(self.tool_calls.as_deref()) {
             Ok(calls) => lines.extend(calls.iter().map(|c| format!("→ {}", c.full_signature()))),
             Err(_) => lines.extend(self.tool_calls.iter().map(|t| format!("→ {t}"))),
         }

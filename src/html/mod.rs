@@ -184,7 +184,7 @@ pub(crate) fn content(text: &str) -> Markup {
 
 /// Tool calls as `→ name(arguments)` lines; kept raw when they are not the usual JSON.
 pub(crate) fn tool_calls(json: &str) -> Markup {
-    match crate::tool_call::parse_tool_calls(Some(json)) {
+    match crate::model::tool_call::parse_tool_calls(Some(json)) {
         Ok(calls) => html! {
             ul.calls { @for c in calls { li { code { "→ " (c.name) "(" (c.arguments) ")" } } } }
         },

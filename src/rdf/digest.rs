@@ -1,8 +1,8 @@
 //! The turn digest chain, SHA-256 in hex, and the time stamps forktrail writes.
 
+use crate::model::tool_call::canonical_calls;
 pub use crate::model::DigestVersion;
 use crate::model::{Kind, NewTurn, Role, Turn};
-use crate::tool_call::canonical_calls;
 use crate::vocab::xsd;
 use oxigraph::model::Literal;
 use sha2::{Digest, Sha256};

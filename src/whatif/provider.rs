@@ -270,7 +270,7 @@ fn anthropic_request(turns: &[Turn], s: &Sampling<'_>) -> Result<Value> {
     Ok(body)
 }
 
-pub(crate) use crate::tool_call::{parse_tool_calls, ToolCall};
+pub(crate) use crate::model::tool_call::{parse_tool_calls, ToolCall};
 
 /// The tool calls an assistant turn makes (none when it makes none).
 pub(crate) fn tool_calls(turn: &Turn) -> Result<Vec<ToolCall>> {

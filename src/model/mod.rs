@@ -1,5 +1,7 @@
 //! Validated names, turns, records and option structs.
 
+pub(crate) mod tool_call;
+
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
