@@ -55,11 +55,11 @@ pub use io::{
     TranscriptReport, MAX_LINE_BYTES,
 };
 pub use model::{
-    Agent, AnchorInfo, BranchInfo, DeleteOptions, DeletePlan, DeletedSession, DetachOptions,
-    DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus, Kind, Label, Limits, MergeOptions,
-    MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord, Role, RunStatus, SessionDiff,
-    SessionId, SessionInfo, SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan,
-    UpgradeReport, WhatIfInfo, MAX_FORK_DEPTH,
+    Agent, AnchorInfo, ArmStatus, BranchInfo, ComparisonStatus, DeleteOptions, DeletePlan,
+    DeletedSession, DetachOptions, DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus,
+    Kind, Label, Limits, MergeOptions, MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord,
+    Role, RunStatus, SessionDiff, SessionId, SessionInfo, SubAgentInfo, TokenTotals, TreeNode,
+    Turn, TurnRef, TurnSpan, UpgradeReport, WhatIfInfo, MAX_FORK_DEPTH,
 };
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};
 pub use rdf::{turn_digest, DigestVersion, DEFAULT_BASE_IRI};

@@ -163,7 +163,7 @@ fn query_agrees(s: &Store, c: &Comparison) {
         assert_eq!(cell(row, "model"), arm.model, "{which}");
         assert_eq!(
             cell(row, "status").as_deref(),
-            Some(&*arm.status),
+            Some(arm.status.as_str()),
             "{which}"
         );
         assert_eq!(number(row, "steps"), Some(f.steps), "{which}");

@@ -135,7 +135,7 @@ impl CompareArgs {
         }
         let begun = store.begin_comparison(&self.session, &options)?;
         if begun.reused {
-            if begun.status == "running" && !self.json {
+            if begun.status == forktrail::ComparisonStatus::Running && !self.json {
                 eprintln!(
                     "comparison {id} is still running, or the process running it stopped: \
                      resume it with `forktrail jobs resume {id}`",
@@ -211,7 +211,7 @@ impl ComparisonsArgs {
 /// what each run committed, and prints the comparison.
 pub(super) fn resume(out: Out, store: &Store, id: &str, parallel: usize, json: bool) -> CliResult {
     let comparison = store.comparison(id)?;
-    if comparison.status == "running" && !json {
+    if comparison.status == forktrail::ComparisonStatus::Running && !json {
         eprintln!(
             "resuming comparison {}: {}",
             comparison.comparison,

@@ -322,7 +322,7 @@ fn applies(arm: &ArmReport, figure: Option<u64>) -> String {
 fn figure_rows(arms: &[ArmReport]) -> Vec<Vec<String>> {
     type Figure = fn(&ArmReport) -> String;
     let rows: [(&str, Figure); 16] = [
-        ("status", |a| a.status.clone()),
+        ("status", |a| a.status.to_string()),
         ("steps", |a| a.figures.steps.to_string()),
         ("turns", |a| a.figures.turns.to_string()),
         ("assistant turns", |a| a.figures.assistant_turns.to_string()),
@@ -399,7 +399,14 @@ pub fn comparison(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
         writeln!(out, "arm {}: run {run}, session {session}", arm.name)?;
     }
     for arm in &c.arms {
-        if arm.baseline || ["complete", "running"].contains(&arm.status.as_str()) {
+        if arm.baseline
+            || matches!(
+                arm.status,
+                forktrail::ArmStatus::Run(
+                    forktrail::RunStatus::Complete | forktrail::RunStatus::Running
+                )
+            )
+        {
             continue;
         }
         match &arm.detail {
@@ -424,7 +431,7 @@ pub fn comparisons(out: &mut dyn Write, all: &[Comparison]) -> io::Result<()> {
             vec![
                 c.comparison.clone(),
                 format!("{}@{}", c.session, c.at),
-                c.status.clone(),
+                c.status.to_string(),
                 arms.join(", "),
                 c.created_at.clone().unwrap_or_default(),
             ]

@@ -286,6 +286,12 @@ macro_rules! named {
                 f.write_str(self.as_str())
             }
         }
+
+        impl PartialEq<&str> for $ty {
+            fn eq(&self, name: &&str) -> bool {
+                self.as_str() == *name
+            }
+        }
     };
 }
 
@@ -1125,6 +1131,55 @@ named! {
     unknown(text) => Error::Corrupt {
         session: "(a what-if run)".into(),
         detail: format!("unknown run status {text:?}"),
+    }
+}
+
+named! {
+    /// Where a comparison is: `running` while any of its runs is, else `ended`.
+    pub enum ComparisonStatus {
+        /// A run is taking steps (or the process taking them died: resume it).
+        Running = "running",
+        /// Every run ended.
+        Ended = "ended",
+    }
+    unknown(text) => Error::InvalidInput(format!("unknown comparison status {text:?}"))
+}
+
+/// Where an arm of a comparison is: the baseline is the session as recorded, another
+/// arm is where its run is. Written as one name: `recorded`, or the run status's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArmStatus {
+    /// The baseline: the turns as recorded.
+    Recorded,
+    /// An arm's run.
+    Run(RunStatus),
+}
+
+impl ArmStatus {
+    /// The name as printed and served.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArmStatus::Recorded => "recorded",
+            ArmStatus::Run(status) => status.as_str(),
+        }
+    }
+}
+
+impl Serialize for ArmStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl fmt::Display for ArmStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for ArmStatus {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
     }
 }
 

@@ -811,7 +811,7 @@ async fn comparison(state: Shared, Path(id): Path<String>) -> Reply {
 async fn resume_comparison(state: Shared, _: Authorized, Path(id): Path<String>) -> Reply {
     let id2 = id.clone();
     let comparison = blocking(&state, move |s| s.comparison(&id2)).await?;
-    if comparison.status == "running" {
+    if comparison.status == crate::model::ComparisonStatus::Running {
         let store = Arc::clone(&state.store);
         tokio::task::spawn_blocking(move || store.run_comparison(&id, 1));
     }

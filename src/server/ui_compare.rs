@@ -545,7 +545,7 @@ async fn comparison(state: Shared, Path(id): Path<String>, Query(q): Query<Shown
         Ok((c, info, recorded))
     })
     .await?;
-    let running = c.status == "running";
+    let running = c.status == crate::model::ComparisonStatus::Running;
     let at = c.at as usize;
     let (prefix, after) = recorded.split_at(at.min(recorded.len()));
     // A page of the shared prefix at most, as the session's own pages hold.
@@ -617,7 +617,7 @@ fn arm_heading(arm: &ArmReport) -> Markup {
                 @else {
                     @match arm.figures.first_divergence {
                         Some(i) => { "diverges at " (i) }
-                        None if arm.status == "running" => "as recorded so far",
+                        None if arm.status == crate::model::ArmStatus::Run(crate::model::RunStatus::Running) => "as recorded so far",
                         None => "as recorded throughout",
                     }
                 }

@@ -10,7 +10,9 @@ use super::{
 };
 use crate::engine::listing::{keyset, Page};
 use crate::error::{Error, Result};
-use crate::model::{Agent, ForkOptions, Role, RunStatus, SessionId, SizeClass, Turn};
+use crate::model::{
+    Agent, ArmStatus, ComparisonStatus, ForkOptions, Role, RunStatus, SessionId, SizeClass, Turn,
+};
 use crate::rdf::{self, instant, ComparisonRecord, RunRecord, StoredRun, WhatIfNode};
 use crate::store::{micros, Store};
 use serde::{Deserialize, Serialize};
@@ -652,7 +654,7 @@ impl Store {
             provider: None,
             model: None,
             endpoint: None,
-            status: "recorded".into(),
+            status: ArmStatus::Recorded,
             detail: None,
             figures: self.recorded_figures(baseline, &settings)?,
             calls: Vec::new(),
@@ -721,7 +723,7 @@ impl Store {
                 provider: Some(arm.provider),
                 endpoint: arm.endpoint.clone(),
                 model: Some(arm.model),
-                status: run.status.as_str().into(),
+                status: ArmStatus::Run(run.status),
                 detail: run.detail.clone(),
                 figures,
                 calls,
@@ -732,7 +734,11 @@ impl Store {
             comparison: stored.id,
             session,
             at,
-            status: if running { "running" } else { "ended" }.into(),
+            status: if running {
+                ComparisonStatus::Running
+            } else {
+                ComparisonStatus::Ended
+            },
             created_at: stored.created_at,
             max_steps: settings.max_steps,
             budget_usd: settings.budget_usd,

@@ -29,7 +29,7 @@ pub use regenerate::{
 
 use crate::error::{Error, Result};
 pub use crate::model::CallFigures;
-use crate::model::SessionId;
+use crate::model::{ArmStatus, ComparisonStatus, SessionId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -404,7 +404,7 @@ pub struct ArmReport {
     pub model: Option<String>,
     pub endpoint: Option<String>,
     /// `recorded` for the baseline, else the run's status.
-    pub status: String,
+    pub status: ArmStatus,
     /// Why a run stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -423,7 +423,7 @@ pub struct Comparison {
     pub session: SessionId,
     pub at: u64,
     /// `running` while any run is, else `ended`.
-    pub status: String,
+    pub status: ComparisonStatus,
     pub created_at: Option<String>,
     pub max_steps: u64,
     pub budget_usd: Option<f64>,
