@@ -1,6 +1,6 @@
 """Runs every shipped query (queries/*.rq) in rdflib's own SPARQL engine over the test
 fixture and checks it gives the rows forktrail gives (tests/data/queries/*.tsv, which
-tests/queries.rs checks against forktrail): the same numbers on another engine.
+tests/it/queries.rs checks against forktrail): the same numbers on another engine.
 
 rdflib's default graph here is the union of the named graphs as a set (an RDF merge),
 while Oxigraph's union keeps one copy of a triple per graph that holds it, so a query

@@ -2,7 +2,7 @@
 `opentelemetry-instrumentation-openai-v2`), exporting OTLP/HTTP to `forktrail serve`
 and, the same spans, as OTLP JSON Lines to a file (the file exporter's format): a
 conversation that calls a tool, then the answer after the tool's result, asked twice
-(a retry). Run by tests/otel.rs, which serves the model and forktrail."""
+(a retry). Run by tests/it/otel.rs, which serves the model and forktrail."""
 
 import base64
 import json

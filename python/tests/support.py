@@ -21,7 +21,7 @@ def binary() -> str:
     """The forktrail binary under test (FORKTRAIL_BIN; `cargo test` sets it)."""
     path = os.environ.get("FORKTRAIL_BIN")
     if not path:
-        raise unittest.SkipTest("FORKTRAIL_BIN is not set (the Rust test tests/python.rs sets it)")
+        raise unittest.SkipTest("FORKTRAIL_BIN is not set (the Rust test tests/it/python.rs sets it)")
     return path
 
 

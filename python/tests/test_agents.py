@@ -23,7 +23,7 @@ class AgentsTest(unittest.IsolatedAsyncioTestCase):
     def setUp(self) -> None:
         self.url = os.environ.get("FORKTRAIL_TEST_LLM_URL")
         if not self.url:
-            self.skipTest("FORKTRAIL_TEST_LLM_URL is not set (tests/python.rs starts the test model)")
+            self.skipTest("FORKTRAIL_TEST_LLM_URL is not set (tests/it/python.rs starts the test model)")
         try:
             import agents  # noqa: F401
         except ImportError:

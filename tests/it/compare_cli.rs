@@ -1,0 +1,788 @@
+//! `forktrail compare`, `comparisons` and the comparison side of `jobs`, driven through
+//! the binary against scripted model stubs on 127.0.0.1: the side-by-side table, JSON,
+//! plans that write nothing, refusals, reuse, resume after `kill -9`, and cancel.
+#![cfg(feature = "rocksdb")]
+
+use crate::common;
+
+use common::stub::{self, completion, Reply};
+use common::{quads, session_with};
+use forktrail::{Kind, NewTurn, Role, Store};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A store directory holding the recorded agent session `trip`:
+/// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
+/// 4 assistant answers, 5 user, 6 assistant calls get_price(train), 7 tool result,
+/// 8 assistant answers.
+struct Cli {
+    _dir: tempfile::TempDir,
+    store: PathBuf,
+}
+
+impl Cli {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let s = Store::open(&store).unwrap();
+        let root = session_with(&s, "trip", 0);
+        let call = |id: &str, name: &str, args: Value| {
+            json!([{"id": id, "type": "function",
+                    "function": {"name": name, "arguments": args.to_string()}}])
+            .to_string()
+        };
+        let turns = vec![
+            NewTurn::new(Role::System, "You are a travel agent."),
+            NewTurn::new(Role::User, "Weather in Paris?"),
+            NewTurn::new(Role::Assistant, "")
+                .kind(Kind::ToolCall)
+                .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
+                .model("model-a"),
+            NewTurn::new(Role::Tool, "18C, sunny")
+                .tool_call_id("c1")
+                .name("get_weather"),
+            NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
+            NewTurn::new(Role::User, "And the train price?"),
+            NewTurn::new(Role::Assistant, "")
+                .kind(Kind::ToolCall)
+                .tool_calls(call(
+                    "c2",
+                    "get_price",
+                    json!({"mode": "train", "to": "Paris"}),
+                ))
+                .model("model-a"),
+            NewTurn::new(Role::Tool, "49 EUR")
+                .tool_call_id("c2")
+                .name("get_price"),
+            NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
+        ];
+        s.append_many(&root, turns).unwrap();
+        Self { _dir: dir, store }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
+        command
+            .arg("--store")
+            .arg(&self.store)
+            .args(args)
+            .current_dir(self._dir.path())
+            .env_remove("FORKTRAIL_STORE")
+            .env_remove("OPENAI_BASE_URL")
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Runs a command that must succeed; returns its stdout and stderr.
+    fn ok(&self, args: &[&str]) -> (String, String) {
+        let out = self.run(args);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{args:?} failed: {stderr}");
+        (String::from_utf8(out.stdout).unwrap(), stderr)
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(args).0).unwrap()
+    }
+
+    /// Runs a command that must fail without printing data or changing the store;
+    /// returns its stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let before = self.quads();
+        let out = self.run(args);
+        assert!(!out.status.success(), "{args:?} should have failed");
+        assert!(out.stdout.is_empty(), "{args:?} printed data on failure");
+        assert_eq!(before, self.quads(), "{args:?} changed the store");
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// Every quad of the store (opened for the moment: no command may hold it).
+    fn quads(&self) -> Vec<String> {
+        quads(&Store::open(&self.store).unwrap())
+    }
+}
+
+/// The recorded assistant turns after index 1, picked by how many assistant messages
+/// the request holds, with this usage each: a model that replays the recording.
+fn replay(request: &Value) -> Reply {
+    let answered = request["messages"]
+        .as_array()
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+    let model = "model-a";
+    Reply::ok(match answered {
+        0 => completion(
+            model,
+            None,
+            &[("x1", "get_weather", json!({"city": "Paris"}))],
+            (100, 10, 0),
+            "tool_calls",
+        ),
+        1 => completion(
+            model,
+            Some("It is 18C and sunny."),
+            &[],
+            (120, 8, 100),
+            "stop",
+        ),
+        2 => completion(
+            model,
+            None,
+            &[("x2", "get_price", json!({"to": "Paris", "mode": "train"}))],
+            (140, 12, 0),
+            "tool_calls",
+        ),
+        _ => completion(model, Some("49 EUR by train."), &[], (160, 6, 0), "stop"),
+    })
+}
+
+/// A model that answers the first question in its own words, then calls a tool the
+/// recording never called.
+fn books_a_flight(request: &Value) -> Reply {
+    let answered = request["messages"]
+        .as_array()
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+    Reply::ok(match answered {
+        0 => completion("model-b", Some("Sunny, 18C."), &[], (50, 5, 0), "stop"),
+        _ => completion(
+            "model-b",
+            None,
+            &[("y1", "book_flight", json!({"to": "Paris"}))],
+            (70, 9, 0),
+            "tool_calls",
+        ),
+    })
+}
+
+/// The cells of the table row labelled `label` (cells are two or more spaces apart).
+fn row(table: &str, label: &str) -> Vec<String> {
+    let line = table
+        .lines()
+        .find(|l| {
+            l.strip_prefix(label)
+                .is_some_and(|rest| rest.starts_with("  ") || rest.is_empty())
+        })
+        .unwrap_or_else(|| panic!("no row {label:?} in:\n{table}"));
+    line[label.len()..]
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Waits, polling, until `done` holds; panics after a minute.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn arm(name: &str, model: &str, stub: &stub::Stub) -> String {
+    format!("name={name},model={model},endpoint={}", stub.url)
+}
+
+#[test]
+fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
+    let cli = Cli::new();
+    let a = stub::scripted(|request, _| replay(request));
+    let b = stub::scripted(|request, _| books_a_flight(request));
+    let (table, stderr) = cli.ok(&[
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arm",
+        &arm("same", "model-a", &a),
+        "--arm",
+        &arm("flyer", "model-b", &b),
+        "--price",
+        "model-a=3/15/0.3",
+    ]);
+    // The id and the warning come first, on stderr.
+    let id = stderr
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("comparison "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("no comparison id first: {stderr}"))
+        .to_string();
+    assert!(
+        stderr.contains(&format!("forktrail jobs resume {id}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("TOOLS ARE NEVER EXECUTED"), "{stderr}");
+    assert!(
+        table.starts_with(&format!("comparison  {id} (ended)")),
+        "{table}"
+    );
+    let header = table.lines().find(|l| l.contains("baseline")).unwrap();
+    let (base, same, flyer) = (
+        header.find("baseline").unwrap(),
+        header.find("same").unwrap(),
+        header.find("flyer").unwrap(),
+    );
+    assert!(base < same && same < flyer, "{header}");
+    assert_eq!(
+        row(&table, "status"),
+        ["recorded", "complete", "unanswered_tool_call"]
+    );
+    assert_eq!(row(&table, "steps"), ["4", "4", "2"]);
+    assert_eq!(
+        row(&table, "input tokens"),
+        ["not measured", "520", "120"],
+        "{table}"
+    );
+    assert_eq!(row(&table, "output tokens"), ["not measured", "36", "14"]);
+    assert_eq!(row(&table, "cached tokens"), ["not measured", "100", "0"]);
+    assert_eq!(
+        row(&table, "tool sequence"),
+        [
+            "get_weather, get_price",
+            "get_weather, get_price",
+            "book_flight"
+        ]
+    );
+    assert_eq!(row(&table, "from recording"), ["-", "2", "0"]);
+    assert_eq!(row(&table, "unanswered"), ["-", "0", "1"]);
+    // ((520 - 100) * $3 + 100 * $0.3 + 36 * $15) per million tokens; the recording's
+    // model is priced, but the recording reports no usage.
+    assert_eq!(
+        row(&table, "cost"),
+        ["not measured", "$0.001830", "unpriced"]
+    );
+    assert_eq!(
+        row(&table, "finish reasons"),
+        [
+            "not measured",
+            "tool_calls, stop, tool_calls, stop",
+            "stop, tool_calls"
+        ]
+    );
+    // The flyer's index 2 says "Sunny, 18C." where the recording called get_weather.
+    assert_eq!(row(&table, "first divergence"), ["none", "none", "2"]);
+    assert_eq!(row(&table, "reached end"), ["yes", "yes", "no"]);
+    let stopped = table
+        .lines()
+        .find(|l| l.starts_with("arm flyer stopped unanswered_tool_call: "))
+        .unwrap_or_else(|| panic!("the stopped arm's detail is missing:\n{table}"));
+    assert!(stopped.contains("book_flight"), "{stopped}");
+    assert!(
+        !table.contains("arm same stopped"),
+        "a complete arm did not stop: {table}"
+    );
+    assert_eq!((a.requests().len(), b.requests().len()), (4, 2));
+}
+
+#[test]
+fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
+    let cli = Cli::new();
+    let a = stub::scripted(|request, _| replay(request));
+    let out = cli.run(&[
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arm",
+        &arm("same", "model-a", &a),
+        "--json",
+    ]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c["status"], "ended");
+    assert_eq!(
+        (c["session"].as_str(), c["at"].as_u64()),
+        (Some("trip"), Some(2))
+    );
+    let arms = c["arms"].as_array().unwrap();
+    assert_eq!(
+        (arms[0]["name"].as_str(), arms[1]["name"].as_str()),
+        (Some("baseline"), Some("same"))
+    );
+    assert_eq!(arms[1]["status"], "complete");
+    assert_eq!(arms[1]["figures"]["input_tokens"], 520);
+    assert_eq!(arms[1]["figures"]["output_tokens"], 36);
+    assert_eq!(arms[1]["figures"]["cost"], "unpriced");
+    assert_eq!(arms[1]["calls"].as_array().unwrap().len(), 4);
+    let id = c["comparison"].as_str().unwrap();
+    assert_eq!(cli.json(&["jobs", "show", id, "--json"]), c);
+    let run = arms[1]["run"].as_str().unwrap();
+    assert_eq!(
+        cli.json(&["jobs", "show", run, "--json"]),
+        c,
+        "a run id shows its comparison"
+    );
+    assert_eq!(cli.json(&["comparisons", "--json"]), json!([c]));
+    let (listed, _) = cli.ok(&["comparisons"]);
+    let line = listed.lines().find(|l| l.starts_with(id)).unwrap();
+    assert!(
+        line.contains("trip@2") && line.contains("ended") && line.contains("same complete"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writes_nothing() {
+    let cli = Cli::new();
+    let a = stub::scripted(|request, _| replay(request));
+    let before = cli.quads();
+    let args = [
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arm",
+        &arm("same", "model-a", &a),
+        "--dry-run",
+    ];
+    let (plan, _) = cli.ok(&args);
+    let same = row(&plan, "same");
+    assert_eq!(
+        same[..5],
+        ["openai", "model-a", &a.url, "no", "4"],
+        "{plan}"
+    );
+    assert_eq!(same[6], "unpriced", "{plan}");
+    assert!(plan.contains("budget      none"), "{plan}");
+    let mut priced = args.to_vec();
+    priced.extend(["--price", "model-a=3/15", "--budget-usd", "2", "--json"]);
+    let json: Value = serde_json::from_str(&cli.ok(&priced).0).unwrap();
+    let estimate = json["arms"][0]["estimated_usd"].as_f64().unwrap();
+    assert!(estimate > 0.0, "{json}");
+    assert_eq!(json["arms"][0]["estimated_steps"], 4);
+    assert_eq!(json["budget_usd"], 2.0);
+    priced.pop();
+    let (plan, _) = cli.ok(&priced);
+    let cost = format!("${estimate:.6}");
+    assert_eq!(row(&plan, "same")[6], cost, "{plan}");
+    assert!(plan.contains(&format!("total       {cost}")), "{plan}");
+    assert!(plan.contains("budget      $2.000000"), "{plan}");
+    assert_eq!(cli.quads(), before, "a dry run writes nothing");
+    assert!(a.requests().is_empty(), "a dry run calls nothing");
+}
+
+#[test]
+fn an_off_machine_endpoint_is_refused_naming_the_flag_it_needs_and_nothing_is_written() {
+    let cli = Cli::new();
+    let remote = "model=claude-x,endpoint=https://models.example.com/v1";
+    let err = cli.fails(&["compare", "trip", "--at", "2", "--arm", remote]);
+    assert!(err.contains("--allow-remote"), "{err}");
+    let err = cli.fails(&[
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arm",
+        remote,
+        "--allow-remote",
+    ]);
+    assert!(
+        err.contains("--budget-usd") && err.contains("models.example.com"),
+        "{err}"
+    );
+    assert!(
+        err.contains("arm 1 (claude-x)"),
+        "the error names the arm: {err}"
+    );
+    let err = cli.fails(&[
+        "compare",
+        "trip",
+        "--at",
+        "10",
+        "--arm",
+        "model=m,endpoint=http://127.0.0.1:9/v1",
+    ]);
+    assert!(
+        err.contains("index 10 is out of range for session trip"),
+        "the error names session and index: {err}"
+    );
+    assert!(cli
+        .json(&["comparisons", "--json"])
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn the_same_comparison_twice_prints_reused_without_calling_the_model_again() {
+    let cli = Cli::new();
+    let a = stub::scripted(|request, _| replay(request));
+    let args = [
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arm",
+        &arm("same", "model-a", &a),
+    ];
+    let (first, _) = cli.ok(&args);
+    assert!(!first.contains("reused"), "{first}");
+    assert_eq!(a.requests().len(), 4);
+    let (second, _) = cli.ok(&args);
+    assert!(second.contains("reused"), "{second}");
+    assert_eq!(row(&second, "input tokens"), ["not measured", "520"]);
+    assert_eq!(a.requests().len(), 4, "no second call");
+    let mut again = args.to_vec();
+    again.push("--again");
+    let (third, _) = cli.ok(&again);
+    assert!(!third.contains("reused"), "{third}");
+    assert_eq!(a.requests().len(), 8);
+    assert_eq!(
+        cli.json(&["comparisons", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+/// Guards against a resume that asks the model again for steps a killed process had
+/// already committed, or that cannot go on after the process died holding the store.
+#[test]
+fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
+    let cli = Cli::new();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&seen);
+    // The third request waits 10 s for its answer: the process is killed while it
+    // waits, with two steps committed. The others are answered at once.
+    let a = stub::scripted(move |request, _| {
+        let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut reply = replay(request);
+        if n == 3 {
+            reply.delay = Some(Duration::from_secs(10));
+        }
+        reply
+    });
+    let mut child = cli
+        .command(&[
+            "compare",
+            "trip",
+            "--at",
+            "2",
+            "--arm",
+            &arm("a", "model-a", &a),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the third request", || a.requests().len() >= 3);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let all = cli.json(&["comparisons", "--json"]);
+    let c = &all[0];
+    assert_eq!(c["status"], "running", "{c}");
+    assert_eq!(c["arms"][1]["status"], "running");
+    assert_eq!(
+        c["arms"][1]["figures"]["steps"], 2,
+        "two steps were committed"
+    );
+    let id = c["comparison"].as_str().unwrap();
+
+    let (table, _) = cli.ok(&["jobs", "resume", id]);
+    assert_eq!(row(&table, "status"), ["recorded", "complete"], "{table}");
+    assert_eq!(row(&table, "steps"), ["4", "4"]);
+    assert_eq!(row(&table, "input tokens"), ["not measured", "520"]);
+    assert_eq!(row(&table, "first divergence"), ["none", "none"]);
+    // The killed process asked three times; the resume asked only for the two steps
+    // not committed (the third again, and the fourth).
+    let answered: Vec<usize> = a
+        .requests()
+        .iter()
+        .map(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["role"] == "assistant")
+                .count()
+        })
+        .collect();
+    assert_eq!(answered, [0, 1, 2, 2, 3]);
+    let shown = cli.json(&["jobs", "show", id, "--json"]);
+    assert_eq!(
+        (
+            shown["status"].as_str(),
+            shown["arms"][1]["status"].as_str()
+        ),
+        (Some("ended"), Some("complete"))
+    );
+}
+
+#[test]
+fn jobs_cancel_ends_a_comparison_running_in_a_background_worker_cancelled() {
+    let cli = Cli::new();
+    let slow = stub::scripted(|request, _| Reply {
+        delay: Some(Duration::from_secs(30)),
+        ..replay(request)
+    });
+    let begun = cli.json(&[
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arm",
+        &arm("slow", "model-a", &slow),
+        "--background",
+        "--json",
+    ]);
+    assert_eq!(begun["status"], "running");
+    assert_eq!(begun["arms"][1]["status"], "running");
+    let id = begun["comparison"].as_str().unwrap();
+    wait_until("the worker's first request", || !slow.requests().is_empty());
+    let started = Instant::now();
+    let (cancelled, _) = cli.ok(&["jobs", "cancel", id]);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the worker stopped without waiting for the answer"
+    );
+    assert_eq!(
+        row(&cancelled, "status"),
+        ["recorded", "cancelled"],
+        "{cancelled}"
+    );
+    let shown = cli.json(&["jobs", "show", id, "--json"]);
+    assert_eq!(shown["status"], "ended");
+    assert_eq!(shown["arms"][1]["status"], "cancelled");
+    assert_eq!(shown["arms"][1]["figures"]["steps"], 0);
+    assert_eq!(slow.requests().len(), 1);
+}
+
+#[test]
+fn arms_from_a_file_follow_the_arm_flags_and_price_flags_win_over_the_prices_file() {
+    let cli = Cli::new();
+    let a = stub::scripted(|request, _| replay(request));
+    let dir = cli._dir.path();
+    let arms = dir.join("arms.json");
+    let arms_json = json!([{"name": "second", "model": "model-b", "endpoint": a.url}]);
+    std::fs::write(&arms, arms_json.to_string()).unwrap();
+    let prices = dir.join("prices.json");
+    let prices_json = json!({"model-a": {"input": 100, "output": 100},
+                             "model-b": {"input": 1, "output": 1}});
+    std::fs::write(&prices, prices_json.to_string()).unwrap();
+    let plan = cli.json(&[
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arm",
+        &arm("first", "model-a", &a),
+        "--arms",
+        arms.to_str().unwrap(),
+        "--prices",
+        prices.to_str().unwrap(),
+        "--price",
+        "model-a=1/1",
+        "--dry-run",
+        "--json",
+    ]);
+    let names: Vec<&str> = plan["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["first", "second"]);
+    // At $1 per million tokens both ways, an arm costs its tokens over a million.
+    for arm in plan["arms"].as_array().unwrap() {
+        let tokens = arm["estimated_steps"].as_u64().unwrap()
+            * (arm["estimated_input_tokens_per_call"].as_u64().unwrap()
+                + arm["estimated_output_tokens_per_call"].as_u64().unwrap());
+        let usd = arm["estimated_usd"].as_f64().unwrap();
+        assert!((usd - tokens as f64 / 1e6).abs() < 1e-12, "{arm}");
+    }
+    std::fs::write(&arms, r#"[{"model": "m", "colour": "red"}]"#).unwrap();
+    let err = cli.fails(&[
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arms",
+        arms.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("--arms") && err.contains("arms.json") && err.contains("colour"),
+        "{err}"
+    );
+}
+
+#[test]
+fn jobs_cancel_of_one_run_stops_that_arm_while_the_next_goes_on() {
+    let cli = Cli::new();
+    let slow = || {
+        stub::scripted(|request, _| Reply {
+            delay: Some(Duration::from_secs(30)),
+            ..replay(request)
+        })
+    };
+    let (first, second) = (slow(), slow());
+    let begun = cli.json(&[
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arm",
+        &arm("first", "model-a", &first),
+        "--arm",
+        &arm("second", "model-a", &second),
+        "--background",
+        "--json",
+    ]);
+    let id = begun["comparison"].as_str().unwrap();
+    let run = begun["arms"][1]["run"].as_str().unwrap();
+    wait_until("the first arm's request", || !first.requests().is_empty());
+    // The worker goes on holding the store for the second arm: the cancel returns once
+    // the first has stopped.
+    let (said, _) = cli.ok(&["jobs", "cancel", run]);
+    assert!(said.starts_with(&format!("{run} has stopped")), "{said}");
+    wait_until("the second arm's request", || !second.requests().is_empty());
+    let (cancelled, _) = cli.ok(&["jobs", "cancel", id]);
+    assert_eq!(
+        row(&cancelled, "status"),
+        ["recorded", "cancelled", "cancelled"],
+        "{cancelled}"
+    );
+    assert_eq!((first.requests().len(), second.requests().len()), (1, 1));
+}
+
+/// Guards against a kill -9 that lost the charge of the calls in flight (18 calls made,
+/// 16 charged), and against parallel arms passing the money cap across kills and
+/// resumes: a call's reservation is written before the call, so the process that
+/// resumes charges it.
+#[test]
+fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pass_the_cap() {
+    let cli = Cli::new();
+    let (cap, out) = (0.7, 40);
+    let price = forktrail::Price {
+        input: 200.0,
+        output: 200.0,
+        cached: None,
+    };
+    // What the stub bills a request: two bytes a token in (denser than the four
+    // characters a token estimates assume), `out` tokens out.
+    let bill = move |bytes: usize| price.cost(bytes as u64 / 2, out, 0);
+    let hang_at = Arc::new(AtomicUsize::new(3));
+    let (count, hang) = (Arc::new(AtomicUsize::new(0)), Arc::clone(&hang_at));
+    let seen = Arc::clone(&count);
+    let stub = stub::scripted(move |request, bytes| {
+        let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut reply = replay(request);
+        let mut body: Value = serde_json::from_str(&reply.body).unwrap();
+        body["usage"] = json!({"prompt_tokens": bytes / 2, "completion_tokens": out});
+        reply.body = body.to_string();
+        // One request hangs until its process is killed; the others keep arms busy.
+        reply.delay = Some(match n == hang.load(Ordering::SeqCst) {
+            true => Duration::from_secs(30),
+            false => Duration::from_millis(20),
+        });
+        reply
+    });
+    let arm = |n: usize| {
+        format!(
+            "name=a{n},model=model-a,endpoint={},max-tokens=80",
+            stub.url
+        )
+    };
+    let (a1, a2, a3) = (arm(1), arm(2), arm(3));
+    let mut args = vec![
+        "compare", "trip", "--at", "2", "--arm", &a1, "--arm", &a2, "--arm", &a3,
+    ];
+    args.extend([
+        "--price",
+        "model-a=200/200",
+        "--budget-usd",
+        "0.7",
+        "--parallel",
+        "3",
+    ]);
+    let spawn = |args: &[&str]| {
+        cli.command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // The first process is killed with the hanging call (and maybe others) in flight.
+    let mut child = spawn(&args);
+    wait_until("five requests", || stub.requests().len() >= 5);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let id = cli.json(&["comparisons", "--json"])[0]["comparison"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A resume is killed the same way, if the budget lets it call that far.
+    hang_at.store(stub.requests().len() + 2, Ordering::SeqCst);
+    let mut child = spawn(&["jobs", "resume", &id, "--parallel", "3"]);
+    wait_until("the resume's hanging request, or its end", || {
+        stub.requests().len() >= hang_at.load(Ordering::SeqCst)
+            || child.try_wait().unwrap().is_some()
+    });
+    let _ = child.kill();
+    child.wait().unwrap();
+    let kills = 1 + usize::from(stub.requests().len() >= hang_at.load(Ordering::SeqCst));
+    hang_at.store(usize::MAX, Ordering::SeqCst);
+    let (table, _) = cli.ok(&["jobs", "resume", &id, "--parallel", "3"]);
+    let c = cli.json(&["jobs", "show", &id, "--json"]);
+    assert_eq!(c["status"], "ended", "{table}");
+    let charged = c["charged_usd"].as_f64().unwrap();
+    let billed: f64 = stub
+        .requests()
+        .iter()
+        .map(|r| bill(r.to_string().len()))
+        .sum();
+    let recorded: f64 = c["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| a["calls"].as_array().cloned().unwrap_or_default())
+        .map(|call| call["charged_usd"].as_f64().unwrap())
+        .sum();
+    assert!(
+        charged <= cap + 1e-9,
+        "charged ${charged} past the ${cap} cap:\n{table}"
+    );
+    assert!(
+        billed <= charged + 1e-9,
+        "the endpoint billed ${billed} for {} calls, the budget charged ${charged}",
+        stub.requests().len()
+    );
+    assert!(
+        charged > recorded + 1e-9,
+        "the calls lost to the kill are charged beside the {} recorded: ${charged} vs ${recorded}",
+        c["arms"].as_array().unwrap().len()
+    );
+    for arm in c["arms"].as_array().unwrap().iter().skip(1) {
+        let status = arm["status"].as_str().unwrap();
+        assert!(
+            ["complete", "budget_exhausted"].contains(&status),
+            "{status}: {}",
+            arm["detail"]
+        );
+    }
+    println!(
+        "{kills} kills, {} calls made, {} recorded: billed ${billed:.4}, charged ${charged:.4} \
+         (recorded ${recorded:.4}) of ${cap}",
+        stub.requests().len(),
+        c["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["calls"].as_array().map_or(0, Vec::len))
+            .sum::<usize>()
+    );
+}
