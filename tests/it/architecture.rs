@@ -721,3 +721,76 @@ fn long_files_say_why() {
         long.join("\n")
     );
 }
+
+/// Every `.rs` file under `dir` (relative to the crate), sorted.
+fn rust_files(dir: &str) -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    walk(&root.join(dir), &mut found);
+    let mut out: Vec<String> = found
+        .iter()
+        .map(|p| p.strip_prefix(root).unwrap().display().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+/// ARCHITECTURE.md names every source and test file, in its folder's row of a table
+/// (`` `src/store/tx.rs` ``, or `` `tx.rs` `` in a row that names `` `src/store/` ``),
+/// and every path it names exists.
+#[test]
+fn the_architecture_names_every_file_and_no_stale_path() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with('|')).collect();
+    let mut unnamed = Vec::new();
+    let files: Vec<String> = rust_files("src")
+        .into_iter()
+        .chain(rust_files("tests"))
+        .collect();
+    assert!(files.len() > 100, "the scan misses files: {files:?}");
+    for file in &files {
+        let (folder, name) = file.rsplit_once('/').unwrap();
+        let whole = format!("`{file}`");
+        let short = format!("`{name}`");
+        let in_row = rows.iter().any(|row| {
+            row.contains(&whole) || (row.contains(&format!("`{folder}/`")) && row.contains(&short))
+        });
+        if !in_row {
+            unnamed.push(file.clone());
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "files ARCHITECTURE.md's tables do not name:\n{}",
+        unnamed.join("\n")
+    );
+    let mut stale = Vec::new();
+    for (start, _) in doc.match_indices('`') {
+        let rest = &doc[start + 1..];
+        let Some(end) = rest.find('`') else { break };
+        let path = &rest[..end];
+        let named_path = (path.starts_with("src/") || path.starts_with("tests/"))
+            && !path.contains(' ')
+            && !path.contains('*');
+        if named_path && !root.join(path).exists() {
+            stale.push(path.to_string());
+        }
+    }
+    stale.sort();
+    stale.dedup();
+    assert!(
+        stale.is_empty(),
+        "paths ARCHITECTURE.md names that do not exist: {stale:?}"
+    );
+}
