@@ -14,8 +14,9 @@ mod remote;
 
 pub(crate) use embedded::Embedded;
 pub use embedded::SERVER_FILE;
+pub use http_auth::RemoteAuth;
 pub(crate) use remote::Remote;
-pub use remote::{RemoteAuth, RemoteConfig};
+pub use remote::RemoteConfig;
 
 use crate::error::{Error, Result};
 use oxigraph::model::{
