@@ -1,10 +1,9 @@
 //! Regeneration jobs, what-if runs and comparisons: their statuses, a job, a call's
 //! figures, the run a fork holds.
 
-use super::names::{named, SessionId};
+use super::names::{named, shown_by_name, SessionId};
 use crate::error::Error;
 use serde::Serialize;
-use std::fmt;
 
 named! {
     /// Where a regeneration job is.
@@ -87,17 +86,7 @@ impl Serialize for ArmStatus {
     }
 }
 
-impl fmt::Display for ArmStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl PartialEq<&str> for ArmStatus {
-    fn eq(&self, name: &&str) -> bool {
-        self.as_str() == *name
-    }
-}
+shown_by_name!(ArmStatus);
 
 /// What one model call cost and took, as the endpoint reported it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -237,8 +237,8 @@ pub(crate) fn check_key(what: &'static str, value: &str) -> Result<()> {
 }
 
 /// An enum stored and printed by name: `as_str`, `NAMES`, `FromStr` (an unknown name
-/// is the error given), `Display`, and serde through the name. The other files of
-/// `model` take it as `super::names::named`.
+/// is the error given), `Display`, `== "name"`, and serde through the name. The other
+/// files of `model` take it as `super::names::named`.
 macro_rules! named {
     (
         $(#[$meta:meta])*
@@ -288,6 +288,16 @@ macro_rules! named {
             }
         }
 
+        $crate::model::names::shown_by_name!($ty);
+    };
+}
+
+pub(super) use named;
+
+/// `Display` and `== "name"` for a type whose `as_str(self)` gives its name: every
+/// `named!` enum, and the statuses that are written as one name but hold more.
+macro_rules! shown_by_name {
+    ($ty:ty) => {
         impl ::std::fmt::Display for $ty {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
@@ -302,7 +312,7 @@ macro_rules! named {
     };
 }
 
-pub(super) use named;
+pub(super) use shown_by_name;
 
 #[cfg(test)]
 mod tests {

@@ -211,63 +211,50 @@ struct State {
     stale: bool,
 }
 
-#[derive(Clone, Copy)]
-struct Fields {
-    doc: Field,
-    ssid: Field,
-    tsid: Field,
-    tkey: Field,
-    parent: Field,
-    root: Field,
-    is_root: Field,
-    principal: Field,
-    model: Field,
-    models: Field,
-    title: Field,
-    branch: Field,
-    content: Field,
-    role: Field,
-    index: Field,
-    created: Field,
-    activity: Field,
-    family_activity: Field,
-    tie: Field,
-    length: Field,
-    own_start: Field,
-    depth: Field,
-    forks: Field,
-    family: Field,
+/// Declares `Fields`, the handle of each field of the index's schema, and `schema()`,
+/// which builds the schema with them: each field once, its handle named as the field.
+macro_rules! schema {
+    ($($field:ident: $add:ident($options:expr)),* $(,)?) => {
+        #[derive(Clone, Copy)]
+        struct Fields {
+            $($field: Field),*
+        }
+
+        fn schema() -> (Schema, Fields) {
+            let mut b = Schema::builder();
+            let f = Fields {
+                $($field: b.$add(stringify!($field), $options)),*
+            };
+            (b.build(), f)
+        }
+    };
 }
 
-fn schema() -> (Schema, Fields) {
-    let mut b = Schema::builder();
-    let f = Fields {
-        doc: b.add_text_field("doc", STRING),
-        ssid: b.add_text_field("ssid", STRING | STORED),
-        tsid: b.add_text_field("tsid", STRING | STORED),
-        tkey: b.add_text_field("tkey", STRING),
-        parent: b.add_text_field("parent", STRING | STORED),
-        root: b.add_text_field("root", STRING | STORED),
-        is_root: b.add_text_field("is_root", STRING),
-        principal: b.add_text_field("principal", STRING | STORED),
-        model: b.add_text_field("model", STRING | STORED),
-        models: b.add_text_field("models", TEXT),
-        title: b.add_text_field("title", TEXT | STORED),
-        branch: b.add_text_field("branch", TEXT | STORED),
-        content: b.add_text_field("content", TEXT),
-        role: b.add_text_field("role", STRING | STORED),
-        index: b.add_u64_field("index", STORED),
-        created: b.add_i64_field("created", INDEXED | FAST | STORED),
-        activity: b.add_i64_field("activity", INDEXED | FAST | STORED),
-        family_activity: b.add_i64_field("family_activity", INDEXED | FAST | STORED),
-        tie: b.add_u64_field("tie", FAST),
-        length: b.add_u64_field("length", STORED),
-        own_start: b.add_u64_field("own_start", STORED),
-        depth: b.add_u64_field("depth", STORED),
-        forks: b.add_u64_field("forks", STORED),
-        family: b.add_u64_field("family", STORED),
-    };
-    (b.build(), f)
+schema! {
+    doc: add_text_field(STRING),
+    ssid: add_text_field(STRING | STORED),
+    tsid: add_text_field(STRING | STORED),
+    tkey: add_text_field(STRING),
+    parent: add_text_field(STRING | STORED),
+    root: add_text_field(STRING | STORED),
+    is_root: add_text_field(STRING),
+    principal: add_text_field(STRING | STORED),
+    model: add_text_field(STRING | STORED),
+    models: add_text_field(TEXT),
+    title: add_text_field(TEXT | STORED),
+    branch: add_text_field(TEXT | STORED),
+    content: add_text_field(TEXT),
+    role: add_text_field(STRING | STORED),
+    index: add_u64_field(STORED),
+    created: add_i64_field(INDEXED | FAST | STORED),
+    activity: add_i64_field(INDEXED | FAST | STORED),
+    family_activity: add_i64_field(INDEXED | FAST | STORED),
+    tie: add_u64_field(FAST),
+    length: add_u64_field(STORED),
+    own_start: add_u64_field(STORED),
+    depth: add_u64_field(STORED),
+    forks: add_u64_field(STORED),
+    family: add_u64_field(STORED),
 }
 
 /// What an index commit records beside its segments.
