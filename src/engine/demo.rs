@@ -60,6 +60,19 @@ pub fn build(store: &Store) -> Result<DemoTree> {
     let answer = |s: &SessionId, text: &str, model: &str| {
         store.append(s, NewTurn::new(Role::Assistant, text).model(model))
     };
+    // An assistant turn that calls tools (`calls`, as JSON), and a tool's result.
+    let call = |s: &SessionId, text: &str, model: &str, calls: &str| {
+        let turn = NewTurn::new(Role::Assistant, text).kind(Kind::ToolCall);
+        store.append(s, turn.model(model).tool_calls(calls))
+    };
+    let result = |s: &SessionId, tool: &str, call_id: &str, json: &str| {
+        store.append(
+            s,
+            NewTurn::new(Role::Tool, json)
+                .name(tool)
+                .tool_call_id(call_id),
+        )
+    };
     say(
         &root,
         Role::System,
@@ -70,21 +83,17 @@ pub fn build(store: &Store) -> Result<DemoTree> {
         Role::User,
         "Is it worth taking the train from Paris to Amsterdam next Friday?",
     )?;
-    store.append(
+    call(
         &root,
-        NewTurn::new(Role::Assistant, "Let me check the timetable.")
-            .kind(Kind::ToolCall)
-            .model(MODEL_A)
-            .tool_calls(r#"[{"id":"call_1","type":"function","function":{"name":"search_trains","arguments":"{\"from\":\"Paris\",\"to\":\"Amsterdam\",\"day\":\"friday\"}"}}]"#),
+        "Let me check the timetable.",
+        MODEL_A,
+        r#"[{"id":"call_1","type":"function","function":{"name":"search_trains","arguments":"{\"from\":\"Paris\",\"to\":\"Amsterdam\",\"day\":\"friday\"}"}}]"#,
     )?;
-    store.append(
+    result(
         &root,
-        NewTurn::new(
-            Role::Tool,
-            r#"{"departures":["07:25","10:25","13:25"],"duration":"3h18","fares_eur":[49,79,115]}"#,
-        )
-        .name("search_trains")
-        .tool_call_id("call_1"),
+        "search_trains",
+        "call_1",
+        r#"{"departures":["07:25","10:25","13:25"],"duration":"3h18","fares_eur":[49,79,115]}"#,
     )?;
     answer(
         &root,
@@ -125,21 +134,17 @@ pub fn build(store: &Store) -> Result<DemoTree> {
     )?;
 
     let booking = fork(store, &model_swap, 6, "booking", "book the chosen train")?;
-    store.append(
+    call(
         &booking,
-        NewTurn::new(Role::Assistant, "Booking two seats.")
-            .kind(Kind::ToolCall)
-            .model(MODEL_B)
-            .tool_calls(r#"[{"id":"call_2","type":"function","function":{"name":"book_train","arguments":"{\"departure\":\"07:25\",\"adults\":2}"}}]"#),
+        "Booking two seats.",
+        MODEL_B,
+        r#"[{"id":"call_2","type":"function","function":{"name":"book_train","arguments":"{\"departure\":\"07:25\",\"adults\":2}"}}]"#,
     )?;
-    store.append(
+    result(
         &booking,
-        NewTurn::new(
-            Role::Tool,
-            r#"{"status":"confirmed","reference":"PA-4521","total_eur":98}"#,
-        )
-        .name("book_train")
-        .tool_call_id("call_2"),
+        "book_train",
+        "call_2",
+        r#"{"status":"confirmed","reference":"PA-4521","total_eur":98}"#,
     )?;
     answer(
         &booking,

@@ -27,33 +27,27 @@ pub(crate) struct DigestFields<'a> {
     pub(crate) payload: Option<PayloadRef<'a>>,
 }
 
-impl<'a> From<&'a NewTurn> for DigestFields<'a> {
-    fn from(t: &'a NewTurn) -> Self {
-        Self {
-            role: t.role,
-            kind: t.kind,
-            content: &t.content,
-            name: t.name.as_deref(),
-            tool_call_id: t.tool_call_id.as_deref(),
-            tool_calls: t.tool_calls.as_deref(),
-            payload: t.payload.as_deref().map(PayloadRef::Text),
+/// `From` a turn as written (`NewTurn`) and as loaded (`Turn`): both hold every field
+/// the digest covers, under the same names.
+macro_rules! digest_fields_from {
+    ($($turn:ty),*) => {$(
+        impl<'a> From<&'a $turn> for DigestFields<'a> {
+            fn from(t: &'a $turn) -> Self {
+                Self {
+                    role: t.role,
+                    kind: t.kind,
+                    content: &t.content,
+                    name: t.name.as_deref(),
+                    tool_call_id: t.tool_call_id.as_deref(),
+                    tool_calls: t.tool_calls.as_deref(),
+                    payload: t.payload.as_deref().map(PayloadRef::Text),
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl<'a> From<&'a Turn> for DigestFields<'a> {
-    fn from(t: &'a Turn) -> Self {
-        Self {
-            role: t.role,
-            kind: t.kind,
-            content: &t.content,
-            name: t.name.as_deref(),
-            tool_call_id: t.tool_call_id.as_deref(),
-            tool_calls: t.tool_calls.as_deref(),
-            payload: t.payload.as_deref().map(PayloadRef::Text),
-        }
-    }
-}
+digest_fields_from!(NewTurn, Turn);
 
 /// The digest of `turn` at `index` after the turn whose digest is `prev` (the empty
 /// string for index 0; a fork's first turn chains onto the parent's turn at `k - 1`), so

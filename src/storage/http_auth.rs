@@ -3,9 +3,30 @@
 //! in its first 401, then sent with every request (Virtuoso's `/sparql-auth` takes
 //! Digest only).
 
-use super::remote::RemoteAuth;
 use md5::{Digest as _, Md5};
 use std::sync::Mutex;
+
+/// Credentials sent with every request. `Debug` never prints them.
+#[derive(Clone, Default)]
+pub enum RemoteAuth {
+    #[default]
+    None,
+    /// `Authorization: Bearer TOKEN` (`forktrail serve`, GraphDB, Stardog, …).
+    Bearer(String),
+    /// A user and password (`user`, `password`), sent as HTTP Basic or Digest, whichever
+    /// the store asks for in its first 401 (so never before it asks).
+    Password(String, String),
+}
+
+impl std::fmt::Debug for RemoteAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RemoteAuth::None => "None",
+            RemoteAuth::Bearer(_) => "Bearer(…)",
+            RemoteAuth::Password(..) => "Password(…)",
+        })
+    }
+}
 
 pub(crate) struct Credentials {
     kind: Kind,

@@ -14,8 +14,9 @@ mod remote;
 
 pub(crate) use embedded::Embedded;
 pub use embedded::SERVER_FILE;
+pub use http_auth::RemoteAuth;
 pub(crate) use remote::Remote;
-pub use remote::{RemoteAuth, RemoteConfig};
+pub use remote::RemoteConfig;
 
 use crate::error::{Error, Result};
 use oxigraph::model::{
@@ -236,46 +237,15 @@ fn bind_with(
     let with_values = |pattern: GraphPattern, values: GraphPattern| {
         with_values(name_graphs(pattern, &graphs, true), values)
     };
-    let bound = match query {
-        spargebra::Query::Select {
-            dataset,
-            pattern,
-            base_iri,
-        } => spargebra::Query::Select {
-            dataset,
-            pattern: with_values(pattern, values),
-            base_iri,
-        },
-        spargebra::Query::Construct {
-            template,
-            dataset,
-            pattern,
-            base_iri,
-        } => spargebra::Query::Construct {
-            template,
-            dataset,
-            pattern: with_values(pattern, values),
-            base_iri,
-        },
-        spargebra::Query::Describe {
-            dataset,
-            pattern,
-            base_iri,
-        } => spargebra::Query::Describe {
-            dataset,
-            pattern: with_values(pattern, values),
-            base_iri,
-        },
-        spargebra::Query::Ask {
-            dataset,
-            pattern,
-            base_iri,
-        } => spargebra::Query::Ask {
-            dataset,
-            pattern: with_values(pattern, values),
-            base_iri,
-        },
-    };
+    let mut bound = query;
+    match &mut bound {
+        spargebra::Query::Select { pattern, .. }
+        | spargebra::Query::Construct { pattern, .. }
+        | spargebra::Query::Describe { pattern, .. }
+        | spargebra::Query::Ask { pattern, .. } => {
+            *pattern = with_values(std::mem::take(pattern), values);
+        }
+    }
     (bound, blank)
 }
 

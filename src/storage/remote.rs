@@ -6,7 +6,7 @@
 //! update request, so it is atomic wherever the store runs one request in one
 //! transaction. Every request is counted, so tests and benchmarks can bound them.
 
-use super::http_auth::Credentials;
+use super::http_auth::{Credentials, RemoteAuth};
 use super::{bind, Backend, Change, Quads, Sparql};
 use crate::error::{Error, Result};
 use crate::secrets;
@@ -49,28 +49,6 @@ pub struct RemoteConfig {
     pub connect_timeout: Duration,
     /// How long one request may take, answer included.
     pub timeout: Duration,
-}
-
-/// Credentials sent with every request. `Debug` never prints them.
-#[derive(Clone, Default)]
-pub enum RemoteAuth {
-    #[default]
-    None,
-    /// `Authorization: Bearer TOKEN` (`forktrail serve`, GraphDB, Stardog, …).
-    Bearer(String),
-    /// A user and password (`user`, `password`), sent as HTTP Basic or Digest, whichever
-    /// the store asks for in its first 401 (so never before it asks).
-    Password(String, String),
-}
-
-impl std::fmt::Debug for RemoteAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RemoteAuth::None => "None",
-            RemoteAuth::Bearer(_) => "Bearer(…)",
-            RemoteAuth::Password(..) => "Password(…)",
-        })
-    }
 }
 
 impl std::fmt::Debug for RemoteConfig {

@@ -1,34 +1,218 @@
 //! The store handle: a backend behind the storage seam, instance IRIs, the read cache,
-//! and the write lock with the transaction type that holds it.
+//! the derived indexes and the settings a store is built with. Opening a store is
+//! `open.rs`'s; writing, `tx.rs`'s (the transaction, its effects, group commit); the
+//! leases of a shared store, `lease.rs`'s; its digest version, `version.rs`'s, and the
+//! upgrade from an older one, `upgrade.rs`'s.
+//!
+//! `Store`'s methods are defined across the crate, each beside the code of its feature.
+//! Here is every public and crate-visible one, by the file that defines it (a method
+//! added, moved or removed changes its line here):
+//!
+//! - `upgrade_report` — store/mod.rs: what opening the store upgraded, if it did
+//! - `with_lease_wait` — store/mod.rs: sets how long a write waits for others' leases
+//! - `with_lease_ttl` — store/mod.rs: sets how long a lease on a shared store holds
+//! - `remote_requests` — store/mod.rs: HTTP requests sent to a remote store
+//! - `location` — store/mod.rs: the store's directory, query URL or `memory`
+//! - `with_limits` — store/mod.rs: sets the sizes a write's free-text fields may have
+//! - `limits` — store/mod.rs: the sizes a write's free-text fields may have
+//! - `with_durability` — store/mod.rs: sets what an acknowledged write on disk survives
+//! - `with_base_iri` — store/mod.rs: sets the base of new IRIs
+//! - `approx_len` — store/mod.rs: the number of quads, counted at most every 10 s
+//! - `path` — store/mod.rs: the directory of a store on disk
+//! - `oxigraph` — store/mod.rs: the underlying Oxigraph store, for other reads
+//! - `disk_bytes` — store/mod.rs: bytes the store on disk takes
+//! - `len` — store/mod.rs: the number of quads
+//! - `is_empty` — store/mod.rs: whether the store holds no quad
+//! - `flush` — store/mod.rs: forces written data to disk
+//! - `session_iri` — store/mod.rs: a session's IRI (the name of its graph)
+//! - `clear_caches` — store/mod.rs: drops the read cache, marks the catalog for a rebuild
+//! - `derived_bytes` — store/mod.rs: bytes the record index and the catalog take
+//! - `with_replay_cache` — store/mod.rs: caps the replay records the read cache keeps
+//! - `rdf` — store/mod.rs: the store seen through forktrail's graph shape
+//! - `backend` — store/mod.rs: the backend behind the storage seam
+//! - `cache` — store/mod.rs: the read cache
+//! - `across_network` — store/mod.rs: whether the store is across a network
+//! - `caching` — store/mod.rs: whether reads may use the cache
+//!
+//! - `open` — store/open.rs: opens (or creates) a store on disk, its digests upgraded
+//! - `in_memory` — store/open.rs: a fresh in-memory store
+//! - `remote` — store/open.rs: a remote SPARQL 1.1 store
+//!
+//! - `digest_version` — store/version.rs: the digest version of the store's turns
+//! - `know_digest_version` — store/version.rs: records the version the store is known at
+//! - `check_shared_digests` — store/version.rs: refuses writes to an older shared store
+//!
+//! - `upgrade_digests` — store/upgrade.rs: brings the digests to the current version
+//! - `settle_digest_version` — store/upgrade.rs: at open: states the version, or upgrades
+//!
+//! - `not_held` — store/lease.rs: `Error::Busy` if a `SessionWriter` holds a session
+//! - `writers` — store/lease.rs: the sessions `SessionWriter`s hold
+//!
+//! - `write` — store/tx.rs: starts a write that may touch anything
+//! - `write_on` — store/tx.rs: starts a write on some sessions
+//! - `write_unchecked` — store/tx.rs: `write_on` without the digest version check
+//! - `write_grouped` — store/tx.rs: starts an append or a fork, group-committed
+//! - `hold_writes` — store/tx.rs: holds writes while the catalog is brought up to date
+//! - `write_through` — store/tx.rs: commits a change, then applies its effects
+//! - `writes_done` — store/tx.rs: writes done so far
+//! - `written_since` — store/tx.rs: whether a write was under way since `writes_done`
+//! - `settle` — store/tx.rs: waits until no queued change touches some sessions
+//! - `must_settle` — store/tx.rs: whether a write must wait for queued changes
+//! - `enqueue` — store/tx.rs: queues a prepared change for a group commit
+//! - `committed` — store/tx.rs: waits for the batch holding a change
+//!
+//! - `query` — query/mod.rs: a read-only SPARQL query
+//! - `query_with` — query/mod.rs: `query` with a dataset and a cancellation
+//! - `query_named_with` — query/mod.rs: `query_named` with a dataset and a cancellation
+//! - `update` — query/mod.rs: a SPARQL 1.1 Update under the write lock
+//! - `query_named` — query/mod.rs: one of the shipped queries
+//! - `select` — query/mod.rs: the rows of a shipped SELECT query
+//! - `replay_sparql` — query/mod.rs: replay through the shipped `.rq` files
+//!
+//! - `facts_of` — engine/read.rs: the facts of the session in a graph, cached
+//! - `require` — engine/read.rs: the facts of a session, or `SessionNotFound`
+//! - `exists` — engine/read.rs: whether a session exists
+//! - `chain` — engine/read.rs: a session's chain, root first
+//! - `digest_in_chain` — engine/read.rs: the digest of a turn as a chain's leaf sees it
+//! - `load` — engine/read.rs: a session's turns, prefix stitched
+//! - `load_range` — engine/read.rs: a range of a session's turns
+//! - `replay` — engine/read.rs: a session's plain records, prefix stitched
+//! - `info` — engine/read.rs: lineage facts and counts of a session
+//! - `info_of` — engine/read.rs: `info` from a session's facts
+//! - `list` — engine/read.rs: every session, oldest first
+//! - `children_of` — engine/read.rs: the facts of a session's direct children
+//! - `subtree_of` — engine/read.rs: a session and every session below it
+//! - `tokens_of` — engine/read.rs: a session's token totals
+//! - `branches` — engine/read.rs: a session's direct children
+//! - `tree` — engine/read.rs: a session and its descendants
+//! - `tree_within` — engine/read.rs: `tree`, breadth first, within a limit
+//!
+//! - `create_session` — engine/write.rs: creates a root session
+//! - `append` — engine/write.rs: appends a turn
+//! - `append_with` — engine/write.rs: `append` with extra quads about the turn
+//! - `append_many` — engine/write.rs: appends turns in one transaction
+//! - `pop` — engine/write.rs: removes a session's last turn
+//! - `append_in` — engine/write.rs: adds a turn to a write
+//! - `append_after` — engine/write.rs: `append_in` after a known digest
+//! - `fork` — engine/write.rs: forks a session
+//! - `fork_with` — engine/write.rs: forks and appends turns in one transaction
+//! - `fork_in` — engine/write.rs: adds a fork to a write
+//! - `detach` — engine/write.rs: copies a fork's inherited prefix into it
+//! - `detach_with` — engine/write.rs: `detach`, or its plan
+//! - `delete` — engine/write.rs: deletes a session (or its subtree)
+//! - `delete_with` — engine/write.rs: `delete` with what it removed, or its plan
+//!
+//! - `anchor` — engine/anchor.rs: names a session's current length
+//! - `anchors` — engine/anchor.rs: the anchors a session sees
+//! - `anchor_index` — engine/anchor.rs: the fork point an anchor names
+//!
+//! - `merge` — engine/merge.rs: merges a fork's new turns back as a `fork_result` turn
+//! - `writer` — engine/merge.rs: an exclusive `SessionWriter` on a session
+//! - `with_fork` — engine/merge.rs: forks, works on the fork, merges it back
+//!
+//! - `diff` — engine/diff.rs: how two sessions relate and where they part
+//!
+//! - `sessions` — engine/listing.rs: a page of sessions
+//! - `count_sessions` — engine/listing.rs: how many sessions a query's filters match
+//! - `search` — engine/listing.rs: search hits, best first
+//! - `settle_catalog` — engine/listing.rs: derives what the catalog holds as suspect
+//! - `reindex` — engine/listing.rs: rebuilds the catalog from the RDF
+//! - `jobs_page` — engine/listing.rs: a page of regeneration jobs
+//! - `branches_page` — engine/listing.rs: a page of a session's forks
+//!
+//! - `verify` — engine/verify.rs: checks a session and its chain, or every session
+//! - `verify_as_either` — engine/verify.rs: `verify` with the digest version unknown
+//! - `turn_problems` — engine/verify.rs: the problems of some sessions' turns alone
+//! - `digests_of_version_1` — engine/verify.rs: whether problems are only version 1 digests
+//! - `turn_problems_as` — engine/verify.rs: `turn_problems` with digests of a version
+//!
+//! - `export` — io/mod.rs: writes a session, or every session, in a format
+//! - `import_with` — io/mod.rs: imports content in a format, all or nothing
+//! - `import_path` — io/mod.rs: imports a file or a Claude Code project folder
+//! - `import` — io/mod.rs: imports forktrail's own TriG or N-Quads export
+//!
+//! - `add_root` — io/root.rs: adds a built root session through the bulk loader
+//! - `import_sessions` — io/root.rs: adds new root sessions in one bulk load
+//! - `import_sessions_with` — io/root.rs: `import_sessions` with options, full report
+//! - `add_roots` — io/root.rs: adds built root sessions in one bulk load
+//!
+//! - `adopt` — io/adopt.rs: makes a root session a fork of another
+//! - `adopt_awaiting` — io/adopt.rs: adopts the roots waiting for a parent
+//!
+//! - `verify_export` — io/graphs.rs: checks an export on its own, in a scratch store
+//!
+//! - `copy_to` — io/copy.rs: copies every session into another store, checked
+//! - `backup` — io/copy.rs: backs the store up into a new directory
+//!
+//! - `import_claude_code` — io/claude_code.rs: imports a Claude Code session log
+//! - `import_claude_code_path` — io/claude_code.rs: imports Claude Code logs from disk
+//!
+//! - `import_codex` — io/codex.rs: imports an OpenAI Codex CLI rollout
+//!
+//! - `import_openai` — io/openai.rs: imports an OpenAI chat transcript
+//! - `export_openai` — io/openai.rs: a session's replay as OpenAI chat messages
+//!
+//! - `import_otlp` — io/otlp.rs: imports OpenTelemetry GenAI spans
+//! - `import_trace_request` — io/otlp.rs: imports the GenAI spans of one OTLP request
+//!
+//! - `import_pi` — io/pi.rs: imports a Pi session file
+//!
+//! - `plan_regeneration` — whatif/regenerate.rs: a regeneration's request, checked
+//! - `begin_regeneration` — whatif/regenerate.rs: records a `running` regeneration job
+//! - `regenerate` — whatif/regenerate.rs: begins and runs a regeneration
+//! - `run_job` — whatif/regenerate.rs: runs a `running` job
+//! - `cancel_job` — whatif/regenerate.rs: asks a running job to stop
+//! - `jobs` — whatif/regenerate.rs: every regeneration job
+//! - `job` — whatif/regenerate.rs: one job by id
+//! - `cancel_file` — whatif/regenerate.rs: the file that asks another process's job to stop
+//!
+//! - `plan_comparison` — whatif/compare.rs: what a comparison would cost, arm by arm
+//! - `begin_comparison` — whatif/compare.rs: records a comparison
+//! - `compare` — whatif/compare.rs: begins and runs a comparison
+//! - `run_comparison` — whatif/compare.rs: runs a comparison's `running` runs
+//! - `cancel_comparison` — whatif/compare.rs: stops a comparison's running runs
+//! - `is_comparison` — whatif/compare.rs: whether an id names a comparison or a run of one
+//! - `comparisons` — whatif/compare.rs: every comparison, with its figures
+//! - `comparison` — whatif/compare.rs: one comparison, with its figures
+//! - `comparisons_page` — whatif/compare.rs: a page of comparisons
+//!
+//! - `turn_figures` — whatif/figures.rs: the model-call figures of some turns
+//!
+//! - `export_html` — html/mod.rs: a session as one self-contained HTML file
 
 pub(crate) mod cache;
 pub(crate) mod catalog;
 mod durability;
+mod lease;
+mod open;
 pub(crate) mod records;
+mod tx;
+mod upgrade;
+mod version;
 pub(crate) mod write_lock;
 
 pub use durability::Durability;
+pub(crate) use tx::{AppendedFacts, WriteTx};
 
 use crate::error::{Error, Result};
 use crate::model::{DigestVersion, Limits, SessionId, UpgradeReport};
-use crate::rdf::{self, lease_quads, Iris, Rdf, SessionNode};
-use crate::storage::{Backend, Change, Embedded, Remote, RemoteConfig};
+use crate::rdf::{Iris, Rdf};
+use crate::storage::Backend;
 use cache::{Cache, DEFAULT_TURN_BUDGET};
-use catalog::{Catalog, Entry as CatalogEntry, Op, Pending, TurnDoc};
+use catalog::Catalog;
 use durability::Flusher;
 use oxigraph::model::{NamedNode, Quad};
-use records::{Entry, Records, Run};
+use records::Records;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use write_lock::{Counted, WriteGuard, WriteLock, Writes};
+use tx::Group;
+use write_lock::{WriteLock, Writes};
 
 /// How long a lease holds if its writer never removes it (a process that died).
 const LEASE_TTL: Duration = Duration::from_secs(30);
-/// How long the receipt a fenced commit leaves stays before others clear it away.
-const RECEIPT_TTL: Duration = Duration::from_secs(10);
 /// How long a writer waits for others' leases before giving up.
 const LEASE_WAIT: Duration = Duration::from_secs(45);
 
@@ -83,58 +267,17 @@ pub struct Store {
     /// How large a write's free-text fields may be.
     pub(crate) limits: Limits,
     /// The digest version of the store's turns, once this process knows it (see
-    /// the impl block on digest versions below).
+    /// `version.rs`).
     pub(crate) digests: Mutex<Option<DigestVersion>>,
     /// What opening the store upgraded, if it did.
     upgraded: Option<UpgradeReport>,
 }
 
 impl Store {
-    /// Opens (or creates) an on-disk store in directory `path`.
-    ///
-    /// One process owns a store directory: a second one gets [`Error::StoreLocked`].
-    #[cfg(feature = "rocksdb")]
-    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let mut store = Self::wrap(Box::new(Embedded::open(path.as_ref())?));
-        store.records = Some(Records::new(path.as_ref()));
-        store.catalog = Some(Catalog::open(path.as_ref()).map_err(|e| Error::Io {
-            context: format!(
-                "opening the catalog in {}",
-                path.as_ref().join(crate::store::catalog::DIR).display()
-            ),
-            source: std::io::Error::other(e),
-        })?);
-        store.upgraded = store.settle_digest_version()?;
-        Ok(store)
-    }
-
-    /// A fresh in-memory store, gone when dropped.
-    pub fn in_memory() -> Result<Self> {
-        let mut store = Self::wrap(Box::new(Embedded::in_memory()?));
-        store.catalog = Some(Catalog::in_memory().map_err(|e| Error::Io {
-            context: "creating the catalog in memory".into(),
-            source: std::io::Error::other(e),
-        })?);
-        // Made by this code: its digests are the current version's.
-        store.know_digest_version(DigestVersion::CURRENT);
-        Ok(store)
-    }
-
     /// What opening the store did to bring its digests to the current version, when it
     /// was written by an older forktrail (see [`Store::upgrade_digests`]).
     pub fn upgrade_report(&self) -> Option<&UpgradeReport> {
         self.upgraded.as_ref()
-    }
-
-    /// A remote SPARQL 1.1 store (Oxigraph server, Virtuoso, GraphDB, Neptune, another
-    /// `forktrail serve`, …), which many processes may share.
-    ///
-    /// Nothing is sent until the first operation. Its default graph must be the union
-    /// of its named graphs (Oxigraph server: `--union-default-graph`); writers of one
-    /// store coordinate through leases in the graph `{base}leases` (ARCHITECTURE.md
-    /// says what that relies on).
-    pub fn remote(config: RemoteConfig) -> Result<Self> {
-        Ok(Self::wrap(Box::new(Remote::new(config)?)))
     }
 
     /// How long a write to a shared store waits while other processes hold leases on
@@ -347,455 +490,6 @@ impl Store {
     pub(crate) fn caching(&self) -> bool {
         self.caching
     }
-
-    /// Starts a write that may touch anything: takes the store's write lock (and, on a
-    /// shared store, a lease on the whole store) until the transaction is committed or
-    /// dropped.
-    pub(crate) fn write(&self) -> Result<WriteTx<'_>> {
-        self.write_on(&[])
-    }
-
-    /// Starts a write that touches sessions `keys` only (their graphs, their children):
-    /// on a shared store, other processes may write other sessions meanwhile. Empty
-    /// `keys` claims the whole store.
-    pub(crate) fn write_on(&self, keys: &[NamedNode]) -> Result<WriteTx<'_>> {
-        let state = !self.backend.exclusive() && self.check_shared_digests()?;
-        let mut tx = self.write_unchecked(keys)?;
-        if state {
-            tx.version = Some(rdf::version_quads(&self.iris, DigestVersion::CURRENT));
-        }
-        Ok(tx)
-    }
-
-    /// [`Store::write_on`] without the check that a shared store's digests are of the
-    /// current version: for the check itself and the upgrade.
-    pub(crate) fn write_unchecked(&self, keys: &[NamedNode]) -> Result<WriteTx<'_>> {
-        let guard = self.lock_writes();
-        let lease = if self.backend.exclusive() {
-            // It commits alone: after every queued change.
-            self.settle(&[]);
-            None
-        } else {
-            Some(self.acquire(keys)?)
-        };
-        Ok(self.tx(guard, lease, None))
-    }
-
-    /// Starts an append or a fork on sessions `keys`, committed with others waiting at
-    /// the same time (see `Group`) on a store this process owns; on a shared
-    /// one, as [`Store::write_on`].
-    pub(crate) fn write_grouped(&self, keys: &[NamedNode]) -> Result<WriteTx<'_>> {
-        if !self.backend.exclusive() {
-            return self.write_on(keys);
-        }
-        loop {
-            let guard = self.lock_writes();
-            if !self.must_settle(keys) {
-                return Ok(self.tx(guard, None, Some(keys.to_vec())));
-            }
-            drop(guard);
-            self.settle(keys);
-        }
-    }
-
-    /// Holds writes while a reader brings the catalog up to date from the RDF
-    /// (`listing.rs`): the write lock, taken once every queued change is committed. It
-    /// writes nothing, so it is not counted as a write.
-    pub(crate) fn hold_writes(&self) -> WriteGuard<'_> {
-        let guard = self.lock_writes();
-        self.settle(&[]);
-        guard
-    }
-
-    fn lock_writes(&self) -> WriteGuard<'_> {
-        self.write_lock.lock()
-    }
-
-    fn tx<'s>(
-        &'s self,
-        guard: WriteGuard<'s>,
-        lease: Option<Lease>,
-        group: Option<Vec<NamedNode>>,
-    ) -> WriteTx<'s> {
-        WriteTx {
-            store: self,
-            _guard: Some(guard),
-            change: Change::default(),
-            effects: Effects {
-                counted: Some(Counted::begin(&self.writes)),
-                ..Effects::default()
-            },
-            lease,
-            new_nodes: Vec::new(),
-            labels: Vec::new(),
-            group,
-            version: None,
-        }
-    }
-
-    /// Commits `change` (if not empty), then applies each write's `effects` to the
-    /// record index and the read cache, then syncs if the durability asks.
-    pub(crate) fn write_through(&self, change: Change, effects: Vec<Effects>) -> Result<()> {
-        let wrote = !change.is_empty() || effects.iter().any(|e| e.clear);
-        if !change.is_empty() {
-            self.backend.commit(change)?;
-        }
-        // Applied before the sync: what is committed is what later reads must see.
-        for e in effects {
-            e.apply(self);
-        }
-        if wrote && self.durability == Durability::Sync {
-            self.backend.flush()?;
-        }
-        Ok(())
-    }
-
-    /// Claims `keys` (the whole store if empty) against the other writers of a shared
-    /// store: writes a lease, reads every lease back, and goes ahead only if no other
-    /// unexpired lease claims the same; otherwise withdraws and tries again after a
-    /// random pause. Two writers can never both go ahead: whichever wrote second sees
-    /// the first's lease. Both may step back, hence the pauses.
-    fn acquire(&self, keys: &[NamedNode]) -> Result<Lease> {
-        let store_key = self.iris.lease_graph();
-        let keys: Vec<NamedNode> = if keys.is_empty() {
-            vec![store_key.clone()]
-        } else {
-            keys.to_vec()
-        };
-        let claims = |other: &[NamedNode]| {
-            other
-                .iter()
-                .any(|k| *k == store_key || keys.contains(k) || keys.contains(&store_key))
-        };
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(2);
-        loop {
-            let id = uuid::Uuid::now_v7();
-            let node = self.iris.lease(&id.to_string());
-            let expires = chrono::Utc::now()
-                + chrono::Duration::from_std(self.lease_ttl).expect("a lease of sane length");
-            let quads = lease_quads(&self.iris, &node, &keys, expires);
-            self.backend.commit(Change {
-                inserts: quads.clone(),
-                ..Change::default()
-            })?;
-            let now = chrono::Utc::now();
-            let mut stale = Vec::new();
-            let mut blocked = false;
-            for other in self.rdf().leases()? {
-                // A receipt (no keys) blocks nothing; it is cleared once lapsed.
-                if other.node == node || !(other.keys.is_empty() || claims(&other.keys)) {
-                    continue;
-                }
-                match other.expires {
-                    Some(t) if t > now => blocked |= !other.keys.is_empty(),
-                    _ => stale.extend(other.quads),
-                }
-            }
-            if !blocked {
-                // A lapsed lease is cleared before anything is read: its writer, if it
-                // only stalled, then finds its lease gone when its commit arrives, and
-                // the fence refuses that commit.
-                if !stale.is_empty() {
-                    self.backend.commit(Change {
-                        removes: stale,
-                        ..Change::default()
-                    })?;
-                }
-                let receipt_expires = chrono::Utc::now()
-                    + chrono::Duration::from_std(RECEIPT_TTL).expect("a small duration");
-                let receipt_node = self.iris.lease(&format!("{id}.done"));
-                let receipt = lease_quads(&self.iris, &receipt_node, &[], receipt_expires);
-                return Ok(Lease {
-                    node,
-                    expires: crate::rdf::lease_expiry(expires),
-                    quads,
-                    receipt,
-                });
-            }
-            self.backend.commit(Change {
-                removes: quads,
-                ..Change::default()
-            })?;
-            if started.elapsed() > self.lease_wait {
-                let what = match keys.as_slice() {
-                    [k] if *k == store_key => format!("store {}", self.location()),
-                    [k] => format!("session {}", self.iris.name_of(k.as_ref())),
-                    _ => format!("one of {} sessions", keys.len()),
-                };
-                return Err(Error::Contended {
-                    what,
-                    seconds: started.elapsed().as_secs_f64().round() as u64,
-                });
-            }
-            // Up to twice the pause, from the random bits of the lease id.
-            let jitter = (id.as_u128() & 0xffff) as u32;
-            std::thread::sleep(pause + pause * jitter / 0xffff);
-            pause = (pause * 2).min(Duration::from_millis(100));
-        }
-    }
-
-    /// [`Error::Busy`] if a `SessionWriter` holds `session`.
-    pub(crate) fn not_held(&self, session: &SessionId) -> Result<()> {
-        if self.writers().contains(session) {
-            return Err(Error::Busy {
-                session: session.to_string(),
-            });
-        }
-        Ok(())
-    }
-
-    /// The receipt this process's last fenced commit left.
-    fn receipt(&self) -> MutexGuard<'_, Vec<Quad>> {
-        self.receipt.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn writers(&self) -> MutexGuard<'_, HashSet<SessionId>> {
-        self.writers.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// A write in progress: it holds the store's write lock, collects one change, and on
-/// commit writes it atomically and brings the read cache up to date. Functions that
-/// need the lock take it, so their signature shows the lock is held. Dropped without a
-/// commit, it writes nothing.
-pub(crate) struct WriteTx<'s> {
-    store: &'s Store,
-    /// Released once a grouped change is queued.
-    _guard: Option<WriteGuard<'s>>,
-    change: Change,
-    effects: Effects,
-    /// On a shared store, the lease this write holds: removed by the commit.
-    lease: Option<Lease>,
-    /// What the write creates and the labels it takes (see [`WriteTx::claim_node`]).
-    new_nodes: Vec<(NamedNode, NamedNode)>,
-    labels: Vec<(NamedNode, String)>,
-    /// For a group commit, the sessions the write touches.
-    group: Option<Vec<NamedNode>>,
-    /// The statement of the store's digest version, written with the write's quads on
-    /// a shared store that has none yet (see `Store::check_shared_digests`).
-    version: Option<Vec<Quad>>,
-}
-
-/// What a committed write changes besides the store: the read cache and the record
-/// index.
-#[derive(Default)]
-pub(crate) struct Effects {
-    /// Sessions whose cached entries go (by IRI).
-    forget: Vec<NamedNode>,
-    /// Turns appended.
-    appended: Vec<Appended>,
-    /// Records of a session's turns an import encoded as it wrote them: the session,
-    /// its first own index, the run.
-    imported: Vec<(NamedNode, u64, Run)>,
-    /// The change may touch anything: drop the whole cache.
-    clear: bool,
-    /// What the catalog learns from the write (see [`crate::store::catalog`]).
-    catalog: Option<Pending>,
-    /// Counts the write as done once these effects are applied or given up.
-    counted: Option<Counted>,
-}
-
-impl Effects {
-    /// Applies the effects of a committed write; the turns it appended move into the
-    /// read cache after the record index has written them.
-    fn apply(mut self, store: &Store) {
-        if let Some(catalog) = self.catalog.take() {
-            catalog.apply();
-        }
-        if let Some(records) = &store.records {
-            if self.clear {
-                records.clear();
-            }
-            for iri in &self.forget {
-                records.forget(iri.as_str());
-            }
-            for run in self.appended.chunk_by(|a, b| a.session == b.session) {
-                let entries = run.iter().map(|a| &a.entry);
-                records.appended(run[0].session.as_str(), run[0].own_start, entries);
-            }
-            for (iri, own_start, run) in &self.imported {
-                records.imported(iri.as_str(), *own_start, run);
-            }
-        }
-        let mut cache = store.cache();
-        if self.clear {
-            cache.clear();
-        }
-        for iri in &self.forget {
-            cache.forget(iri.as_str());
-        }
-        for a in self.appended {
-            let Appended {
-                session,
-                entry,
-                branch,
-                ..
-            } = a;
-            let digest = entry.digest.clone();
-            cache.appended(session.as_str(), entry.into_record(&branch), digest);
-        }
-        drop(cache);
-        // Done: whatever reads the store or the catalog from now on sees all of it.
-        drop(self.counted);
-    }
-}
-
-impl Store {
-    /// Writes done so far: read before a read that [`Store::written_since`] checks.
-    pub(crate) fn writes_done(&self) -> u64 {
-        self.writes.done()
-    }
-
-    /// Whether a write was under way at any moment since [`Store::writes_done`] gave
-    /// `done`: if not, the store and its derived indexes held the same writes
-    /// throughout.
-    pub(crate) fn written_since(&self, done: u64) -> bool {
-        self.writes.since(done)
-    }
-}
-
-// The digest version of the store's turns (see `rdf::DigestVersion`) and the upgrade
-// from an older one. Version 2 digests cover what version 1 left out (names, tool call
-// ids, tool calls, payloads) and are version 1's for a turn that has none of them, so
-// an upgrade rewrites only the sessions holding such turns and the forks below them.
-impl Store {
-    /// The digest version of the store's turns (see [`DigestVersion`]): the version the
-    /// store states; without a statement, version 1 if any turn has a field that only
-    /// version 2 covers, else the current version (the two then agree).
-    ///
-    /// ```
-    /// use forktrail::{DigestVersion, Store};
-    /// assert_eq!(Store::in_memory()?.digest_version()?, DigestVersion::V2);
-    /// # Ok::<(), forktrail::Error>(())
-    /// ```
-    pub fn digest_version(&self) -> Result<DigestVersion> {
-        if let Some(version) = *self.digests.lock().unwrap_or_else(|p| p.into_inner()) {
-            return Ok(version);
-        }
-        self.stored_digest_version()
-    }
-
-    fn stored_digest_version(&self) -> Result<DigestVersion> {
-        let rdf = self.rdf();
-        match rdf.stated_digest_version()? {
-            Some(n) => DigestVersion::from_number(n).ok_or_else(|| {
-                Error::InvalidInput(format!(
-                    "the store {} states digest version {n}, which this forktrail does not \
-                     know: it was written by a newer forktrail",
-                    self.location()
-                ))
-            }),
-            None if rdf.any_turn_with_extras()? => Ok(DigestVersion::V1),
-            None => Ok(DigestVersion::CURRENT),
-        }
-    }
-
-    /// Brings the store's digests to the current version in one pass and states the
-    /// version: every digest that differs is rewritten (with the base digest of every
-    /// fork below it, and an OpenTelemetry import's name for the turn), in one
-    /// transaction that holds every other write, and the record index is rebuilt as
-    /// sessions are read. A store already at the current version is left as it is, but
-    /// for the statement. [`Store::open`] does this by itself; a shared store is
-    /// brought up by `forktrail upgrade --store URL`, once.
-    pub fn upgrade_digests(&self) -> Result<UpgradeReport> {
-        let mut tx = self.write_unchecked(&[])?;
-        let from = self.digest_version()?;
-        let to = DigestVersion::CURRENT;
-        let rdf = self.rdf();
-        let stated = rdf.stated_digest_version()?;
-        let mut report = UpgradeReport {
-            from,
-            to,
-            ..UpgradeReport::default()
-        };
-        if stated == Some(u64::from(to.number())) {
-            drop(tx);
-            self.know_digest_version(to);
-            return Ok(report);
-        }
-        if from != to {
-            let redigest = rdf::redigest(&rdf, rdf.graphs_with_extras()?, None)?;
-            report.sessions = redigest.sessions.len();
-            report.turns = redigest.turns;
-            tx.remove(redigest.remove);
-            tx.insert(redigest.insert);
-            for iri in &redigest.sessions {
-                tx.forget(iri);
-            }
-        }
-        tx.remove(rdf.store_statements()?);
-        tx.insert(rdf::version_quads(&self.iris, to));
-        tx.commit()?;
-        if let Some(records) = &self.records {
-            // Files of the record index's older format are read as absent: gone now,
-            // they are written anew by the replays that need them.
-            records.clear();
-        }
-        self.know_digest_version(to);
-        Ok(report)
-    }
-
-    /// Records the version this process knows the store to be at.
-    pub(crate) fn know_digest_version(&self, version: DigestVersion) {
-        *self.digests.lock().unwrap_or_else(|p| p.into_inner()) = Some(version);
-    }
-
-    /// At open, for a store this process owns: an empty store states the current
-    /// version; a store of an older version is upgraded.
-    pub(crate) fn settle_digest_version(&self) -> Result<Option<UpgradeReport>> {
-        let rdf = self.rdf();
-        if rdf.stated_digest_version()?.is_some() {
-            let version = self.stored_digest_version()?;
-            if version == DigestVersion::CURRENT {
-                self.know_digest_version(version);
-                return Ok(None);
-            }
-        }
-        if !rdf.any_session()? {
-            let mut tx = self.write_unchecked(&[])?;
-            tx.remove(rdf.store_statements()?);
-            tx.insert(rdf::version_quads(&self.iris, DigestVersion::CURRENT));
-            tx.commit()?;
-            self.know_digest_version(DigestVersion::CURRENT);
-            return Ok(None);
-        }
-        self.upgrade_digests().map(Some)
-    }
-
-    /// Before a write to a shared store, until this process knows the store's version:
-    /// a store of an older version is refused (its upgrade holds every writer:
-    /// `forktrail upgrade`); `true` when the store states no version (and has no turn
-    /// whose digest the versions disagree on): the write then states the current one,
-    /// in the same commit, before anything makes the versions disagree.
-    pub(crate) fn check_shared_digests(&self) -> Result<bool> {
-        if self
-            .digests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
-            return Ok(false);
-        }
-        match self.stored_digest_version()? {
-            DigestVersion::CURRENT => {}
-            old => {
-                return Err(Error::Conflict(format!(
-                    "the shared store {} holds turn digests of version {old}, which do not \
-                     cover tool calls: run `forktrail upgrade --store {}` once to bring it to \
-                     version {} (it holds every writer meanwhile), then write again",
-                    self.location(),
-                    self.location(),
-                    DigestVersion::CURRENT
-                )))
-            }
-        }
-        if self.rdf().stated_digest_version()?.is_none() {
-            return Ok(true);
-        }
-        self.know_digest_version(DigestVersion::CURRENT);
-        Ok(false)
-    }
 }
 
 /// The bytes of the files under `path`.
@@ -817,469 +511,4 @@ fn dir_size(path: &Path) -> u64 {
 /// A stored `xsd:dateTime` in microseconds since the Unix epoch (0 if unreadable).
 pub(crate) fn micros(text: Option<&str>) -> i64 {
     crate::rdf::instant(text).map_or(0, |t| t.timestamp_micros())
-}
-
-/// What an appended turn carries besides its entry in the record index.
-pub(crate) struct AppendedFacts<'a> {
-    pub(crate) model: Option<String>,
-    /// Its `dcterms:created` lexical form.
-    pub(crate) at: &'a str,
-}
-
-/// A turn a write appends, as the record index and the read cache take it.
-pub(crate) struct Appended {
-    session: NamedNode,
-    own_start: u64,
-    /// As the record index keeps it (no branch of its own: the session's).
-    entry: Entry,
-    /// The session's branch label, for the cache's record.
-    branch: String,
-}
-
-/// A lease held, and the receipt its fenced commit leaves.
-struct Lease {
-    node: NamedNode,
-    /// Its `ft:leaseExpires`.
-    expires: oxigraph::model::Literal,
-    quads: Vec<Quad>,
-    /// What a fenced commit leaves in its place (see [`crate::storage::Fence`]).
-    receipt: Vec<Quad>,
-}
-
-impl Drop for WriteTx<'_> {
-    /// A write given up (bad input, a failed commit) withdraws its lease at once, so
-    /// others need not wait for it to lapse.
-    fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            let _ = self.store.backend.commit(Change {
-                removes: lease.quads,
-                ..Change::default()
-            });
-        }
-    }
-}
-
-impl<'s> WriteTx<'s> {
-    /// Declares that the write creates node `subject` in `graph`: on a shared store,
-    /// the commit is applied only if no other writer has created it meanwhile.
-    pub(crate) fn claim_node(&mut self, graph: &NamedNode, subject: &NamedNode) {
-        self.new_nodes.push((graph.clone(), subject.clone()));
-    }
-
-    /// Declares that the write gives a child of `parent` branch label `label`: on a
-    /// shared store, the commit is applied only if no child of it has taken the label.
-    pub(crate) fn claim_label(&mut self, parent: &NamedNode, label: &str) {
-        self.labels.push((parent.clone(), label.to_string()));
-    }
-
-    pub(crate) fn insert(&mut self, quads: impl IntoIterator<Item = Quad>) {
-        self.change.inserts.extend(quads);
-    }
-
-    pub(crate) fn remove(&mut self, quads: impl IntoIterator<Item = Quad>) {
-        self.change.removes.extend(quads);
-    }
-
-    /// Removes a session's whole graph (and forgets what the cache knew of it).
-    pub(crate) fn drop_graph(&mut self, graph: NamedNode) {
-        self.catalog_op(&graph, |id| Op::Dropped(id.to_string()));
-        self.effects.forget.push(graph.clone());
-        self.change.drop_graphs.push(graph);
-    }
-
-    /// The cache forgets session `iri` after the commit (and the catalog derives it
-    /// again from the RDF before its next read, unless the write says what it is).
-    pub(crate) fn forget(&mut self, iri: &NamedNode) {
-        self.catalog_op(iri, |id| Op::Suspect(id.to_string()));
-        self.effects.forget.push(iri.clone());
-    }
-
-    /// The change may touch anything: the cache is dropped after the commit.
-    pub(crate) fn forget_all(&mut self) {
-        if let Some(catalog) = &self.store.catalog {
-            self.effects
-                .catalog
-                .get_or_insert_with(|| catalog.begin())
-                .push(crate::store::catalog::EVERYTHING, Op::All);
-        }
-        self.effects.clear = true;
-    }
-
-    /// The write creates the session `facts` describe (new, a fork, an import) whose
-    /// newest turn is from `activity` (microseconds; its creation when `None`).
-    pub(crate) fn created(&mut self, facts: &SessionNode, activity: Option<i64>) {
-        let iris = &self.store.iris;
-        let id_of = |iri: &NamedNode| iris.session_id(iri.as_ref()).map(|s| s.to_string());
-        let created = micros(facts.created.as_deref());
-        let activity = activity.unwrap_or(created).max(created);
-        let entry = CatalogEntry {
-            id: facts.id.to_string(),
-            parent: facts.parent.as_ref().and_then(id_of),
-            root: facts
-                .fork_root
-                .as_ref()
-                .and_then(id_of)
-                .unwrap_or_else(|| facts.id.to_string()),
-            principal: facts
-                .principal
-                .as_ref()
-                .and_then(|p| iris.parse_agent(p.as_ref()))
-                .map(|a| a.name().to_string()),
-            title: facts.title.clone(),
-            branch: facts.branch.clone(),
-            created,
-            activity,
-            family_activity: activity,
-            length: facts.length,
-            own_start: facts.own_start(),
-            depth: facts.depth,
-            ..CatalogEntry::default()
-        };
-        self.catalog_op(&facts.iri, |_| Op::Created(entry));
-    }
-
-    /// Whether the store keeps a catalog (an import then hands it its turns).
-    pub(crate) fn catalogs(&self) -> bool {
-        self.store.catalog.is_some()
-    }
-
-    /// Own turns a write stored for session `iri` outside `append` (an import), for the
-    /// catalog's search.
-    pub(crate) fn indexed_turns(&mut self, iri: &NamedNode, turns: Vec<TurnDoc>) {
-        if !turns.is_empty() {
-            self.catalog_op(iri, |id| Op::Appended {
-                session: id.to_string(),
-                turns,
-            });
-        }
-    }
-
-    /// Adds a catalog op about session `iri` (made from its id), if there is a
-    /// catalog.
-    fn catalog_op(&mut self, iri: &NamedNode, op: impl FnOnce(&str) -> Op) {
-        let Some(catalog) = &self.store.catalog else {
-            return;
-        };
-        let Some(id) = self.store.iris.session_id(iri.as_ref()) else {
-            return;
-        };
-        self.effects
-            .catalog
-            .get_or_insert_with(|| catalog.begin())
-            .push(id.as_str(), op(id.as_str()));
-    }
-
-    /// A turn appended to session `iri` (whose own turns start at `own_start`, whose
-    /// branch is `branch`), for the cache, the record index and the catalog.
-    pub(crate) fn appended(
-        &mut self,
-        iri: &NamedNode,
-        own_start: u64,
-        entry: Entry,
-        branch: &str,
-        facts: AppendedFacts<'_>,
-    ) {
-        let AppendedFacts { model, at } = facts;
-        let turn = TurnDoc {
-            index: entry.index,
-            role: entry.role.as_str().to_string(),
-            content: entry.content.clone(),
-            model,
-            at: micros(Some(at)),
-        };
-        self.catalog_op(iri, |id| Op::Appended {
-            session: id.to_string(),
-            turns: vec![turn],
-        });
-        self.effects.appended.push(Appended {
-            session: iri.clone(),
-            own_start,
-            entry,
-            branch: branch.to_string(),
-        });
-    }
-
-    /// Whether the store keeps a record index (the import then encodes its records).
-    pub(crate) fn indexes_records(&self) -> bool {
-        self.store.records.is_some()
-    }
-
-    /// The records of turns an import wrote to session `iri` (own turns from
-    /// `own_start`), for the record index once committed. The import's caller forgets
-    /// the session in the cache.
-    pub(crate) fn imported(&mut self, iri: &NamedNode, own_start: u64, run: Run) {
-        self.effects.imported.push((iri.clone(), own_start, run));
-    }
-
-    /// Writes the change in one atomic commit (with others waiting, for a grouped
-    /// write), then updates the cache; on failure nothing is written and the cache is as
-    /// it was.
-    pub(crate) fn commit(mut self) -> Result<()> {
-        let mut change = std::mem::take(&mut self.change);
-        let effects = std::mem::take(&mut self.effects);
-        let stated = match self.version.take() {
-            Some(statement) if !change.is_empty() => {
-                change.inserts.extend(statement);
-                true
-            }
-            _ => false,
-        };
-        let result = self.commit_change(change, effects);
-        if stated && result.is_ok() {
-            self.store.know_digest_version(DigestVersion::CURRENT);
-        }
-        result
-    }
-
-    /// Writes `quads` through the store's bulk path, atomically, before the write's own
-    /// change is committed: what a large import writes. On a shared store that states no
-    /// digest version yet, the statement goes in with them.
-    pub(crate) fn bulk_load(&mut self, quads: &mut dyn Iterator<Item = Quad>) -> Result<()> {
-        let statement = self.version.take().unwrap_or_default();
-        let stated = !statement.is_empty();
-        self.store
-            .backend
-            .bulk_load(&mut statement.into_iter().chain(quads))?;
-        if stated {
-            self.store.know_digest_version(DigestVersion::CURRENT);
-        }
-        Ok(())
-    }
-
-    fn commit_change(&mut self, mut change: Change, effects: Effects) -> Result<()> {
-        if let Some(keys) = self.group.take() {
-            // Only insertions are grouped: their order in a batch does not matter.
-            if !change.inserts.is_empty()
-                && change.removes.is_empty()
-                && change.drop_graphs.is_empty()
-            {
-                let ticket = self.store.enqueue(keys, change, effects);
-                self._guard = None;
-                return self.store.committed(ticket);
-            }
-        }
-        // The lease goes in the same request as the write: it is held until the write
-        // is in, and never outlives it; and the store applies the write only if the
-        // lease still holds then (a fenced commit).
-        if let Some(lease) = &self.lease {
-            let nothing = change.is_empty();
-            change.removes.extend(lease.quads.iter().cloned());
-            if nothing {
-                // Nothing to write: the lease is only withdrawn, and leaves no receipt.
-                self.store.write_through(change, vec![effects])?;
-                self.lease = None;
-                return Ok(());
-            }
-            // This process's previous receipt goes with it, and this one takes its place.
-            change.removes.extend(self.store.receipt().iter().cloned());
-            change.inserts.extend(lease.receipt.iter().cloned());
-            change.fence = Some(crate::storage::Fence {
-                condition: crate::rdf::fence_condition(
-                    &self.store.iris,
-                    &lease.node,
-                    &lease.expires,
-                    &self.new_nodes,
-                    &self.labels,
-                ),
-                receipt: lease.receipt.clone(),
-            });
-        }
-        // On failure the lease stays here and `drop` withdraws it.
-        self.store.write_through(change, vec![effects])?;
-        if let Some(lease) = self.lease.take() {
-            *self.store.receipt() = lease.receipt;
-        }
-        Ok(())
-    }
-}
-
-// Group commit.
-//
-// Group commit: concurrent appends and forks on a store this process owns are written
-// in one storage commit per batch, as databases do.
-//
-// A writer prepares its change under the write lock, exactly as if alone (the same
-// checks, the same reads, so the same errors and indices), queues it and releases the
-// lock, so the next writer prepares while earlier changes are committed. Whichever
-// queued writer finds no commit running becomes the leader: it takes every queued
-// change, commits them as one, brings the read cache and the record index up to date,
-// and wakes the others. A writer is answered only after the commit holding its change,
-// so no acknowledged write can be lost to a failed batch.
-//
-// Preparing reads only committed state, so a change is never prepared against one that
-// is still queued: a writer whose sessions (its keys) have a queued or committing
-// change waits for that batch first, and writes with no keys (deletes, detaches,
-// imports, updates) wait until nothing is queued and commit alone. Queued changes only
-// insert, so their order within a batch cannot matter.
-/// What is queued or being committed.
-#[derive(Default)]
-pub(crate) struct Group {
-    queue: Vec<Queued>,
-    committing: bool,
-    next_ticket: u64,
-    /// Results of committed batches, until their writers pick them up.
-    done: HashMap<u64, Result<()>>,
-    /// Queued or committing changes per session IRI.
-    busy: HashMap<String, usize>,
-}
-
-struct Queued {
-    ticket: u64,
-    keys: Vec<NamedNode>,
-    change: Change,
-    effects: Effects,
-}
-
-impl Group {
-    fn is_busy(&self, keys: &[NamedNode]) -> bool {
-        if keys.is_empty() {
-            return self.committing || !self.queue.is_empty();
-        }
-        keys.iter().any(|k| self.busy.contains_key(k.as_str()))
-    }
-}
-
-impl Store {
-    fn group(&self) -> MutexGuard<'_, Group> {
-        self.group.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Waits until no queued or committing change touches `keys` (any change, when
-    /// `keys` is empty), leading batch commits meanwhile if no one else does. Called
-    /// holding nothing but, for an empty `keys`, the write lock (no change can be
-    /// queued then, so the wait ends).
-    pub(crate) fn settle(&self, keys: &[NamedNode]) {
-        let mut group = self.group();
-        while group.is_busy(keys) {
-            group = self.lead_or_wait(group);
-        }
-    }
-
-    /// Leads a commit of what is queued if no one is committing; else waits for the
-    /// running one to end.
-    fn lead_or_wait<'g>(&'g self, group: MutexGuard<'g, Group>) -> MutexGuard<'g, Group> {
-        if !group.committing && !group.queue.is_empty() {
-            self.lead(group)
-        } else {
-            self.group_done
-                .wait(group)
-                .unwrap_or_else(|p| p.into_inner())
-        }
-    }
-
-    /// Whether a write on `keys` must wait for queued changes before it prepares.
-    pub(crate) fn must_settle(&self, keys: &[NamedNode]) -> bool {
-        self.group().is_busy(keys)
-    }
-
-    /// Queues a prepared change (the write lock is held) and returns its ticket.
-    pub(crate) fn enqueue(&self, keys: Vec<NamedNode>, change: Change, effects: Effects) -> u64 {
-        debug_assert!(change.drop_graphs.is_empty() && change.removes.is_empty());
-        let mut group = self.group();
-        let ticket = group.next_ticket;
-        group.next_ticket += 1;
-        for key in &keys {
-            *group.busy.entry(key.as_str().to_string()).or_default() += 1;
-        }
-        group.queue.push(Queued {
-            ticket,
-            keys,
-            change,
-            effects,
-        });
-        ticket
-    }
-
-    /// Waits for the batch holding `ticket` to be committed (leading it, if no one
-    /// else is committing) and returns its outcome.
-    pub(crate) fn committed(&self, ticket: u64) -> Result<()> {
-        let mut group = self.group();
-        loop {
-            if let Some(result) = group.done.remove(&ticket) {
-                return result;
-            }
-            group = self.lead_or_wait(group);
-        }
-    }
-
-    /// Commits every queued change as one, then answers their writers.
-    fn lead<'g>(&'g self, mut group: MutexGuard<'g, Group>) -> MutexGuard<'g, Group> {
-        let batch = std::mem::take(&mut group.queue);
-        group.committing = true;
-        drop(group);
-        let tickets: Vec<u64> = batch.iter().map(|q| q.ticket).collect();
-        let mut keys = Vec::with_capacity(batch.len());
-        let mut effects = Vec::with_capacity(batch.len());
-        let mut change = Change::default();
-        for q in batch {
-            change.inserts.extend(q.change.inserts);
-            effects.push(q.effects);
-            keys.push(q.keys);
-        }
-        // If the commit panics, `finish` still answers the batch's writers (an error).
-        let finish = Finish {
-            store: self,
-            tickets,
-            keys,
-        };
-        let outcome = self.write_through(change, effects);
-        finish.answer(outcome)
-    }
-}
-
-/// Answers a batch's writers and frees its sessions, even on a panic.
-struct Finish<'a> {
-    store: &'a Store,
-    tickets: Vec<u64>,
-    keys: Vec<Vec<NamedNode>>,
-}
-
-impl<'a> Finish<'a> {
-    fn answer(mut self, outcome: Result<()>) -> MutexGuard<'a, Group> {
-        let group = self.release(outcome);
-        // Answered: nothing left for `drop` to do.
-        self.tickets.clear();
-        group
-    }
-
-    fn release(&self, outcome: Result<()>) -> MutexGuard<'a, Group> {
-        let mut group = self.store.group();
-        let mut outcome = Some(outcome);
-        for (i, ticket) in self.tickets.iter().enumerate() {
-            let result = match (&outcome, self.tickets.len()) {
-                // Alone in its batch, a writer gets the error itself.
-                (_, 1) => outcome.take().expect("one writer"),
-                (Some(Ok(())), _) => Ok(()),
-                (Some(Err(e)), n) => Err(Error::Io {
-                    context: format!("the group commit of {n} writes failed"),
-                    source: std::io::Error::other(e.to_string()),
-                }),
-                (None, _) => unreachable!("taken only when alone"),
-            };
-            group.done.insert(*ticket, result);
-            for key in &self.keys[i] {
-                if let Some(n) = group.busy.get_mut(key.as_str()) {
-                    *n -= 1;
-                    if *n == 0 {
-                        group.busy.remove(key.as_str());
-                    }
-                }
-            }
-        }
-        group.committing = false;
-        self.store.group_done.notify_all();
-        group
-    }
-}
-
-impl Drop for Finish<'_> {
-    fn drop(&mut self) {
-        if self.tickets.is_empty() {
-            return;
-        }
-        drop(self.release(Err(Error::Io {
-            context: "the group commit stopped".into(),
-            source: std::io::Error::other("a panic while committing"),
-        })));
-    }
 }

@@ -13,29 +13,33 @@
 //! A write notes the sessions it changes in a journal before it commits and hands its
 //! effects over after (see `journal.rs`), into a queue: it never waits for the index
 //! writer, which readers hold while they commit; whoever takes the index writer next
-//! puts what is queued in first. What cannot be told from a write alone (a pop, a
-//! detach, an update, an import) makes its sessions *suspect*, and so does a session
-//! that appears, goes or moves for the parents and roots whose counts it changes; the
-//! next read derives them from the RDF (`Store::settle_catalog`) before it answers. The
-//! index commits at most every second in the background, and before a read that must
-//! see what was just written, so a search finds a turn appended a moment ago. A commit
-//! made while the index must be rebuilt says so, and the next open rebuilds it.
+//! puts what is queued in first (`writer.rs`). What cannot be told from a write alone
+//! (a pop, a detach, an update, an import) makes its sessions *suspect*, and so does a
+//! session that appears, goes or moves for the parents and roots whose counts it
+//! changes; the next read derives them from the RDF (`Store::settle_catalog`) before it
+//! answers. The index commits at most every second in the background, and before a
+//! read that must see what was just written, so a search finds a turn appended a
+//! moment ago. A commit made while the index must be rebuilt says so, and the next
+//! open rebuilds it.
 
 mod journal;
+mod writer;
+
+pub(crate) use writer::Pending;
 
 use journal::{Journal, Line, Mark};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, RangeQuery, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, Value, FAST, INDEXED, STORED, STRING, TEXT,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 /// The journal's word for a write that may change any session (a SPARQL update).
 pub(crate) const EVERYTHING: &str = "*";
@@ -211,63 +215,50 @@ struct State {
     stale: bool,
 }
 
-#[derive(Clone, Copy)]
-struct Fields {
-    doc: Field,
-    ssid: Field,
-    tsid: Field,
-    tkey: Field,
-    parent: Field,
-    root: Field,
-    is_root: Field,
-    principal: Field,
-    model: Field,
-    models: Field,
-    title: Field,
-    branch: Field,
-    content: Field,
-    role: Field,
-    index: Field,
-    created: Field,
-    activity: Field,
-    family_activity: Field,
-    tie: Field,
-    length: Field,
-    own_start: Field,
-    depth: Field,
-    forks: Field,
-    family: Field,
+/// Declares `Fields`, the handle of each field of the index's schema, and `schema()`,
+/// which builds the schema with them: each field once, its handle named as the field.
+macro_rules! schema {
+    ($($field:ident: $add:ident($options:expr)),* $(,)?) => {
+        #[derive(Clone, Copy)]
+        struct Fields {
+            $($field: Field),*
+        }
+
+        fn schema() -> (Schema, Fields) {
+            let mut b = Schema::builder();
+            let f = Fields {
+                $($field: b.$add(stringify!($field), $options)),*
+            };
+            (b.build(), f)
+        }
+    };
 }
 
-fn schema() -> (Schema, Fields) {
-    let mut b = Schema::builder();
-    let f = Fields {
-        doc: b.add_text_field("doc", STRING),
-        ssid: b.add_text_field("ssid", STRING | STORED),
-        tsid: b.add_text_field("tsid", STRING | STORED),
-        tkey: b.add_text_field("tkey", STRING),
-        parent: b.add_text_field("parent", STRING | STORED),
-        root: b.add_text_field("root", STRING | STORED),
-        is_root: b.add_text_field("is_root", STRING),
-        principal: b.add_text_field("principal", STRING | STORED),
-        model: b.add_text_field("model", STRING | STORED),
-        models: b.add_text_field("models", TEXT),
-        title: b.add_text_field("title", TEXT | STORED),
-        branch: b.add_text_field("branch", TEXT | STORED),
-        content: b.add_text_field("content", TEXT),
-        role: b.add_text_field("role", STRING | STORED),
-        index: b.add_u64_field("index", STORED),
-        created: b.add_i64_field("created", INDEXED | FAST | STORED),
-        activity: b.add_i64_field("activity", INDEXED | FAST | STORED),
-        family_activity: b.add_i64_field("family_activity", INDEXED | FAST | STORED),
-        tie: b.add_u64_field("tie", FAST),
-        length: b.add_u64_field("length", STORED),
-        own_start: b.add_u64_field("own_start", STORED),
-        depth: b.add_u64_field("depth", STORED),
-        forks: b.add_u64_field("forks", STORED),
-        family: b.add_u64_field("family", STORED),
-    };
-    (b.build(), f)
+schema! {
+    doc: add_text_field(STRING),
+    ssid: add_text_field(STRING | STORED),
+    tsid: add_text_field(STRING | STORED),
+    tkey: add_text_field(STRING),
+    parent: add_text_field(STRING | STORED),
+    root: add_text_field(STRING | STORED),
+    is_root: add_text_field(STRING),
+    principal: add_text_field(STRING | STORED),
+    model: add_text_field(STRING | STORED),
+    models: add_text_field(TEXT),
+    title: add_text_field(TEXT | STORED),
+    branch: add_text_field(TEXT | STORED),
+    content: add_text_field(TEXT),
+    role: add_text_field(STRING | STORED),
+    index: add_u64_field(STORED),
+    created: add_i64_field(INDEXED | FAST | STORED),
+    activity: add_i64_field(INDEXED | FAST | STORED),
+    family_activity: add_i64_field(INDEXED | FAST | STORED),
+    tie: add_u64_field(FAST),
+    length: add_u64_field(STORED),
+    own_start: add_u64_field(STORED),
+    depth: add_u64_field(STORED),
+    forks: add_u64_field(STORED),
+    family: add_u64_field(STORED),
 }
 
 /// What an index commit records beside its segments.
@@ -741,379 +732,4 @@ fn term(field: Field, value: &str) -> Box<dyn Query> {
         Term::from_field_text(field, value),
         IndexRecordOption::Basic,
     ))
-}
-
-impl Inner {
-    /// The index writer and its state, with every write handed over so far in it.
-    fn lock(&self) -> MutexGuard<'_, State> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        self.drain(&mut state);
-        state
-    }
-
-    /// Puts the writes handed over (see [`Applied`]) in the index writer, in order.
-    fn drain(&self, state: &mut State) {
-        let applied =
-            std::mem::take(&mut *self.applied.lock().unwrap_or_else(PoisonError::into_inner));
-        for Applied { ops, lines } in applied {
-            for op in ops {
-                if self.apply_op(state, op).is_err() {
-                    // The index could not take it: rebuilt from the RDF at the next read.
-                    state.stale = true;
-                }
-            }
-            // A line stays open while its session is suspect: replayed after a crash.
-            let mut done = Vec::new();
-            for (session, line) in lines {
-                match state.suspects.get_mut(&session) {
-                    Some(held) => held.push(line),
-                    None => done.push(line),
-                }
-            }
-            self.done(done);
-        }
-    }
-
-    fn journal(&self) -> MutexGuard<'_, Option<Journal>> {
-        self.journal.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Lets journal lines go: what they noted is in the index writer.
-    fn done(&self, lines: impl IntoIterator<Item = Line>) {
-        if let Some(journal) = self.journal().as_mut() {
-            for line in lines {
-                journal.done(line);
-            }
-        }
-    }
-
-    /// Makes `id` suspect, noting it in the journal: until it is derived, an index
-    /// commit replays from here, so a crash meanwhile still derives it at the next open.
-    fn hold(&self, state: &mut State, id: &str) {
-        let mut journal = self.journal();
-        let line = journal.as_mut().and_then(|j| j.note(id).ok());
-        if line.is_none() && journal.is_some() {
-            // Unnoted, a crash could lose it: rebuilt whole before the next read instead.
-            state.stale = true;
-        }
-        state
-            .suspects
-            .entry(id.to_string())
-            .or_default()
-            .extend(line);
-    }
-
-    fn commit(&self, state: &mut State) -> Result<(), Failure> {
-        let mark = match self.journal().as_mut() {
-            Some(journal) => journal.mark().map_err(failed)?,
-            None => Mark::default(),
-        };
-        let payload = serde_json::to_string(&Payload {
-            version: VERSION,
-            journal: mark,
-            stale: state.stale,
-        })
-        .map_err(failed)?;
-        let mut prepared = state.writer.prepare_commit().map_err(failed)?;
-        prepared.set_payload(&payload);
-        prepared.commit().map_err(failed)?;
-        self.reader.reload().map_err(failed)?;
-        state.recent.clear();
-        state.cleared = false;
-        state.dirty = false;
-        if let Some(journal) = self.journal().as_ref() {
-            journal.prune(mark);
-        }
-        Ok(())
-    }
-
-    /// The entry of `id`: written or removed since the last commit, else as committed.
-    fn entry(&self, state: &State, id: &str) -> Result<Option<Entry>, Failure> {
-        if let Some(entry) = state.recent.get(id) {
-            return Ok(entry.clone());
-        }
-        if state.cleared {
-            return Ok(None);
-        }
-        let searcher: Searcher = self.reader.searcher();
-        let found = searcher
-            .search(
-                &TermQuery::new(
-                    Term::from_field_text(self.f.ssid, id),
-                    IndexRecordOption::Basic,
-                ),
-                &TopDocs::with_limit(1)
-                    .order_by(|_: &tantivy::SegmentReader| |_: tantivy::DocId| 0u8),
-            )
-            .map_err(failed)?;
-        let Some((_, address)) = found.into_iter().next() else {
-            return Ok(None);
-        };
-        let doc: TantivyDocument = searcher.doc(address).map_err(failed)?;
-        Ok(Some(self.decode(&doc)))
-    }
-
-    /// Changes the entry of `id` with `change`; an entry the index lacks makes the
-    /// session suspect instead.
-    fn patch(
-        &self,
-        state: &mut State,
-        id: &str,
-        change: impl FnOnce(&mut Entry),
-    ) -> Result<(), Failure> {
-        if state.suspects.contains_key(id) {
-            return Ok(()); // derived whole before the next read
-        }
-        match self.entry(state, id)? {
-            Some(mut entry) => {
-                change(&mut entry);
-                self.write_entry(state, entry);
-            }
-            None => self.hold(state, id),
-        }
-        Ok(())
-    }
-
-    fn apply_op(&self, state: &mut State, op: Op) -> Result<(), Failure> {
-        match op {
-            Op::Created(entry) => {
-                let (id, parent, root, activity) = (
-                    entry.id.clone(),
-                    entry.parent.clone(),
-                    entry.root.clone(),
-                    entry.activity,
-                );
-                if let Some(lines) = state.suspects.remove(&id) {
-                    self.done(lines);
-                }
-                self.write_entry(state, entry);
-                if let Some(parent) = parent {
-                    self.patch(state, &parent, |p| p.forks += 1)?;
-                }
-                if root != id {
-                    self.patch(state, &root, |r| {
-                        r.family += 1;
-                        r.family_activity = r.family_activity.max(activity);
-                    })?;
-                }
-            }
-            Op::Appended { session, turns } => {
-                for turn in &turns {
-                    self.add_turn(state, &session, turn)?;
-                }
-                state.dirty = true;
-                let mut root = None;
-                self.patch(state, &session, |e| {
-                    for turn in &turns {
-                        e.length = e.length.max(turn.index + 1);
-                        e.activity = e.activity.max(turn.at);
-                        e.family_activity = e.family_activity.max(turn.at);
-                        if let Some(model) = &turn.model {
-                            e.models.insert(model.clone());
-                        }
-                    }
-                    if e.root != e.id {
-                        root = Some((e.root.clone(), e.activity));
-                    }
-                })?;
-                if let Some((root, activity)) = root {
-                    self.patch(state, &root, |r| {
-                        r.family_activity = r.family_activity.max(activity)
-                    })?;
-                }
-            }
-            Op::Suspect(id) => {
-                state.suspects.entry(id).or_default();
-            }
-            Op::Dropped(id) => {
-                let before = self.entry(state, &id)?;
-                state
-                    .writer
-                    .delete_term(Term::from_field_text(self.f.ssid, &id));
-                state
-                    .writer
-                    .delete_term(Term::from_field_text(self.f.tsid, &id));
-                state.recent.insert(id.clone(), None);
-                state.dirty = true;
-                if let Some(before) = before {
-                    if let Some(parent) = &before.parent {
-                        self.patch(state, parent, |p| p.forks = p.forks.saturating_sub(1))?;
-                    }
-                    if before.root != id {
-                        // The family's newest activity may have been this session's:
-                        // only the RDF can say what comes next then.
-                        match self.entry(state, &before.root)? {
-                            Some(root) if before.activity < root.family_activity => {
-                                self.patch(state, &before.root, |r| {
-                                    r.family = r.family.saturating_sub(1)
-                                })?;
-                            }
-                            _ => self.hold(state, &before.root),
-                        }
-                    }
-                }
-            }
-            Op::All => state.stale = true,
-        }
-        Ok(())
-    }
-
-    fn write_entry(&self, state: &mut State, entry: Entry) {
-        let f = self.f;
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.doc, "session");
-        doc.add_text(f.ssid, &entry.id);
-        if let Some(parent) = &entry.parent {
-            doc.add_text(f.parent, parent);
-        }
-        doc.add_text(f.root, &entry.root);
-        doc.add_text(f.is_root, if entry.parent.is_none() { "yes" } else { "no" });
-        if let Some(principal) = &entry.principal {
-            doc.add_text(f.principal, principal);
-        }
-        for model in &entry.models {
-            doc.add_text(f.model, model);
-            doc.add_text(f.models, model);
-        }
-        if let Some(title) = &entry.title {
-            doc.add_text(f.title, title);
-        }
-        doc.add_text(f.branch, &entry.branch);
-        doc.add_i64(f.created, entry.created);
-        doc.add_i64(f.activity, entry.activity);
-        doc.add_i64(f.family_activity, entry.family_activity);
-        doc.add_u64(f.tie, tie(&entry.id));
-        doc.add_u64(f.length, entry.length);
-        doc.add_u64(f.own_start, entry.own_start);
-        doc.add_u64(f.depth, entry.depth);
-        doc.add_u64(f.forks, entry.forks);
-        doc.add_u64(f.family, entry.family);
-        state
-            .writer
-            .delete_term(Term::from_field_text(f.ssid, &entry.id));
-        if state.writer.add_document(doc).is_err() {
-            state.stale = true;
-        }
-        state.dirty = true;
-        state.recent.insert(entry.id.clone(), Some(entry));
-    }
-
-    fn add_turn(&self, state: &mut State, session: &str, turn: &TurnDoc) -> Result<(), Failure> {
-        let f = self.f;
-        let key = format!("{session}\u{1f}{}", turn.index);
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.doc, "turn");
-        doc.add_text(f.tsid, session);
-        doc.add_text(f.tkey, &key);
-        doc.add_u64(f.index, turn.index);
-        doc.add_text(f.role, &turn.role);
-        doc.add_text(f.content, &turn.content);
-        doc.add_i64(f.activity, turn.at);
-        // Writing a turn twice (a write and a derivation racing) keeps one.
-        state
-            .writer
-            .delete_term(Term::from_field_text(f.tkey, &key));
-        state.writer.add_document(doc).map_err(failed)?;
-        Ok(())
-    }
-
-    fn decode(&self, doc: &TantivyDocument) -> Entry {
-        let f = self.f;
-        Entry {
-            id: text_of(doc, f.ssid).unwrap_or_default(),
-            parent: text_of(doc, f.parent),
-            root: text_of(doc, f.root).unwrap_or_default(),
-            principal: text_of(doc, f.principal),
-            title: text_of(doc, f.title),
-            branch: text_of(doc, f.branch).unwrap_or_default(),
-            created: i64_of(doc, f.created),
-            activity: i64_of(doc, f.activity),
-            family_activity: i64_of(doc, f.family_activity),
-            length: u64_of(doc, f.length),
-            own_start: u64_of(doc, f.own_start),
-            depth: u64_of(doc, f.depth),
-            forks: u64_of(doc, f.forks),
-            family: u64_of(doc, f.family),
-            models: doc
-                .get_all(f.model)
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect(),
-        }
-    }
-}
-
-/// A write's changes for the catalog, gathered before it commits: its ops, and the
-/// journal lines noted for their sessions. Handed over after the commit; dropped
-/// unapplied (the write failed), its lines are let go.
-pub(crate) struct Pending {
-    inner: Arc<Inner>,
-    ops: Vec<Op>,
-    lines: Vec<(String, Line)>,
-    /// A session could not be noted in the journal: the index is rebuilt instead.
-    unnoted: bool,
-}
-
-impl Catalog {
-    /// Gathers a write's changes (see [`Pending`]).
-    pub(crate) fn begin(&self) -> Pending {
-        Pending {
-            inner: Arc::clone(&self.inner),
-            ops: Vec::new(),
-            lines: Vec::new(),
-            unnoted: false,
-        }
-    }
-}
-
-impl Pending {
-    /// Adds `op` about `session`, noting the session in the journal first (which the
-    /// index writer's holders never keep for long: a write does not wait for them).
-    pub(crate) fn push(&mut self, session: &str, op: Op) {
-        if !self.lines.iter().any(|(s, _)| s == session) {
-            match self.inner.journal().as_mut().map(|j| j.note(session)) {
-                Some(Ok(line)) => self.lines.push((session.to_string(), line)),
-                Some(Err(_)) => self.unnoted = true,
-                None => {}
-            }
-        }
-        if let Op::Created(entry) = &op {
-            // Created whole: what the same write said of it before is moot.
-            self.ops
-                .retain(|o| !matches!(o, Op::Suspect(s) if *s == entry.id));
-        }
-        if let Op::Suspect(id) = &op {
-            if self
-                .ops
-                .iter()
-                .any(|o| matches!(o, Op::Created(e) if e.id == *id))
-            {
-                return;
-            }
-        }
-        self.ops.push(op);
-    }
-
-    /// Hands the committed write's changes to the catalog, without waiting for its
-    /// index writer, which a reader may hold for a commit: the next one to take it
-    /// puts them in, before it reads or commits anything.
-    pub(crate) fn apply(mut self) {
-        let mut ops = std::mem::take(&mut self.ops);
-        if self.unnoted {
-            ops.push(Op::All);
-        }
-        let lines = std::mem::take(&mut self.lines);
-        self.inner
-            .applied
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Applied { ops, lines });
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if !self.lines.is_empty() {
-            self.inner.done(self.lines.drain(..).map(|(_, line)| line));
-        }
-    }
 }
