@@ -534,11 +534,11 @@ struct ImportParams {
 
 /// `POST /v1/traces`: OTLP/HTTP trace export (protobuf, or JSON by `Content-Type`,
 /// gzip by `Content-Encoding`), the server's token needed. GenAI chat spans become
-/// sessions and turns (see `io::otlp`), by batches of conversations, so that a request's
-/// memory stays bounded. The answer is an `ExportTraceServiceResponse` in the request's
-/// encoding: empty when the request's GenAI spans went in, else (spans refused, or
-/// nothing to import) with `partial_success` saying what was imported, how many spans
-/// were refused (`rejected_spans`) and why.
+/// sessions and turns (see `io::transcripts::otlp`), by batches of conversations, so
+/// that a request's memory stays bounded. The answer is an `ExportTraceServiceResponse`
+/// in the request's encoding: empty when the request's GenAI spans went in, else (spans
+/// refused, or nothing to import) with `partial_success` saying what was imported, how
+/// many spans were refused (`rejected_spans`) and why.
 async fn traces(
     state: Shared,
     _: Authorized,
