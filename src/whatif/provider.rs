@@ -36,7 +36,7 @@ impl Provider {
     /// `$ANTHROPIC_BASE_URL` else Anthropic's.
     pub fn default_endpoint(self) -> String {
         let (var, default) = match self {
-            Self::Openai => ("OPENAI_BASE_URL", super::DEFAULT_ENDPOINT),
+            Self::Openai => ("OPENAI_BASE_URL", DEFAULT_ENDPOINT),
             Self::Anthropic => ("ANTHROPIC_BASE_URL", ANTHROPIC_ENDPOINT),
         };
         std::env::var(var)
@@ -130,6 +130,8 @@ impl std::str::FromStr for Provider {
     }
 }
 
+/// The endpoint when neither `endpoint` nor `$OPENAI_BASE_URL` is set (Ollama's).
+pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:11434/v1";
 /// OpenAI's own API: where `$OPENAI_API_KEY` may always go.
 pub const OPENAI_API: &str = "https://api.openai.com/v1";
 /// Anthropic's API, when `$ANTHROPIC_BASE_URL` is not set.
