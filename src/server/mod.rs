@@ -13,9 +13,6 @@ mod metrics;
 mod rest;
 mod sparql;
 mod ui;
-mod ui_compare;
-mod ui_compose;
-mod ui_diff;
 
 use crate::error::Error;
 use crate::store::Store;
