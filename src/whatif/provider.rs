@@ -485,7 +485,7 @@ pub(crate) fn post(
                 false,
             ))
         }
-        Err(e) if e.to_string().contains("timed out") => Err(CallFailure::new(
+        Err(ureq::Error::Transport(t)) if timed_out(&t) => Err(CallFailure::new(
             format!("no answer from {url} within {timeout_secs} s (--timeout)"),
             true,
         )),
@@ -521,6 +521,21 @@ pub(crate) fn post(
             ))
         }
     }
+}
+
+/// Whether a transport error is a timeout: an I/O error of that kind behind it (ureq
+/// reports a deadline passed, connecting or reading, as one).
+fn timed_out(t: &ureq::Transport) -> bool {
+    let mut source = std::error::Error::source(t);
+    while let Some(e) = source {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// Whether `endpoint` connects to this machine. Parsed as ureq parses it, and refused

@@ -4,9 +4,10 @@ use super::shell::{
     error_page, form, given, label_of, may_write, name_of, page, session_id, token_field,
     turn_index, write, Page,
 };
-use crate::html::{self};
+use crate::error::Error;
+use crate::html;
 use crate::model::{DeleteOptions, ForkOptions, MergeOptions};
-use crate::server::{writing, Shared};
+use crate::server::{ApiError, Shared};
 use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::{HeaderMap, StatusCode};
@@ -164,7 +165,9 @@ pub(super) async fn delete(
         dry_run: f.confirm.is_empty(),
     };
     let target = id.clone();
-    let outcome = writing(&state, move |store| store.delete_with(&target, options)).await;
+    // Refused for its children, the delete is answered with them: told by the error's
+    // kind, which only the store's own result carries.
+    let outcome = write(&state, move |store| Ok(store.delete_with(&target, options))).await?;
     let form_for = |cascade: bool, confirm: bool, label: &str| {
         html! {
             form.write method="post" action=(format!("/ui/sessions/{id}/delete")) {
@@ -185,7 +188,8 @@ pub(super) async fn delete(
             ul.deleted { @for s in &plan.sessions { li { (s.branch) " " span.id { (s.session) } ", " (s.own_turns) " own turns" } } }
             (form_for(cascade, true, "Delete"))
         },
-        Err(e) if e.code == "has_children" => {
+        Err(e @ Error::HasChildren { .. }) => {
+            let e = ApiError::from(e);
             let children = write(&state, {
                 let id = id.clone();
                 move |store| store.branches(&id)
@@ -201,7 +205,7 @@ pub(super) async fn delete(
                 (form_for(true, false, "Preview deleting the whole subtree"))
             }
         }
-        Err(e) => return Err(error_page(&state, e)),
+        Err(e) => return Err(error_page(&state, e.into())),
     };
     Ok(page(&state, StatusCode::OK, "delete preview", body))
 }
