@@ -3,6 +3,8 @@
 //! that stops it (or, for a runner in another process, a cancel file beside the store).
 
 use super::provider::{post, CallFailure, Provider};
+use crate::error::{Error, Result};
+use crate::model::SessionId;
 use crate::store::Store;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +20,20 @@ pub(super) enum Call {
 }
 
 impl Store {
+    /// Checks that a model can answer session `session` at index `at` (at least one
+    /// turn of context, at most the whole session) and returns the session's length.
+    pub(super) fn answer_point(&self, session: &SessionId, at: u64) -> Result<u64> {
+        let length = self.require(session)?.length;
+        if at == 0 || at > length {
+            return Err(Error::IndexOutOfRange {
+                session: session.to_string(),
+                index: at.into(),
+                valid: format!("1..={length} (the model needs at least one turn of context)"),
+            });
+        }
+        Ok(length)
+    }
+
     /// Registers job (or run) `id` as run by this process and returns the flag that
     /// stops it; `None` if this process already runs it.
     pub(super) fn claim_job(&self, id: &str) -> Option<Arc<AtomicBool>> {

@@ -2,7 +2,7 @@
 //! measured from what the runs committed.
 
 use super::budget::Budget;
-use super::provider::{self, is_loopback, tool_calls, Sampling};
+use super::provider::{self, is_loopback, tool_calls};
 use super::run::{InFlight, Recording};
 use super::{
     Arm, ArmPlan, ArmReport, CallReport, Cell, CompareOptions, ComparePlan, Comparison, CostStatus,
@@ -28,15 +28,8 @@ const DEFAULT_TIMEOUT_SECS: u64 = 300;
 impl Store {
     /// Checks a comparison's options against `session` and resolves them.
     fn settings(&self, session: &SessionId, options: &CompareOptions) -> Result<Settings> {
-        let length = self.require(session)?.length;
         let at = options.at;
-        if at == 0 || at > length {
-            return Err(Error::IndexOutOfRange {
-                session: session.to_string(),
-                index: at.into(),
-                valid: format!("1..={length} (the model needs at least one turn of context)"),
-            });
-        }
+        self.answer_point(session, at)?;
         if options.arms.is_empty() {
             return Err(Error::InvalidInput(format!(
                 "a comparison of session {session} needs at least one arm (--arm model=NAME)"
@@ -152,13 +145,7 @@ impl Store {
                 )));
             }
         }
-        let sampling = Sampling {
-            model: &arm.model,
-            system_prompt: arm.system_prompt.as_deref(),
-            tools: arm.tools.as_ref(),
-            max_tokens: arm.max_tokens,
-            temperature: arm.temperature,
-        };
+        let sampling = arm.sampling();
         let body =
             provider::request(arm.provider, context, &sampling).map_err(|e| bad(e.to_string()))?;
         let estimated = provider::estimate_tokens(&body);
@@ -205,13 +192,7 @@ impl Store {
         let mut arms = Vec::new();
         let mut total = 0.0;
         for arm in &settings.arms {
-            let sampling = Sampling {
-                model: &arm.model,
-                system_prompt: arm.system_prompt.as_deref(),
-                tools: arm.tools.as_ref(),
-                max_tokens: arm.max_tokens,
-                temperature: arm.temperature,
-            };
+            let sampling = arm.sampling();
             let input =
                 provider::estimate_tokens(&provider::request(arm.provider, context, &sampling)?);
             let output = arm

@@ -84,6 +84,17 @@ pub struct Arm {
 }
 
 impl Arm {
+    /// What this arm asks of the model: its model, system prompt, tools and sampling.
+    pub(crate) fn sampling(&self) -> provider::Sampling<'_> {
+        provider::Sampling {
+            model: &self.model,
+            system_prompt: self.system_prompt.as_deref(),
+            tools: self.tools.as_ref(),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+        }
+    }
+
     /// Parses the CLI's `--arm` text: `key=value` pairs separated by commas, keys
     /// `model` (required), `name`, `provider` (openai, anthropic), `endpoint`,
     /// `temperature`, `max-tokens`, and `system-prompt` and `tools`, whose values are

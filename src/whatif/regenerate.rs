@@ -149,15 +149,8 @@ impl Store {
         session: &SessionId,
         options: &RegenerateOptions,
     ) -> Result<RegeneratePlan> {
-        let length = self.require(session)?.length;
         let at = options.at;
-        if at == 0 || at > length {
-            return Err(Error::IndexOutOfRange {
-                session: session.to_string(),
-                index: at.into(),
-                valid: format!("1..={length} (the model needs at least one turn of context)"),
-            });
-        }
+        let length = self.answer_point(session, at)?;
         let reason = options.reason.as_deref().unwrap_or("what-if");
         if !["what-if", "benchmark", "manual", CONTINUE].contains(&reason) {
             return Err(Error::InvalidInput(format!(

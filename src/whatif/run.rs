@@ -382,14 +382,11 @@ impl Runner<'_> {
     fn ask(&self, context: &[Turn], steps: u64) -> Result<Option<Step>> {
         let max_output = self.arm.max_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
         let sampling = Sampling {
-            model: &self.arm.model,
-            system_prompt: self.arm.system_prompt.as_deref(),
-            tools: self.arm.tools.as_ref(),
             max_tokens: self
                 .arm
                 .max_tokens
                 .or(self.budgeted().then_some(max_output)),
-            temperature: self.arm.temperature,
+            ..self.arm.sampling()
         };
         let body = provider::request(self.arm.provider, context, &sampling)?;
         let estimated = provider::estimate_tokens(&body);

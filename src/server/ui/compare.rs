@@ -292,14 +292,7 @@ pub(super) async fn compare_form(
         ));
     }
     let fields = Fields::first(at, &info, &shell::endpoints(&state));
-    Ok(form_page(
-        &state,
-        StatusCode::OK,
-        &info,
-        context.as_ref(),
-        &fields,
-        None,
-    ))
+    Ok(form_page(&state, &info, context.as_ref(), &fields, None))
 }
 
 /// `POST /ui/sessions/{id}/compare`: the estimate (nothing sent, nothing written), then,
@@ -320,25 +313,10 @@ pub(super) async fn compare(
         )
     })?;
     let (info, context) = session_at(&state, &id, fields.at.trim().parse().ok()).await?;
-    let failed = |error: ApiError| {
-        form_page(
-            &state,
-            error.status,
-            &info,
-            context.as_ref(),
-            &fields,
-            Some(&error),
-        )
-    };
+    let failed =
+        |error: ApiError| form_page(&state, &info, context.as_ref(), &fields, Some(&error));
     if fields.edit {
-        return Ok(form_page(
-            &state,
-            StatusCode::OK,
-            &info,
-            context.as_ref(),
-            &fields,
-            None,
-        ));
+        return Ok(form_page(&state, &info, context.as_ref(), &fields, None));
     }
     shell::token_given(&state, &headers, &fields.token).map_err(failed)?;
     let options = fields
@@ -373,10 +351,10 @@ pub(super) async fn compare(
     Ok(Redirect::to(&to).into_response())
 }
 
-/// The compare form, filled with `fields`, and the error that sent it back if any.
+/// The compare form, filled with `fields`, and the error that sent it back if any (the
+/// page then has its status).
 fn form_page(
     state: &AppState,
-    status: StatusCode,
     info: &SessionInfo,
     context: Option<&Turn>,
     fields: &Fields,
@@ -429,6 +407,7 @@ fn form_page(
             }
         }
     };
+    let status = error.map_or(StatusCode::OK, |e| e.status);
     shell::page(state, status, &format!("compare {id} from {at}"), body)
 }
 
