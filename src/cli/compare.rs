@@ -1,8 +1,7 @@
 //! What-if comparisons: `compare`, `comparisons`. `jobs show`, `jobs cancel` and
 //! `jobs resume` take comparison and run ids too (see `jobs.rs`).
 
-use super::jobs::spawn_worker;
-use super::{emit, print_json, render, CliResult, Out, Target};
+use super::{emit, print_json, render, spawn_worker, CliResult, Out, Target};
 use clap::Args;
 use forktrail::{Arm, CompareOptions, Comparison, Price, SessionId, Store};
 use std::collections::BTreeMap;

@@ -1,7 +1,9 @@
 //! What-if regeneration and its jobs: `regenerate`, `jobs`. The jobs of a comparison
 //! (the comparison and its runs) are shown, cancelled and resumed here too.
 
-use super::{compare, emit, is_locked, open, print_json, render, CliResult, Out, Target};
+use super::{
+    compare, emit, is_locked, open, print_json, render, spawn_worker, CliResult, Out, Target,
+};
 use clap::{Args, Subcommand};
 use forktrail::{Job, JobStatus, RegenerateOptions, SessionId, Store};
 use std::path::{Path, PathBuf};
@@ -108,20 +110,6 @@ impl RegenerateArgs {
         }
         job_outcome(&job)
     }
-}
-
-/// Starts `forktrail <the store's arguments> <args>` as a background worker, with no
-/// standard input or output: it waits for the store this process holds to be free.
-pub(super) fn spawn_worker(path: &Target, args: &[&str]) -> CliResult {
-    std::process::Command::new(std::env::current_exe()?)
-        .args(path.args())
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start the background worker: {e}"))?;
-    Ok(())
 }
 
 #[derive(Args)]

@@ -596,6 +596,20 @@ fn open_when_free(path: &Target) -> Result<Store, Box<dyn std::error::Error>> {
     }
 }
 
+/// Starts `forktrail <the store's arguments> <args>` as a background worker, with no
+/// standard input or output: it waits for the store this process holds to be free.
+fn spawn_worker(path: &Target, args: &[&str]) -> CliResult {
+    std::process::Command::new(std::env::current_exe()?)
+        .args(path.args())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the background worker: {e}"))?;
+    Ok(())
+}
+
 fn print_json(out: Out, value: &(impl serde::Serialize + ?Sized)) -> CliResult {
     let text = serde_json::to_string_pretty(value)?;
     writeln!(out, "{text}")?;

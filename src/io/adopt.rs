@@ -5,7 +5,7 @@
 //! one comes it is adopted at the end of the prefix they share: the repeated turns
 //! are dropped from it, and it inherits them as any fork does.
 
-use super::root::SharedCopy;
+use super::report::SharedCopy;
 use crate::error::{Error, Result};
 use crate::model::{Role, SessionId, MAX_FORK_DEPTH};
 use crate::rdf::{adopt_change, repointed, Adoption, SessionNode};

@@ -1,6 +1,8 @@
 //! The formats forktrail reads and writes, and how a file's content tells which it is.
 
-use super::{codex, pi, TranscriptOptions};
+use super::lines::{self, SNIFF_WINDOW};
+use super::transcripts::{codex, pi};
+use super::TranscriptOptions;
 use crate::error::{Error, Result};
 use oxigraph::io::{RdfFormat, RdfParser};
 use std::path::Path;
@@ -240,7 +242,7 @@ impl ImportFormat {
     /// assert_eq!(ImportFormat::sniff(&head), Some(ImportFormat::ClaudeCode));
     /// ```
     pub fn head(path: &Path, options: &TranscriptOptions<'_>) -> Result<Vec<u8>> {
-        super::lines::read_head(path, options)
+        lines::read_head(path, options)
     }
 
     /// The sniffed format of `content`, or an error naming `what` and the choices.
@@ -254,8 +256,16 @@ impl ImportFormat {
     }
 }
 
-/// How much of the start of a file [`ImportFormat::sniff`] reads.
-pub(crate) const SNIFF_WINDOW: usize = 1 << 20;
+/// Whether the first session file of `dir` is a Pi session file.
+pub(in crate::io) fn is_pi_folder(dir: &Path) -> bool {
+    let Ok(files) = pi::session_files(dir) else {
+        return false;
+    };
+    files.first().is_some_and(|f| {
+        lines::read_head(f, &TranscriptOptions::default())
+            .is_ok_and(|b| ImportFormat::sniff(&b) == Some(ImportFormat::Pi))
+    })
+}
 
 impl FromStr for ImportFormat {
     type Err = Error;

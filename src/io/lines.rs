@@ -19,6 +19,18 @@ use std::path::{Path, PathBuf};
 /// it), while a line past it costs no more memory than this.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
+/// How much of the start of a file [`ImportFormat::sniff`] reads.
+///
+/// [`ImportFormat::sniff`]: crate::ImportFormat::sniff
+pub(crate) const SNIFF_WINDOW: usize = 1 << 20;
+
+impl TranscriptOptions<'_> {
+    /// The longest line read, in bytes.
+    pub(crate) fn line_limit(&self) -> usize {
+        self.max_line_bytes.unwrap_or(MAX_LINE_BYTES)
+    }
+}
+
 /// One line of a log: its number (from 1) and its text, or why it cannot be read.
 pub(crate) type LogLine = (u64, std::result::Result<String, LineFault>);
 
@@ -129,16 +141,16 @@ pub(crate) fn read_whole(path: &Path, options: &TranscriptOptions<'_>) -> Result
 /// format (with `complete_lines`, whole lines only), without reading a large file
 /// whole.
 ///
-/// [`ImportFormat::sniff`]: super::ImportFormat::sniff
+/// [`ImportFormat::sniff`]: crate::ImportFormat::sniff
 pub(crate) fn read_head(path: &Path, options: &TranscriptOptions<'_>) -> Result<Vec<u8>> {
     let cannot = |e: std::io::Error| Error::io(format!("cannot read {}", path.display()), e);
     let file = open(path, options)?;
     let mut bytes = Vec::new();
-    file.take(super::formats::SNIFF_WINDOW as u64 + 1)
+    file.take(SNIFF_WINDOW as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(cannot)?;
     // Past the window the sniffer keeps whole lines itself.
-    if options.complete_lines && bytes.len() <= super::formats::SNIFF_WINDOW {
+    if options.complete_lines && bytes.len() <= SNIFF_WINDOW {
         let end = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         bytes.truncate(end);
     }

@@ -8,35 +8,27 @@
 //! | `graphs.rs` | session graphs in and out, the PROV export, the validated import |
 //! | `report.rs` | what transcript imports take and report |
 //! | `lines.rs` | logs read line by line, each line bounded; files read only where allowed |
-//! | `openai.rs` | OpenAI chat messages in and out |
-//! | `claude_code.rs` | Claude Code logs, sub-agents and project folders in |
-//! | `codex.rs` | OpenAI Codex CLI rollouts in |
-//! | `pi.rs` | Pi session files (a tree in one file) in |
-//! | `otlp.rs` | OpenTelemetry GenAI traces in (OTLP requests and JSON Lines files) |
+//! | `transcripts/` | other tools' logs in: OpenAI messages (and out), Claude Code, Codex, Pi, OTLP |
 //! | `root.rs` | new root sessions built whole; copies stored as forks |
 //! | `adopt.rs` | a root made a fork of a session that arrived after it |
 //! | `copy.rs` | a whole store into another, checked session by session |
 
 mod adopt;
-mod claude_code;
-mod codex;
 mod copy;
 mod formats;
 mod graphs;
 mod lines;
-mod openai;
-mod otlp;
-mod pi;
 mod report;
 mod root;
+mod transcripts;
 
 pub use copy::{BackupReport, CopyReport};
 pub use formats::{ExportFormat, ImportFormat};
 pub use lines::MAX_LINE_BYTES;
-pub(crate) use openai::openai_messages;
-pub(crate) use otlp::decode_request as decode_otlp_request;
+pub use report::SharedCopy;
 pub use report::{Skipped, TranscriptOptions, TranscriptReport};
-pub use root::SharedCopy;
+pub(crate) use transcripts::openai::openai_messages;
+pub(crate) use transcripts::otlp::decode_request as decode_otlp_request;
 
 use crate::error::{Error, Result};
 use crate::model::{NewSession, SessionId};
@@ -156,7 +148,9 @@ impl Store {
             ImportFormat::ClaudeCode => self.import_claude_lines(lines(), options),
             ImportFormat::Codex => self.import_codex_lines(lines(), options),
             ImportFormat::Pi => self.import_pi_file(None, lines(), options),
-            ImportFormat::Otlp => self.import_otlp(&otlp::decode_lines(&lines())?, options),
+            ImportFormat::Otlp => {
+                self.import_otlp(&transcripts::otlp::decode_lines(&lines())?, options)
+            }
             ImportFormat::TriG | ImportFormat::NQuads => Ok(TranscriptReport {
                 sessions: self.import(content, format)?,
                 ..Default::default()
@@ -176,7 +170,7 @@ impl Store {
         if path.is_dir() {
             return match format {
                 Some(ImportFormat::Pi) => self.import_pi_folder(path, options),
-                None if pi::is_pi_folder(path) => self.import_pi_folder(path, options),
+                None if formats::is_pi_folder(path) => self.import_pi_folder(path, options),
                 None | Some(ImportFormat::ClaudeCode) => {
                     self.import_claude_code_path(path, options)
                 }
@@ -204,7 +198,7 @@ impl Store {
                 self.import_codex_lines(lines::read_log(path, options)?, options)
             }
             ImportFormat::Otlp => {
-                let requests = otlp::decode_lines(&lines::read_log(path, options)?)?;
+                let requests = transcripts::otlp::decode_lines(&lines::read_log(path, options)?)?;
                 self.import_otlp(&requests, options)
             }
             other => self.import_with(&lines::read_whole(path, options)?, Some(other), options),

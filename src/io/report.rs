@@ -1,6 +1,5 @@
 //! What every transcript import takes and reports.
 
-use super::root::{Added, SharedCopy};
 use crate::model::SessionId;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -71,6 +70,28 @@ impl TranscriptReport {
     }
 }
 
+/// A new session stored as a fork of the stored session whose start it repeats: only
+/// its turns past the shared prefix were written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SharedCopy {
+    /// The new session.
+    pub session: SessionId,
+    /// The session it is a fork of.
+    pub parent: SessionId,
+    /// Its fork point: the turns shared with `parent` (not stored again).
+    pub shared_turns: u64,
+    /// Its branch label (`copy`, `copy-2`, …).
+    pub branch: String,
+}
+
+/// What [`Store::add_roots`](crate::Store::add_roots) added: the sessions, in the order given, and those of
+/// them stored as forks of a session they copy.
+#[derive(Debug, Default)]
+pub(crate) struct Added {
+    pub(crate) ids: Vec<SessionId>,
+    pub(crate) shared: Vec<SharedCopy>,
+}
+
 /// A line or a file an import left out, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Skipped {
@@ -107,13 +128,6 @@ pub struct TranscriptOptions<'a> {
     /// `watch` passes the folders it watches, so that a link in them brings in nothing
     /// from elsewhere.
     pub within: &'a [std::path::PathBuf],
-}
-
-impl TranscriptOptions<'_> {
-    /// The longest line read, in bytes.
-    pub(crate) fn line_limit(&self) -> usize {
-        self.max_line_bytes.unwrap_or(super::lines::MAX_LINE_BYTES)
-    }
 }
 
 /// `text` without the UTF-8 byte-order mark some editors and Windows tools put first.

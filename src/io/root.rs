@@ -11,7 +11,7 @@
 //! equal histories up to k: the prefix is found by digest lookups (one for a session
 //! that shares nothing), never by comparing texts.
 
-use super::report::{TranscriptOptions, TranscriptReport};
+use super::report::{Added, SharedCopy, TranscriptOptions, TranscriptReport};
 use crate::engine::write::{check_turn, ANONYMOUS};
 use crate::error::{Error, Result};
 use crate::model::{
@@ -26,7 +26,6 @@ use crate::store::records::{Entry, Run};
 use crate::store::{Store, WriteTx};
 use crate::Label;
 use oxigraph::model::{Literal, NamedNode, Quad};
-use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 
@@ -58,28 +57,6 @@ struct Base {
     depth: usize,
     fork_root: NamedNode,
     label: Label,
-}
-
-/// A new session stored as a fork of the stored session whose start it repeats: only
-/// its turns past the shared prefix were written.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SharedCopy {
-    /// The new session.
-    pub session: SessionId,
-    /// The session it is a fork of.
-    pub parent: SessionId,
-    /// Its fork point: the turns shared with `parent` (not stored again).
-    pub shared_turns: u64,
-    /// Its branch label (`copy`, `copy-2`, …).
-    pub branch: String,
-}
-
-/// What [`Store::add_roots`] added: the sessions, in the order given, and those of
-/// them stored as forks of a session they copy.
-#[derive(Debug, Default)]
-pub(crate) struct Added {
-    pub(crate) ids: Vec<SessionId>,
-    pub(crate) shared: Vec<SharedCopy>,
 }
 
 impl RootBuilder {

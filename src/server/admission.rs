@@ -9,7 +9,6 @@
 //! or a wait that runs out, is answered 503 with `Retry-After`.
 
 use super::ApiError;
-use axum::http::StatusCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,19 +124,16 @@ impl Admission {
 }
 
 fn busy(lane: Lane, why: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "busy",
-        format!(
-            "the server is busy: every {} slot is taken and {why}; retry shortly",
-            lane.name()
-        ),
-    )
+    ApiError::busy(format!(
+        "the server is busy: every {} slot is taken and {why}; retry shortly",
+        lane.name()
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_full_lane_queues_in_order_then_refuses_past_its_line_or_its_wait() {

@@ -13,9 +13,6 @@ mod metrics;
 mod rest;
 mod sparql;
 mod ui;
-mod ui_compare;
-mod ui_compose;
-mod ui_diff;
 
 use crate::error::Error;
 use crate::store::Store;
@@ -295,6 +292,8 @@ pub(crate) struct ApiError {
     pub(crate) status: StatusCode,
     pub(crate) code: &'static str,
     pub(crate) message: String,
+    /// The server was too busy to take the request: the answer says `Retry-After: 1`.
+    pub(crate) retry_after: bool,
 }
 
 impl ApiError {
@@ -303,6 +302,15 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: false,
+        }
+    }
+
+    /// A refusal for want of a free slot (503 `busy`), to be retried shortly.
+    pub(crate) fn busy(message: impl Into<String>) -> Self {
+        Self {
+            retry_after: true,
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
         }
     }
 
@@ -360,7 +368,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({ "error": self.code, "message": self.message });
         let mut response = (self.status, axum::Json(body)).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE && self.code == "busy" {
+        if self.retry_after {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -159,10 +159,26 @@ fn created_unless(nothing_new: bool) -> StatusCode {
     }
 }
 
+/// What `f` reads, in the read lane, as the JSON answer.
+async fn read_json<T: Serialize + Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&crate::Store) -> crate::Result<T> + Send + 'static,
+) -> Reply {
+    Ok(Json(blocking(state, f).await?).into_response())
+}
+
+/// What `f` writes, in the write lane, as the JSON answer.
+async fn write_json<T: Serialize + Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&crate::Store) -> crate::Result<T> + Send + 'static,
+) -> Reply {
+    Ok(Json(writing(state, f).await?).into_response())
+}
+
 /// `GET /sessions?limit=&cursor=&order=&principal=&model=&roots=&parent=&family=&since=`:
 /// a page of sessions, newest activity first, with the `next` cursor.
 async fn list(state: Shared, Params(query): Params<crate::SessionQuery>) -> Reply {
-    Ok(Json(blocking(&state, move |s| s.sessions(&query)).await?).into_response())
+    read_json(&state, move |s| s.sessions(&query)).await
 }
 
 /// The query string of `GET /search`.
@@ -182,7 +198,7 @@ async fn search(state: Shared, Params(p): Params<SearchParams>) -> Reply {
         limit: p.limit,
         cursor: p.cursor,
     };
-    Ok(Json(blocking(&state, move |s| s.search(&query)).await?).into_response())
+    read_json(&state, move |s| s.search(&query)).await
 }
 
 /// `?limit=&cursor=` of a paged list.
@@ -241,7 +257,7 @@ async fn create(state: Shared, _: Authorized, Body(b): Body<CreateBody>) -> Repl
 }
 
 async fn show(state: Shared, Session(session): Session) -> Reply {
-    Ok(Json(blocking(&state, move |s| s.info(&session)).await?).into_response())
+    read_json(&state, move |s| s.info(&session)).await
 }
 
 #[derive(Deserialize)]
@@ -430,7 +446,7 @@ async fn tree(state: Shared, Session(session): Session, Params(p): Params<TreePa
         }
         n => n,
     };
-    Ok(Json(blocking(&state, move |s| s.tree_within(&session, limit)).await?).into_response())
+    read_json(&state, move |s| s.tree_within(&session, limit)).await
 }
 
 /// `DELETE /sessions/{id}?cascade=&dry_run=`: what was (or would be) deleted.
@@ -461,7 +477,7 @@ async fn detach(
 }
 
 async fn anchors(state: Shared, Session(session): Session) -> Reply {
-    Ok(Json(blocking(&state, move |s| s.anchors(&session)).await?).into_response())
+    read_json(&state, move |s| s.anchors(&session)).await
 }
 
 #[derive(Deserialize)]
@@ -498,7 +514,7 @@ async fn merge(
 
 async fn diff(state: Shared, Path((a, b)): Path<(String, String)>) -> Reply {
     let (a, b) = (SessionId::new(a)?, SessionId::new(b)?);
-    Ok(Json(blocking(&state, move |s| s.diff(&a, &b)).await?).into_response())
+    read_json(&state, move |s| s.diff(&a, &b)).await
 }
 
 #[derive(Deserialize)]
@@ -534,11 +550,11 @@ struct ImportParams {
 
 /// `POST /v1/traces`: OTLP/HTTP trace export (protobuf, or JSON by `Content-Type`,
 /// gzip by `Content-Encoding`), the server's token needed. GenAI chat spans become
-/// sessions and turns (see `io::otlp`), by batches of conversations, so that a request's
-/// memory stays bounded. The answer is an `ExportTraceServiceResponse` in the request's
-/// encoding: empty when the request's GenAI spans went in, else (spans refused, or
-/// nothing to import) with `partial_success` saying what was imported, how many spans
-/// were refused (`rejected_spans`) and why.
+/// sessions and turns (see `io::transcripts::otlp`), by batches of conversations, so
+/// that a request's memory stays bounded. The answer is an `ExportTraceServiceResponse`
+/// in the request's encoding: empty when the request's GenAI spans went in, else (spans
+/// refused, or nothing to import) with `partial_success` saying what was imported, how
+/// many spans were refused (`rejected_spans`) and why.
 async fn traces(
     state: Shared,
     _: Authorized,
@@ -733,11 +749,11 @@ async fn jobs(state: Shared, Params(p): Params<PageParams>) -> Reply {
 }
 
 async fn job(state: Shared, Path(job): Path<String>) -> Reply {
-    Ok(Json(blocking(&state, move |s| s.job(&job)).await?).into_response())
+    read_json(&state, move |s| s.job(&job)).await
 }
 
 async fn cancel_job(state: Shared, _: Authorized, Path(job): Path<String>) -> Reply {
-    Ok(Json(writing(&state, move |s| s.cancel_job(&job)).await?).into_response())
+    write_json(&state, move |s| s.cancel_job(&job)).await
 }
 
 /// `POST /sessions/{id}/compare` (the body: [`crate::CompareOptions`]): 202 with the
@@ -801,7 +817,7 @@ async fn comparisons(state: Shared, Params(p): Params<PageParams>) -> Reply {
 /// `GET /comparisons/{id}`: a comparison (or the one a run id is part of) with the
 /// figures of every arm; 404 `job_not_found` for an id that is neither.
 async fn comparison(state: Shared, Path(id): Path<String>) -> Reply {
-    Ok(Json(blocking(&state, move |s| s.comparison(&id)).await?).into_response())
+    read_json(&state, move |s| s.comparison(&id)).await
 }
 
 /// `POST /comparisons/{id}/resume`: goes on with the runs of a comparison that are
@@ -821,5 +837,5 @@ async fn resume_comparison(state: Shared, _: Authorized, Path(id): Path<String>)
 /// `POST /comparisons/{id}/cancel`: ends a comparison's running runs (or one run)
 /// `cancelled`, keeping the steps they committed; the comparison as it now stands.
 async fn cancel_comparison(state: Shared, _: Authorized, Path(id): Path<String>) -> Reply {
-    Ok(Json(writing(&state, move |s| s.cancel_comparison(&id)).await?).into_response())
+    write_json(&state, move |s| s.cancel_comparison(&id)).await
 }

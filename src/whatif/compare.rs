@@ -1,11 +1,12 @@
 //! Comparisons: arms from one fork point, their runs, a shared money cap, and figures
 //! measured from what the runs committed.
 
-use super::provider::{self, is_loopback, tool_calls, Sampling};
+use super::budget::Budget;
+use super::provider::{self, is_loopback, tool_calls};
 use super::run::{InFlight, Recording};
 use super::{
     Arm, ArmPlan, ArmReport, CallReport, Cell, CompareOptions, ComparePlan, Comparison, CostStatus,
-    DiffRow, Figures, Price, BASELINE, DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS,
+    DiffRow, Figures, Settings, BASELINE, DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS,
     DEFAULT_MAX_STEPS, PLAN_METHOD,
 };
 use crate::engine::listing::{keyset, Page};
@@ -15,151 +16,20 @@ use crate::model::{
 };
 use crate::rdf::{self, instant, ComparisonRecord, RunRecord, StoredRun, WhatIfNode};
 use crate::store::{micros, Store};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::Mutex;
 
 /// The longest a step limit may be.
 const MAX_STEPS_LIMIT: u64 = 10_000;
 /// The default wait for one answer, in seconds.
 const DEFAULT_TIMEOUT_SECS: u64 = 300;
 
-/// A comparison's settings as stored (`ft:requestBody`): what its runs, a resume and its
-/// figures read back.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct Settings {
-    pub(crate) at: u64,
-    /// Named, with their endpoints resolved.
-    pub(crate) arms: Vec<Arm>,
-    pub(crate) max_steps: u64,
-    pub(crate) prices: BTreeMap<String, Price>,
-    pub(crate) budget_usd: Option<f64>,
-    pub(crate) timeout_secs: u64,
-    pub(crate) max_context_tokens: u64,
-}
-
-/// The money cap of one comparison, shared by every arm this process runs of it. A call
-/// reserves its upper bound ([`Price::upper_bound`]) before it is made and is made only
-/// if what is charged, what is reserved and that bound fit under the cap together; its
-/// charge then replaces the reservation. An arm whose call does not fit while others
-/// hold reservations waits for them to settle (they may charge less than they hold),
-/// and stops only when nothing held could free enough.
-pub(crate) struct Budget {
-    cap: Option<f64>,
-    state: Mutex<Held>,
-    settled: Condvar,
-}
-
-/// What a budget has counted.
-struct Held {
-    charged: f64,
-    reserved: f64,
-    /// Reservations not yet settled: a count, so that rounding in `reserved` cannot
-    /// make an arm wait for a reservation no one holds.
-    in_flight: usize,
-}
-
-/// Why no reservation was made.
-pub(crate) enum Refused {
-    /// Nothing held could free enough: the detail says what is charged and reserved.
-    Exhausted(String),
-    /// `stop` said so while the arm waited.
-    Stopped,
-}
-
-/// The budgets of the comparisons this process is running, by comparison id (a UUID
-/// v7, unique across stores): a comparison resumed while it runs shares its budget.
-static RUNNING: Mutex<BTreeMap<String, Weak<Budget>>> = Mutex::new(BTreeMap::new());
-
-impl Budget {
-    /// The budget of comparison `id` this process already runs, else a new one with
-    /// `charged()` counted.
-    fn shared(
-        id: &str,
-        cap: Option<f64>,
-        charged: impl FnOnce() -> Result<f64>,
-    ) -> Result<Arc<Self>> {
-        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-        running.retain(|_, b| b.strong_count() > 0);
-        if let Some(budget) = running.get(id).and_then(Weak::upgrade) {
-            return Ok(budget);
-        }
-        let budget = Arc::new(Self {
-            cap,
-            state: Mutex::new(Held {
-                charged: charged()?,
-                reserved: 0.0,
-                in_flight: 0,
-            }),
-            settled: Condvar::new(),
-        });
-        running.insert(id.to_string(), Arc::downgrade(&budget));
-        Ok(budget)
-    }
-
-    /// Reserves `upper` dollars, waiting while others hold reservations that may free
-    /// enough; `stop` is asked while it waits.
-    pub(crate) fn reserve(
-        &self,
-        upper: f64,
-        stop: impl Fn() -> bool,
-    ) -> std::result::Result<(), Refused> {
-        let Some(cap) = self.cap else {
-            return Ok(());
-        };
-        let mut held = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if stop() {
-                return Err(Refused::Stopped);
-            }
-            if held.charged + held.reserved + upper <= cap {
-                held.reserved += upper;
-                held.in_flight += 1;
-                return Ok(());
-            }
-            if held.in_flight == 0 {
-                return Err(Refused::Exhausted(format!(
-                    "${:.6} charged and ${:.6} reserved of the ${cap} budget (--budget-usd)",
-                    held.charged,
-                    held.reserved.max(0.0)
-                )));
-            }
-            // Woken by a settle; the timeout is for `stop` (a cancel file).
-            held = self
-                .settled
-                .wait_timeout(held, Duration::from_millis(50))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-    }
-
-    /// Replaces a reservation by what the call was charged.
-    pub(crate) fn settle(&self, reserved: Option<f64>, charged: f64) {
-        let mut held = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(reserved) = reserved {
-            held.reserved -= reserved;
-            held.in_flight = held.in_flight.saturating_sub(1);
-        }
-        held.charged += charged;
-        drop(held);
-        self.settled.notify_all();
-    }
-}
-
 impl Store {
     /// Checks a comparison's options against `session` and resolves them.
     fn settings(&self, session: &SessionId, options: &CompareOptions) -> Result<Settings> {
-        let length = self.require(session)?.length;
         let at = options.at;
-        if at == 0 || at > length {
-            return Err(Error::IndexOutOfRange {
-                session: session.to_string(),
-                index: at.into(),
-                valid: format!("1..={length} (the model needs at least one turn of context)"),
-            });
-        }
+        self.answer_point(session, at)?;
         if options.arms.is_empty() {
             return Err(Error::InvalidInput(format!(
                 "a comparison of session {session} needs at least one arm (--arm model=NAME)"
@@ -275,13 +145,7 @@ impl Store {
                 )));
             }
         }
-        let sampling = Sampling {
-            model: &arm.model,
-            system_prompt: arm.system_prompt.as_deref(),
-            tools: arm.tools.as_ref(),
-            max_tokens: arm.max_tokens,
-            temperature: arm.temperature,
-        };
+        let sampling = arm.sampling();
         let body =
             provider::request(arm.provider, context, &sampling).map_err(|e| bad(e.to_string()))?;
         let estimated = provider::estimate_tokens(&body);
@@ -328,13 +192,7 @@ impl Store {
         let mut arms = Vec::new();
         let mut total = 0.0;
         for arm in &settings.arms {
-            let sampling = Sampling {
-                model: &arm.model,
-                system_prompt: arm.system_prompt.as_deref(),
-                tools: arm.tools.as_ref(),
-                max_tokens: arm.max_tokens,
-                temperature: arm.temperature,
-            };
+            let sampling = arm.sampling();
             let input =
                 provider::estimate_tokens(&provider::request(arm.provider, context, &sampling)?);
             let output = arm
@@ -583,9 +441,7 @@ impl Store {
             self.rdf().runs(&node)?
         };
         for run in runs.iter().filter(|r| r.status == RunStatus::Running) {
-            if let Some(flag) = self.running_jobs().get(&run.id).cloned() {
-                flag.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
+            self.signal_cancel(&run.id);
             self.end_run(&run.node, RunStatus::Cancelled, None, InFlight::Charged)?;
         }
         self.comparison(id)

@@ -3,9 +3,11 @@
 //! | file | what |
 //! | --- | --- |
 //! | `provider.rs` | the wire formats (OpenAI chat completions, Anthropic Messages), the HTTP call |
+//! | `call.rs` | the model call, watched for cancellation; the jobs and runs this process runs |
 //! | `regenerate.rs` | one answer at a fork point: a regeneration job |
+//! | `budget.rs` | a comparison's money cap, shared by its arms |
 //! | `run.rs` | a run: a regeneration that keeps going, tool calls answered from the recording |
-//! | `compare.rs` | arms, a comparison, its figures, budgets, resume |
+//! | `compare.rs` | arms, a comparison, its figures, resume |
 //!
 //! A **comparison** forks the session at K once per arm and runs each arm: the model
 //! answers the exact context; its tool calls are answered from the recording (never
@@ -14,6 +16,8 @@
 //! an error or on cancel. The original's own continuation is the **baseline** arm. Every
 //! quad is built in `crate::rdf`.
 
+mod budget;
+mod call;
 mod compare;
 mod figures;
 mod provider;
@@ -21,10 +25,11 @@ mod regenerate;
 mod run;
 
 pub use figures::TurnFigures;
-pub use provider::{Provider, ANTHROPIC_ENDPOINT, DEFAULT_MAX_OUTPUT_TOKENS, OPENAI_API};
+pub use provider::{
+    Provider, ANTHROPIC_ENDPOINT, DEFAULT_ENDPOINT, DEFAULT_MAX_OUTPUT_TOKENS, OPENAI_API,
+};
 pub use regenerate::{
-    RegenerateOptions, RegeneratePlan, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
-    ESTIMATE_METHOD,
+    RegenerateOptions, RegeneratePlan, DEFAULT_MAX_CONTEXT_TOKENS, ESTIMATE_METHOD,
 };
 
 use crate::error::{Error, Result};
@@ -38,6 +43,20 @@ use std::collections::BTreeMap;
 pub const DEFAULT_MAX_STEPS: u64 = 50;
 /// The name of the arm that is the original's own continuation.
 pub const BASELINE: &str = "baseline";
+
+/// A comparison's settings as stored (`ft:requestBody`): what its runs, a resume and its
+/// figures read back.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Settings {
+    pub(crate) at: u64,
+    /// Named, with their endpoints resolved.
+    pub(crate) arms: Vec<Arm>,
+    pub(crate) max_steps: u64,
+    pub(crate) prices: BTreeMap<String, Price>,
+    pub(crate) budget_usd: Option<f64>,
+    pub(crate) timeout_secs: u64,
+    pub(crate) max_context_tokens: u64,
+}
 
 /// One arm of a comparison: a model, where it is served, and what is swapped.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -65,6 +84,17 @@ pub struct Arm {
 }
 
 impl Arm {
+    /// What this arm asks of the model: its model, system prompt, tools and sampling.
+    pub(crate) fn sampling(&self) -> provider::Sampling<'_> {
+        provider::Sampling {
+            model: &self.model,
+            system_prompt: self.system_prompt.as_deref(),
+            tools: self.tools.as_ref(),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+        }
+    }
+
     /// Parses the CLI's `--arm` text: `key=value` pairs separated by commas, keys
     /// `model` (required), `name`, `provider` (openai, anthropic), `endpoint`,
     /// `temperature`, `max-tokens`, and `system-prompt` and `tools`, whose values are

@@ -36,7 +36,7 @@ impl Provider {
     /// `$ANTHROPIC_BASE_URL` else Anthropic's.
     pub fn default_endpoint(self) -> String {
         let (var, default) = match self {
-            Self::Openai => ("OPENAI_BASE_URL", super::DEFAULT_ENDPOINT),
+            Self::Openai => ("OPENAI_BASE_URL", DEFAULT_ENDPOINT),
             Self::Anthropic => ("ANTHROPIC_BASE_URL", ANTHROPIC_ENDPOINT),
         };
         std::env::var(var)
@@ -130,6 +130,8 @@ impl std::str::FromStr for Provider {
     }
 }
 
+/// The endpoint when neither `endpoint` nor `$OPENAI_BASE_URL` is set (Ollama's).
+pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:11434/v1";
 /// OpenAI's own API: where `$OPENAI_API_KEY` may always go.
 pub const OPENAI_API: &str = "https://api.openai.com/v1";
 /// Anthropic's API, when `$ANTHROPIC_BASE_URL` is not set.
@@ -483,7 +485,7 @@ pub(crate) fn post(
                 false,
             ))
         }
-        Err(e) if e.to_string().contains("timed out") => Err(CallFailure::new(
+        Err(ureq::Error::Transport(t)) if timed_out(&t) => Err(CallFailure::new(
             format!("no answer from {url} within {timeout_secs} s (--timeout)"),
             true,
         )),
@@ -519,6 +521,21 @@ pub(crate) fn post(
             ))
         }
     }
+}
+
+/// Whether a transport error is a timeout: an I/O error of that kind behind it (ureq
+/// reports a deadline passed, connecting or reading, as one).
+fn timed_out(t: &ureq::Transport) -> bool {
+    let mut source = std::error::Error::source(t);
+    while let Some(e) = source {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// Whether `endpoint` connects to this machine. Parsed as ureq parses it, and refused

@@ -8,9 +8,8 @@
 //! the same transaction as the status), `failed` or `cancelled` (nothing but the
 //! status is written).
 
-use super::provider::{
-    is_loopback, post, Answer, CallFailure, Provider, DEFAULT_MAX_OUTPUT_TOKENS,
-};
+use super::call::Call;
+use super::provider::{is_loopback, Answer, Provider, DEFAULT_ENDPOINT, DEFAULT_MAX_OUTPUT_TOKENS};
 use crate::error::{Error, Result};
 use crate::io::openai_messages;
 use crate::model::{Agent, ForkOptions, Job, JobStatus, SessionId};
@@ -18,13 +17,8 @@ use crate::rdf::{self, instant, JobNode, JobRecord};
 use crate::store::{Store, WriteTx};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
 
-/// The endpoint when neither `endpoint` nor `$OPENAI_BASE_URL` is set (Ollama's).
-pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:11434/v1";
 /// The largest estimated context sent unless `max_context_tokens` says otherwise.
 pub const DEFAULT_MAX_CONTEXT_TOKENS: u64 = 32_768;
 /// How the context size is estimated before a call.
@@ -155,15 +149,8 @@ impl Store {
         session: &SessionId,
         options: &RegenerateOptions,
     ) -> Result<RegeneratePlan> {
-        let length = self.require(session)?.length;
         let at = options.at;
-        if at == 0 || at > length {
-            return Err(Error::IndexOutOfRange {
-                session: session.to_string(),
-                index: at.into(),
-                valid: format!("1..={length} (the model needs at least one turn of context)"),
-            });
-        }
+        let length = self.answer_point(session, at)?;
         let reason = options.reason.as_deref().unwrap_or("what-if");
         if !["what-if", "benchmark", "manual", CONTINUE].contains(&reason) {
             return Err(Error::InvalidInput(format!(
@@ -415,14 +402,9 @@ impl Store {
         }
         let (body, timeout) = self.rdf().job_request(&node)?;
         // One runner per job in this process: a second caller gets the job as it is.
-        let flag = Arc::new(AtomicBool::new(false));
-        {
-            let mut running = self.running_jobs();
-            if running.contains_key(id) {
-                return Ok(job);
-            }
-            running.insert(id.to_string(), Arc::clone(&flag));
-        }
+        let Some(flag) = self.claim_job(id) else {
+            return Ok(job);
+        };
         let outcome = self.call_model(
             Provider::Openai,
             &job.endpoint,
@@ -441,20 +423,8 @@ impl Store {
                 }
             }
         };
-        self.running_jobs().remove(id);
-        if let Some(path) = self.path() {
-            let _ = std::fs::remove_file(Store::cancel_file(path, id));
-        }
+        self.release_job(id);
         result
-    }
-
-    /// Whether a job was asked to stop, in this process or through the cancel file of
-    /// one of `ids` (a run's own, or its comparison's).
-    pub(super) fn cancel_requested(&self, ids: &[&str], flag: &AtomicBool) -> bool {
-        flag.load(Ordering::SeqCst)
-            || self
-                .path()
-                .is_some_and(|path| ids.iter().any(|id| Store::cancel_file(path, id).exists()))
     }
 
     /// Asks a running job to stop. A job this process runs stops within 50 ms; a job
@@ -466,10 +436,7 @@ impl Store {
         if job.status != JobStatus::Running {
             return Ok(job);
         }
-        let flag = self.running_jobs().get(id).cloned();
-        if let Some(flag) = flag {
-            flag.store(true, Ordering::SeqCst);
-        }
+        self.signal_cancel(id);
         // Recorded here, under the write lock: a runner that gets its answer later finds
         // the job no longer running and writes nothing.
         self.finish(&node, JobStatus::Cancelled, None)
@@ -490,14 +457,6 @@ impl Store {
     /// One job by id, or [`Error::JobNotFound`].
     pub fn job(&self, id: &str) -> Result<Job> {
         self.rdf().job(&self.job_node(id)?)
-    }
-
-    /// The file whose existence asks the runner of job `id` in another process to stop
-    /// (for a store on disk).
-    pub fn cancel_file(store_path: &std::path::Path, id: &str) -> PathBuf {
-        let mut dir = store_path.as_os_str().to_owned();
-        dir.push(".jobs");
-        PathBuf::from(dir).join(format!("{id}.cancel"))
     }
 
     fn job_node(&self, id: &str) -> Result<JobNode> {
@@ -529,46 +488,6 @@ impl Store {
             tx.remove(removes);
         }
         Ok(())
-    }
-
-    pub(super) fn running_jobs(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Arc<AtomicBool>>> {
-        self.jobs_running.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Calls the endpoint on a helper thread and waits, watching for cancellation.
-    pub(super) fn call_model(
-        &self,
-        provider: Provider,
-        endpoint: &str,
-        body: String,
-        timeout_secs: u64,
-        ids: &[&str],
-        flag: &AtomicBool,
-    ) -> Call {
-        let endpoint = endpoint.to_string();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let started = Instant::now();
-        std::thread::spawn(move || {
-            let _ = tx.send(post(provider, &endpoint, &body, timeout_secs));
-        });
-        loop {
-            if self.cancel_requested(ids, flag) {
-                return Call::Cancelled;
-            }
-            match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(Ok(text)) => return Call::Answered(text, started.elapsed().as_millis() as u64),
-                Ok(Err(failure)) => return Call::Failed(failure),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Call::Failed(CallFailure {
-                        message: "the model call ended without an answer".into(),
-                        maybe_billed: true,
-                    })
-                }
-            }
-        }
     }
 
     /// Writes the fork, its generated turn and the job's completion in one transaction
@@ -615,10 +534,4 @@ impl Store {
         tx.commit()?;
         self.rdf().job(node)
     }
-}
-
-pub(super) enum Call {
-    Answered(String, u64),
-    Failed(CallFailure),
-    Cancelled,
 }

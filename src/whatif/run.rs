@@ -7,10 +7,10 @@
 //! died resumes from what is committed: the fork's turns say which recorded turns were
 //! used (`prov:wasDerivedFrom`) and how many steps were taken.
 
-use super::compare::{Budget, Refused, Settings};
+use super::budget::{Budget, Refused};
+use super::call::Call;
 use super::provider::{self, tool_calls, Answer, Sampling, ToolCall};
-use super::regenerate::Call;
-use super::{Arm, CallFigures, Price, DEFAULT_MAX_OUTPUT_TOKENS};
+use super::{Arm, CallFigures, Price, Settings, DEFAULT_MAX_OUTPUT_TOKENS};
 use crate::error::{Error, Result};
 use crate::model::{Agent, NewTurn, Role, RunStatus, SessionId, Turn};
 use crate::rdf::{self, CallRecord, StoredRun, WhatIfNode};
@@ -18,7 +18,6 @@ use crate::store::Store;
 use oxigraph::model::NamedNode;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// A tool call of the recording and the turn that answered it.
 struct RecordedCall {
@@ -154,14 +153,9 @@ impl Store {
         budget: &Budget,
         rec: &Recording,
     ) -> Result<()> {
-        let flag = Arc::new(AtomicBool::new(false));
-        {
-            let mut running = self.running_jobs();
-            if running.contains_key(&run.id) {
-                return Ok(());
-            }
-            running.insert(run.id.clone(), Arc::clone(&flag));
-        }
+        let Some(flag) = self.claim_job(&run.id) else {
+            return Ok(());
+        };
         // Taken here alone: a reservation on it is a call a process that stopped made,
         // and is charged (its budget counted it when it was made).
         if run.reserved_usd.is_some() {
@@ -187,10 +181,7 @@ impl Store {
                 }
                 .go()
             });
-        self.running_jobs().remove(&run.id);
-        if let Some(path) = self.path() {
-            let _ = std::fs::remove_file(Store::cancel_file(path, &run.id));
-        }
+        self.release_job(&run.id);
         if let Err(e) = outcome {
             let detail = e.to_string();
             self.end_run(
@@ -391,14 +382,11 @@ impl Runner<'_> {
     fn ask(&self, context: &[Turn], steps: u64) -> Result<Option<Step>> {
         let max_output = self.arm.max_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
         let sampling = Sampling {
-            model: &self.arm.model,
-            system_prompt: self.arm.system_prompt.as_deref(),
-            tools: self.arm.tools.as_ref(),
             max_tokens: self
                 .arm
                 .max_tokens
                 .or(self.budgeted().then_some(max_output)),
-            temperature: self.arm.temperature,
+            ..self.arm.sampling()
         };
         let body = provider::request(self.arm.provider, context, &sampling)?;
         let estimated = provider::estimate_tokens(&body);

@@ -1,28 +1,19 @@
-//! The web UI's what-if comparisons: the form that begins one from a turn (the models
-//! to compare, among the server's model endpoints; an estimate first, as the what-if
-//! form does), and a comparison's page: its figures with the arms as columns, then the
-//! turns side by side from the fork point, each arm's first divergence marked.
+//! The web UI's compare form: the models to compare from a turn, among the server's
+//! model endpoints, and an estimate first, as the what-if form does.
 //!
 //! Comparisons run in the background, outside the request slots (an arm may take
-//! minutes); the page reloads itself each second while any arm runs.
+//! minutes); the comparison's page (`comparison.rs`) follows them.
 
-// A handler's error is the page itself (see `ui.rs`).
-#![allow(clippy::result_large_err)]
-
-use super::ui::{self, Page};
-use super::{writing, ApiError, AppState, Shared};
-use crate::html::{self, Links};
+use super::comparison::dollars;
+use super::shell::{self, not_offered, Page};
+use crate::html::{self};
 use crate::model::{SessionId, SessionInfo, Turn};
-use crate::whatif::{
-    Arm, ArmReport, Cell, CompareOptions, ComparePlan, Comparison, CostStatus, Price, BASELINE,
-    DEFAULT_MAX_STEPS,
-};
+use crate::server::{writing, ApiError, AppState, Shared};
+use crate::whatif::{Arm, CompareOptions, ComparePlan, Price, DEFAULT_MAX_STEPS};
 use axum::body::Bytes;
 use axum::extract::{Path, Query};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
-use axum::Router;
 use maud::{html, Markup};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -30,13 +21,6 @@ use std::sync::Arc;
 
 /// How many arms the form offers.
 const ARM_SLOTS: usize = 4;
-
-pub(super) fn routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/ui/sessions/{id}/compare", get(compare_form).post(compare))
-        .route("/ui/comparisons/{id}", get(comparison))
-        .route("/ui/comparisons/{id}/cancel", post(cancel))
-}
 
 /// One arm of the form, as typed.
 #[derive(Clone, Debug, Default)]
@@ -142,7 +126,7 @@ impl Fields {
             .trim()
             .parse()
             .map_err(|_| bad(format!("turn index {:?} is not a whole number", self.at)))?;
-        let max_tokens = match ui::given(&self.max_tokens) {
+        let max_tokens = match shell::given(&self.max_tokens) {
             None => None,
             Some(text) => Some(text.parse::<u32>().map_err(|_| {
                 bad(format!(
@@ -150,7 +134,7 @@ impl Fields {
                 ))
             })?),
         };
-        let tools = match ui::given(&self.tools) {
+        let tools = match shell::given(&self.tools) {
             None => None,
             Some(text) => match serde_json::from_str::<serde_json::Value>(&text) {
                 Ok(tools) if tools.is_array() => Some(tools),
@@ -166,13 +150,13 @@ impl Fields {
         let mut prices: BTreeMap<String, Price> = BTreeMap::new();
         for (n, typed) in self.arms.iter().enumerate().filter(|(_, a)| a.chosen) {
             let n = n + 1;
-            let model = ui::given(&typed.model)
+            let model = shell::given(&typed.model)
                 .ok_or_else(|| bad(format!("arm {n} is ticked but names no model")))?;
-            let endpoint = ui::given(&typed.endpoint).unwrap_or_else(|| offered[0].clone());
+            let endpoint = shell::given(&typed.endpoint).unwrap_or_else(|| offered[0].clone());
             if !offered.contains(&endpoint) {
                 return Err(not_offered(&endpoint, offered));
             }
-            if let Some(text) = ui::given(&typed.price) {
+            if let Some(text) = shell::given(&typed.price) {
                 let (_, price) = Price::parse(&format!("{model}={text}")).map_err(|_| {
                     bad(format!(
                         "arm {n}: price {text:?} is not IN/OUT or IN/OUT/CACHED, in US \
@@ -201,14 +185,14 @@ impl Fields {
                 "no model is ticked: tick at least one arm to compare".into()
             ));
         }
-        let max_steps = match ui::given(&self.max_steps) {
+        let max_steps = match shell::given(&self.max_steps) {
             None => None,
             Some(text) => Some(
                 text.parse::<u64>()
                     .map_err(|_| bad(format!("max steps {text:?} is not a whole number")))?,
             ),
         };
-        let budget_usd = match ui::given(&self.budget) {
+        let budget_usd = match shell::given(&self.budget) {
             None => None,
             Some(text) => Some(
                 text.trim_start_matches('$')
@@ -250,21 +234,8 @@ impl Fields {
     }
 }
 
-/// The what-if form's refusal of an endpoint the server does not offer.
-pub(super) fn not_offered(endpoint: &str, offered: &[String]) -> ApiError {
-    ApiError::new(
-        StatusCode::FORBIDDEN,
-        "endpoint_not_allowed",
-        format!(
-            "endpoint {endpoint:?} is not one this server offers ({}); start it with \
-             --model-endpoint to add one",
-            offered.join(", ")
-        ),
-    )
-}
-
 #[derive(Deserialize, Default)]
-struct AtQuery {
+pub(super) struct AtQuery {
     #[serde(default)]
     at: String,
 }
@@ -277,7 +248,7 @@ async fn session_at(
     at: Option<u64>,
 ) -> Result<(SessionInfo, Option<Turn>), Response> {
     let id = id.clone();
-    ui::read(state, move |store| {
+    shell::read(state, move |store| {
         let info = store.info(&id)?;
         let context = match at {
             Some(at) if (1..=info.length).contains(&at) => {
@@ -292,18 +263,22 @@ async fn session_at(
 
 /// `GET /ui/sessions/{id}/compare?at=K`: the form that compares models answering turn
 /// K onwards.
-async fn compare_form(state: Shared, Path(id): Path<String>, Query(q): Query<AtQuery>) -> Page {
+pub(super) async fn compare_form(
+    state: Shared,
+    Path(id): Path<String>,
+    Query(q): Query<AtQuery>,
+) -> Page {
     let state = state.0;
-    let id = ui::session_id(&state, &id)?;
+    let id = shell::session_id(&state, &id)?;
     let at = q.at.trim().parse::<u64>().map_err(|_| {
-        ui::error_page(
+        shell::error_page(
             &state,
             ApiError::bad_request(format!("turn index {:?} is not a whole number", q.at)),
         )
     })?;
     let (info, context) = session_at(&state, &id, Some(at)).await?;
     if context.is_none() {
-        return Err(ui::error_page(
+        return Err(shell::error_page(
             &state,
             crate::Error::IndexOutOfRange {
                 session: id.to_string(),
@@ -316,53 +291,36 @@ async fn compare_form(state: Shared, Path(id): Path<String>, Query(q): Query<AtQ
             .into(),
         ));
     }
-    let fields = Fields::first(at, &info, &ui::endpoints(&state));
-    Ok(form_page(
-        &state,
-        StatusCode::OK,
-        &info,
-        context.as_ref(),
-        &fields,
-        None,
-    ))
+    let fields = Fields::first(at, &info, &shell::endpoints(&state));
+    Ok(form_page(&state, &info, context.as_ref(), &fields, None))
 }
 
 /// `POST /ui/sessions/{id}/compare`: the estimate (nothing sent, nothing written), then,
 /// confirmed, the comparison begun and run in the background, followed on its page.
 /// Errors show on the form, with what was typed.
-async fn compare(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+pub(super) async fn compare(
+    state: Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Page {
     let state = state.0;
-    let id = ui::session_id(&state, &id)?;
+    let id = shell::session_id(&state, &id)?;
     let fields = Fields::parse(&body).map_err(|e| {
-        ui::error_page(
+        shell::error_page(
             &state,
             ApiError::bad_request(format!("the form does not parse: {e}")),
         )
     })?;
     let (info, context) = session_at(&state, &id, fields.at.trim().parse().ok()).await?;
-    let failed = |error: ApiError| {
-        form_page(
-            &state,
-            error.status,
-            &info,
-            context.as_ref(),
-            &fields,
-            Some(&error),
-        )
-    };
+    let failed =
+        |error: ApiError| form_page(&state, &info, context.as_ref(), &fields, Some(&error));
     if fields.edit {
-        return Ok(form_page(
-            &state,
-            StatusCode::OK,
-            &info,
-            context.as_ref(),
-            &fields,
-            None,
-        ));
+        return Ok(form_page(&state, &info, context.as_ref(), &fields, None));
     }
-    ui::token_given(&state, &headers, &fields.token).map_err(failed)?;
+    shell::token_given(&state, &headers, &fields.token).map_err(failed)?;
     let options = fields
-        .options(&ui::endpoints(&state), state.config.allow_remote_models)
+        .options(&shell::endpoints(&state), state.config.allow_remote_models)
         .map_err(failed)?;
     let session = id.clone();
     if !fields.confirm {
@@ -393,17 +351,17 @@ async fn compare(state: Shared, Path(id): Path<String>, headers: HeaderMap, body
     Ok(Redirect::to(&to).into_response())
 }
 
-/// The compare form, filled with `fields`, and the error that sent it back if any.
+/// The compare form, filled with `fields`, and the error that sent it back if any (the
+/// page then has its status).
 fn form_page(
     state: &AppState,
-    status: StatusCode,
     info: &SessionInfo,
     context: Option<&Turn>,
     fields: &Fields,
     error: Option<&ApiError>,
 ) -> Response {
     let id = &info.session;
-    let offered = ui::endpoints(state);
+    let offered = shell::endpoints(state);
     let at = fields.at.trim();
     let body = html! {
         h1 { "Compare models on " a href=(format!("/ui/sessions/{id}")) { (info.branch) } " from turn " (at) }
@@ -444,12 +402,13 @@ fn form_page(
                     input #compare-again name="again" type="checkbox" value="1" checked[fields.again];
                     " even if this exact comparison ran before"
                 }
-                (ui::token_field("compare-token"))
+                (shell::token_field("compare-token"))
                 button type="submit" { "Estimate the comparison" }
             }
         }
     };
-    ui::page(state, status, &format!("compare {id} from {at}"), body)
+    let status = error.map_or(StatusCode::OK, |e| e.status);
+    shell::page(state, status, &format!("compare {id} from {at}"), body)
 }
 
 /// Arm `n` of the form: ticked or not, its model, endpoint and price.
@@ -513,343 +472,15 @@ fn estimate_page(state: &AppState, plan: &ComparePlan, fields: &Fields) -> Respo
         }
         form.write method="post" action=(format!("/ui/sessions/{id}/compare")) {
             (fields.hidden())
-            (ui::token_field("compare-confirm-token"))
+            (shell::token_field("compare-confirm-token"))
             button type="submit" name="confirm" value="1" { "Run the comparison" }
             button type="submit" name="edit" value="1" { "Change the choices" }
         }
     };
-    ui::page(
+    shell::page(
         state,
         StatusCode::OK,
         &format!("compare {id} from {}: estimate", plan.at),
         body,
     )
-}
-
-#[derive(Deserialize, Default)]
-struct ShownQuery {
-    /// Set when the form found an identical earlier comparison.
-    #[serde(default)]
-    reused: String,
-}
-
-/// `GET /ui/comparisons/{id}`: the figures (arms as columns, the baseline first), then
-/// the turns from the fork point side by side, the shared prefix folded. Reloads itself
-/// each second while an arm runs.
-async fn comparison(state: Shared, Path(id): Path<String>, Query(q): Query<ShownQuery>) -> Page {
-    let state = state.0;
-    let (c, info, recorded) = ui::read(&state, move |store| {
-        let c = store.comparison(&id)?;
-        let info = store.info(&c.session)?;
-        let recorded = store.load(&c.session, None)?;
-        Ok((c, info, recorded))
-    })
-    .await?;
-    let running = c.status == crate::model::ComparisonStatus::Running;
-    let at = c.at as usize;
-    let (prefix, after) = recorded.split_at(at.min(recorded.len()));
-    // A page of the shared prefix at most, as the session's own pages hold.
-    let shown = &prefix[prefix.len().saturating_sub(html::PAGE as usize)..];
-    let body = html! {
-        h1 { "Comparison on " a href=(format!("/ui/sessions/{}", c.session)) { (info.branch) } " from turn " (c.at) }
-        p.meta { "Comparison " code { (c.comparison) } }
-        p { "Status: " strong #comparison-status data-status=(c.status) { (c.status) }
-            @if running { span.meta { " (this page reloads each second)" } } }
-        @if !q.reused.is_empty() {
-            p.meta { "This exact comparison had been asked before: here it is. Tick \
-                      “Run again” on the form to ask the models anew." }
-        }
-        dl.facts {
-            dt { "Session" } dd { a href=(format!("/ui/sessions/{}", c.session)) { (info.branch) }
-                " " span.meta { "(" (c.session) ")" } " from turn " (c.at) }
-            @if let Some(at) = &c.created_at { dt { "Created" } dd { (at) } }
-            dt { "Max steps per arm" } dd { (c.max_steps) }
-            dt { "Budget" } dd { @match c.budget_usd { Some(b) => (dollars(b)), None => "no cap" } }
-            dt { "Charged so far" } dd { (dollars(c.charged_usd)) }
-        }
-        @if running && state.config.token.is_some() {
-            form.write method="post" action=(format!("/ui/comparisons/{}/cancel", c.comparison)) {
-                (ui::token_field("cancel-comparison-token"))
-                button type="submit" { "Cancel the running arms" }
-            }
-        }
-        h2 { "Figures" }
-        (figures_table(&c))
-        h2 { "Turns" }
-        @if !prefix.is_empty() {
-            details.prefix {
-                summary { (prefix.len()) " shared turns (#0–#" (prefix.len() - 1) "): the context every arm answered from" }
-                @if shown.len() < prefix.len() {
-                    p.meta { "The last " (shown.len()) " are shown; " a href=(format!("/ui/sessions/{}", c.session)) { "the session" } " has them all." }
-                }
-                ol.turns start=(prefix.len() - shown.len()) {
-                    @for turn in shown { (html::turn_item(&info, turn, Links::Server, html! {}, html! {})) }
-                }
-            }
-        }
-        (turns_table(&c, after))
-    };
-    let mut response = ui::page(
-        &state,
-        StatusCode::OK,
-        &format!("comparison {}", c.comparison),
-        body,
-    );
-    if running {
-        response
-            .headers_mut()
-            .insert(header::REFRESH, HeaderValue::from_static("1"));
-    }
-    Ok(response)
-}
-
-/// An arm's column heading: its name, its session, where it diverges.
-fn arm_heading(arm: &ArmReport) -> Markup {
-    html! {
-        th scope="col" data-arm=(arm.name) {
-            @match &arm.session {
-                Some(s) => a href=(format!("/ui/sessions/{s}")) { (arm.name) },
-                None => (arm.name),
-            }
-            br;
-            span.meta.divergence {
-                @if arm.baseline { "the recording" }
-                @else {
-                    @match arm.figures.first_divergence {
-                        Some(i) => { "diverges at " (i) }
-                        None if arm.status == crate::model::ArmStatus::Run(crate::model::RunStatus::Running) => "as recorded so far",
-                        None => "as recorded throughout",
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// A figure the endpoint did not report.
-fn unmeasured() -> Markup {
-    html! { span.unmeasured { "not measured" } }
-}
-
-fn measured(value: Option<u64>, unit: &str) -> Markup {
-    match value {
-        Some(v) => html! { (v) (unit) },
-        None => unmeasured(),
-    }
-}
-
-fn dollars(usd: f64) -> String {
-    format!("${usd:.6}")
-}
-
-type Figure = (&'static str, &'static str, fn(&ArmReport) -> Markup);
-
-/// The rows of the figures table: heading, key (`data-figure`), value.
-const FIGURES: [Figure; 15] = [
-    ("Status", "status", |a| {
-        html! {
-            strong { (a.status) }
-            @if let Some(d) = &a.detail { div.detail { (d) } }
-        }
-    }),
-    ("Model", "model", |a| match (&a.model, &a.endpoint) {
-        (Some(m), Some(e)) => html! { (m) " " span.meta { "at " (e) } },
-        (Some(m), None) => html! { (m) },
-        _ => html! { "as recorded" },
-    }),
-    (
-        "Steps (model calls)",
-        "steps",
-        |a| html! { (a.figures.steps) },
-    ),
-    (
-        "Turns after the fork point",
-        "turns",
-        |a| html! { (a.figures.turns) },
-    ),
-    ("Tool calls", "tool_calls", |a| {
-        html! {
-            (a.figures.tool_calls)
-            @if !a.figures.tool_names.is_empty() {
-                ": " (a.figures.tool_names.join(" → "))
-            }
-        }
-    }),
-    (
-        "Answered from the recording",
-        "answered_from_recording",
-        |a| measured(a.figures.answered_from_recording, ""),
-    ),
-    ("Unanswered tool calls", "unanswered_tool_calls", |a| {
-        measured(a.figures.unanswered_tool_calls, "")
-    }),
-    ("Input tokens", "input_tokens", |a| {
-        measured(a.figures.input_tokens, "")
-    }),
-    ("Output tokens", "output_tokens", |a| {
-        measured(a.figures.output_tokens, "")
-    }),
-    ("Cached input tokens", "cached_tokens", |a| {
-        measured(a.figures.cached_tokens, "")
-    }),
-    ("Latency", "latency_ms", |a| {
-        measured(a.figures.latency_ms, " ms")
-    }),
-    ("Cost", "cost", |a| {
-        match (a.figures.cost, a.figures.cost_usd) {
-            (CostStatus::Priced, Some(usd)) => html! { (dollars(usd)) },
-            (CostStatus::Unpriced, _) => html! { "unpriced" },
-            _ => unmeasured(),
-        }
-    }),
-    ("Finish reasons", "finish_reasons", |a| {
-        if !a.figures.finish_reasons.is_empty() {
-            html! { (a.figures.finish_reasons.join(", ")) }
-        } else if a.baseline {
-            unmeasured()
-        } else {
-            html! { "none" }
-        }
-    }),
-    ("First divergence", "first_divergence", |a| {
-        match (a.baseline, a.figures.first_divergence) {
-            (true, _) => html! { "(the baseline)" },
-            (false, Some(i)) => html! { "turn " (i) },
-            (false, None) => html! { "none: as recorded" },
-        }
-    }),
-    ("Reached the end", "reached_end", |a| {
-        html! { @if a.figures.reached_end { "yes" } @else { "no" } }
-    }),
-];
-
-/// The figures, one column per arm (the baseline first), one row per figure.
-fn figures_table(c: &Comparison) -> Markup {
-    html! {
-        table.compare.figures #figures {
-            thead { tr { th scope="col" { "Figure" } @for arm in &c.arms { (arm_heading(arm)) } } }
-            tbody {
-                @for (label, key, value) in FIGURES {
-                    tr data-figure=(key) {
-                        th scope="row" { (label) }
-                        @for arm in &c.arms {
-                            td class=[is_number(key).then_some("number")] data-arm=(arm.name) data-figure=(key) { (value(arm)) }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn is_number(key: &str) -> bool {
-    matches!(
-        key,
-        "steps"
-            | "turns"
-            | "answered_from_recording"
-            | "unanswered_tool_calls"
-            | "input_tokens"
-            | "output_tokens"
-            | "cached_tokens"
-            | "latency_ms"
-            | "cost"
-    )
-}
-
-/// The turns from the fork point, one row per index, one column per arm: the baseline's
-/// recorded turns (`after`), then each arm's, its first divergence marked.
-fn turns_table(c: &Comparison, after: &[Turn]) -> Markup {
-    let arms: Vec<&ArmReport> = c.arms.iter().filter(|a| !a.baseline).collect();
-    // The baseline's turns as every diff shows them (tool calls canonical); the
-    // recording itself where no arm's diff reaches.
-    let mut baseline: BTreeMap<u64, &Cell> = BTreeMap::new();
-    for row in arms.iter().flat_map(|a| &a.diff) {
-        if let Some(cell) = &row.baseline {
-            baseline.entry(row.index).or_insert(cell);
-        }
-    }
-    let end = arms
-        .iter()
-        .flat_map(|a| a.diff.last().map(|r| r.index + 1))
-        .chain(after.last().map(|t| t.index + 1))
-        .max()
-        .unwrap_or(c.at);
-    html! {
-        table.compare.turns #turns {
-            thead { tr { th scope="col" { "Turn" } @for arm in &c.arms { (arm_heading(arm)) } } }
-            tbody {
-                @for i in c.at..end {
-                    tr data-index=(i) {
-                        th scope="row" { "#" (i) }
-                        td.cell data-arm=(BASELINE) {
-                            @match (baseline.get(&i), after.iter().find(|t| t.index == i)) {
-                                (Some(cell), _) => (cell_markup(cell, false)),
-                                (None, Some(turn)) => (turn_markup(turn)),
-                                (None, None) => {}
-                            }
-                        }
-                        @for arm in &arms { (arm_cell(arm, i)) }
-                    }
-                }
-            }
-        }
-        @if end == c.at { p.meta { "No turns after the fork point yet." } }
-    }
-}
-
-/// Arm `arm`'s turn at index `i` (empty when it has none), marked where it diverges.
-fn arm_cell(arm: &ArmReport, i: u64) -> Markup {
-    let row = arm.diff.iter().find(|r| r.index == i);
-    let diverges = arm.figures.first_divergence == Some(i);
-    let same = row.is_some_and(|r| r.same);
-    html! {
-        td.cell.diverges[diverges] data-arm=(arm.name) {
-            @if diverges { p.marker { "◆ diverges here" } }
-            @match row.and_then(|r| r.arm.as_ref()) {
-                Some(cell) => (cell_markup(cell, same)),
-                None => { @if diverges { span.meta { "no turn: the arm ended before this one" } } }
-            }
-        }
-    }
-}
-
-/// A turn as a diff shows it: role, kind, content, tool calls.
-fn cell_markup(cell: &Cell, same: bool) -> Markup {
-    html! {
-        div.meta {
-            span.role { (cell.role) }
-            @if cell.kind != "message" { " · " (cell.kind) }
-            @if same { " · " span.same { "as recorded" } }
-        }
-        (html::content(&cell.content))
-        @if !cell.tool_calls.is_empty() {
-            ul.calls { @for call in &cell.tool_calls { li { code { "→\u{a0}" (call) } } } }
-        }
-    }
-}
-
-/// A recorded turn no arm's diff shows.
-fn turn_markup(turn: &Turn) -> Markup {
-    html! {
-        div.meta { span.role { (turn.role.as_str()) } }
-        (html::content(&turn.content))
-        @if let Some(calls) = &turn.tool_calls { (html::tool_calls(calls)) }
-    }
-}
-
-#[derive(Deserialize)]
-struct TokenForm {
-    #[serde(default)]
-    token: String,
-}
-
-/// `POST /ui/comparisons/{id}/cancel`: stops the running arms (each keeps the steps it
-/// committed).
-async fn cancel(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
-    let state = state.0;
-    let f: TokenForm = ui::form(&state, &body)?;
-    ui::may_write(&state, &headers, &f.token)?;
-    let c = ui::write(&state, move |store| store.cancel_comparison(&id)).await?;
-    Ok(Redirect::to(&format!("/ui/comparisons/{}", c.comparison)).into_response())
 }

@@ -19,17 +19,17 @@
 //! Every turn is checked as `append` checks it before anything is written; the session
 //! then goes in whole through the bulk loader (see `io::root`), or not at all.
 
-use super::lines::{self, LogLine};
-use super::report::{Skipped, TranscriptOptions, TranscriptReport};
-use super::root::RootBuilder;
 use crate::error::{Error, Result};
+use crate::io::lines::{self, LogLine};
+use crate::io::report::{Skipped, TranscriptOptions, TranscriptReport};
+use crate::io::root::RootBuilder;
 use crate::model::{Kind, NewSession, NewTurn, Role, SessionId};
 use crate::store::Store;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
 /// The line types of a rollout (the `type` beside `payload`).
-pub(super) const LINE_TYPES: [&str; 5] = [
+pub(in crate::io) const LINE_TYPES: [&str; 5] = [
     "session_meta",
     "response_item",
     "event_msg",
@@ -38,7 +38,7 @@ pub(super) const LINE_TYPES: [&str; 5] = [
 ];
 
 /// Whether a JSON object is a rollout line: a `type` Codex writes, and a `payload`.
-pub(super) fn is_rollout_line(object: &Map<String, Value>) -> bool {
+pub(in crate::io) fn is_rollout_line(object: &Map<String, Value>) -> bool {
     object.contains_key("payload")
         && object
             .get("type")
@@ -48,7 +48,7 @@ pub(super) fn is_rollout_line(object: &Map<String, Value>) -> bool {
 
 /// Whether a JSON object is the first line of an early rollout: a bare session meta
 /// (`id`, `timestamp`), with neither the `type` of a line nor the `role` of a message.
-pub(super) fn is_early_rollout_meta(object: &Map<String, Value>) -> bool {
+pub(in crate::io) fn is_early_rollout_meta(object: &Map<String, Value>) -> bool {
     object.get("id").is_some_and(Value::is_string)
         && object.get("timestamp").is_some_and(Value::is_string)
         && !object.contains_key("type")
@@ -93,7 +93,7 @@ impl Store {
     }
 
     /// Imports a Codex CLI rollout given as its lines (see [`Store::import_codex`]).
-    pub(super) fn import_codex_lines(
+    pub(in crate::io) fn import_codex_lines(
         &self,
         lines: Vec<LogLine>,
         options: &TranscriptOptions<'_>,

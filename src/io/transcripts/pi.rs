@@ -6,7 +6,7 @@
 //! The tree becomes a root session named by the header's `id` (its main line: the first
 //! child, in file order, of every entry) and a fork (`alt-N`) at each point where an
 //! entry has more children, as Claude Code's alternatives do: the files share the
-//! builder in `claude_code.rs`, so a file imported again after it grew gains only its
+//! builder in `family.rs`, so a file imported again after it grew gains only its
 //! new entries, and a copy shares its parent's turns. Each turn keeps `<session>/<id>`
 //! as `ft:sourceId` (Pi's ids are unique within a file only).
 //!
@@ -24,11 +24,10 @@
 //! `session_info`, …) are skipped and counted; entries below them hang on their parent.
 //! Version 1 files, a linear list without ids, are read as a chain in file order.
 
-use super::claude_code::{Family, Forks, Node, SourceFile};
-use super::lines::{self, LogLine};
-use super::report::{Skipped, TranscriptOptions, TranscriptReport};
-use super::ImportFormat;
+use super::family::{Family, Forks, Node, SourceFile};
 use crate::error::{Error, Result};
+use crate::io::lines::{self, LogLine};
+use crate::io::report::{Skipped, TranscriptOptions, TranscriptReport};
 use crate::model::{Kind, NewTurn, Role, SessionId, MAX_FORK_DEPTH};
 use crate::store::Store;
 use serde_json::{json, Value};
@@ -37,7 +36,7 @@ use std::path::Path;
 
 /// Whether a JSON object is a Pi session header: `"type": "session"` with an `id` and
 /// a `version`.
-pub(super) fn is_pi_header(object: &serde_json::Map<String, Value>) -> bool {
+pub(in crate::io) fn is_pi_header(object: &serde_json::Map<String, Value>) -> bool {
     object.get("type").and_then(Value::as_str) == Some("session")
         && object.get("id").is_some_and(Value::is_string)
         && object.contains_key("version")
@@ -56,7 +55,7 @@ impl Store {
     }
 
     /// Imports a Pi session file given as its lines; `name` names it in errors.
-    pub(super) fn import_pi_file(
+    pub(in crate::io) fn import_pi_file(
         &self,
         name: Option<String>,
         lines: Vec<LogLine>,
@@ -74,7 +73,7 @@ impl Store {
     /// Imports every Pi session file (`*.jsonl`) of a folder (one project's, as Pi
     /// keeps them), all or nothing: a fork's file whose parent's file is among them
     /// shares that parent's entries as it would the stored parent's.
-    pub(super) fn import_pi_folder(
+    pub(in crate::io) fn import_pi_folder(
         &self,
         dir: &Path,
         options: &TranscriptOptions<'_>,
@@ -149,7 +148,7 @@ fn scan(lines: &[LogLine]) -> Option<(String, Lineage)> {
 
 /// The `*.jsonl` files of `dir`, in name order (Pi names them by their start time, so
 /// parents come before their forks).
-fn session_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+pub(in crate::io) fn session_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| Error::io(format!("cannot read {}", dir.display()), e))?;
     let mut out: Vec<_> = entries
@@ -159,17 +158,6 @@ fn session_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
         .collect();
     out.sort();
     Ok(out)
-}
-
-/// Whether the first session file of `dir` is a Pi session file.
-pub(super) fn is_pi_folder(dir: &Path) -> bool {
-    let Ok(files) = session_files(dir) else {
-        return false;
-    };
-    files.first().is_some_and(|f| {
-        lines::read_head(f, &TranscriptOptions::default())
-            .is_ok_and(|b| ImportFormat::sniff(&b) == Some(ImportFormat::Pi))
-    })
 }
 
 impl Store {

@@ -3,9 +3,9 @@
 //! Every turn is checked as `append` checks it before anything is written; the session
 //! then goes in whole through the bulk loader (see `io::root`), or not at all.
 
-use super::report::{lines, without_bom, TranscriptOptions, TranscriptReport};
-use super::root::RootBuilder;
 use crate::error::{Error, Result};
+use crate::io::report::{lines, without_bom, TranscriptOptions, TranscriptReport};
+use crate::io::root::RootBuilder;
 use crate::model::{Agent, Kind, NewSession, NewTurn, Role, SessionId, Turn};
 use crate::store::Store;
 use serde_json::{json, Map, Value};

@@ -28,10 +28,10 @@
 //! span carries becomes the tool turn after the call. Spans of no GenAI shape, and
 //! message parts of other types, are counted in the report by name.
 
-use super::claude_code::{Family, Node, SourceFile};
-use super::lines::LogLine;
-use super::report::{TranscriptOptions, TranscriptReport};
+use super::family::{Family, Node, SourceFile};
 use crate::error::{Error, Result};
+use crate::io::lines::LogLine;
+use crate::io::report::{TranscriptOptions, TranscriptReport};
 use crate::model::{Kind, NewTurn, Role, SessionId};
 use crate::rdf::history_name;
 use crate::store::Store;

@@ -6,30 +6,19 @@
 //! session itself (to a fork, should the session have grown meanwhile), and the job's
 //! page follows it until it ends, then links to the answer.
 
-// A handler's error is the page itself (see `ui.rs`).
-#![allow(clippy::result_large_err)]
-
-use super::ui::{
+use super::shell::{
     self, endpoints, error_page, given, may_write, session_id, token_field, write, Page,
 };
-use super::{ApiError, AppState, Shared};
 use crate::model::{ForkOptions, NewTurn, Role, SessionId, SessionInfo, Turn};
+use crate::server::{ApiError, AppState, Shared};
 use crate::RegenerateOptions;
 use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::post;
-use axum::Router;
 use maud::{html, Markup};
 use serde::Deserialize;
 use std::sync::Arc;
-
-pub(super) fn routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/ui/sessions/{id}/append", post(append))
-        .route("/ui/sessions/{id}/edit", post(edit))
-}
 
 /// The fields of the model that answers, when asked to (the second button).
 fn answer_fields(prefix: &str, state: &AppState) -> Markup {
@@ -137,9 +126,14 @@ struct AppendForm {
 
 /// `POST /ui/sessions/{id}/append`: adds the turn; with an answer asked for, on to the
 /// job that gets it, else back to the session's end.
-async fn append(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+pub(super) async fn append(
+    state: Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Page {
     let state = state.0;
-    let f: AppendForm = ui::form(&state, &body)?;
+    let f: AppendForm = shell::form(&state, &body)?;
     may_write(&state, &headers, &f.ask.token)?;
     let id = session_id(&state, &id)?;
     let role = match f.role.as_str() {
@@ -178,12 +172,17 @@ struct EditForm {
 /// `POST /ui/sessions/{id}/edit`: forks just before the edited turn, the edited text
 /// its first turn (one write); with an answer asked for, on to the job, else to the
 /// new branch.
-async fn edit(state: Shared, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Page {
+pub(super) async fn edit(
+    state: Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Page {
     let state = state.0;
-    let f: EditForm = ui::form(&state, &body)?;
+    let f: EditForm = shell::form(&state, &body)?;
     may_write(&state, &headers, &f.ask.token)?;
     let id = session_id(&state, &id)?;
-    let at = ui::turn_index(&state, &f.at)?;
+    let at = shell::turn_index(&state, &f.at)?;
     let (endpoint, ask) = Ask::read(&state, &f.ask)?;
     let options = ForkOptions {
         at: Some(at),
@@ -215,7 +214,7 @@ impl Ask {
     fn read(state: &AppState, f: &AnswerForm) -> Result<(Option<String>, Self), Response> {
         let endpoint = match f.answer.is_empty() {
             true => None,
-            false => Some(ui::offered_endpoint(state, &f.endpoint)?),
+            false => Some(shell::offered_endpoint(state, &f.endpoint)?),
         };
         let max_tokens = match given(&f.max_tokens) {
             None => None,
@@ -241,7 +240,7 @@ async fn answer(
     at: u64,
     ask: Ask,
     endpoint: String,
-) -> ui::Page {
+) -> shell::Page {
     let options = RegenerateOptions {
         at,
         model: ask.model,
@@ -252,10 +251,10 @@ async fn answer(
         ..Default::default()
     };
     let back = at_turn(&id, at - 1);
-    match super::rest::start_regeneration(state, id, options).await {
+    match crate::server::rest::start_regeneration(state, id, options).await {
         Ok(job) => Ok(Redirect::to(&format!("/ui/jobs/{}", job.job)).into_response()),
         // The turn is in: say so, and what kept the model from answering it.
-        Err(e) => Err(ui::page(
+        Err(e) => Err(shell::page(
             state,
             e.status,
             "No answer",

@@ -4,25 +4,15 @@
 //! folded, a page of rows at a time. Each side is named by its title or branch label,
 //! its id in small print.
 
-// A handler's error is the page itself (see `ui.rs`).
-#![allow(clippy::result_large_err)]
-
-use super::ui::{page, read, session_id, Page};
-use super::{AppState, Shared};
+use super::shell::{page, read, session_id, Page};
 use crate::engine::diff::{word_diff, AlignedRow, RowKind};
 use crate::html;
 use crate::model::{ReplayRecord, SessionInfo};
+use crate::server::Shared;
 use axum::extract::Query;
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::Router;
 use maud::{html, Markup};
 use serde::Deserialize;
-use std::sync::Arc;
-
-pub(super) fn routes() -> Router<Arc<AppState>> {
-    Router::new().route("/ui/diff", get(diff))
-}
 
 /// Rows a page of the diff shows.
 pub(crate) const ROWS_SHOWN: usize = 100;
@@ -30,7 +20,7 @@ pub(crate) const ROWS_SHOWN: usize = 100;
 const SHARED_SHOWN: usize = 20;
 
 #[derive(Deserialize, Default)]
-struct DiffQuery {
+pub(super) struct DiffQuery {
     #[serde(default)]
     a: String,
     #[serde(default)]
@@ -52,7 +42,7 @@ fn name(info: &SessionInfo) -> Markup {
 }
 
 /// `GET /ui/diff?a=&b=&from=`: the two sessions from where they part, a page of rows.
-async fn diff(state: Shared, Query(q): Query<DiffQuery>) -> Page {
+pub(super) async fn diff(state: Shared, Query(q): Query<DiffQuery>) -> Page {
     let state = state.0;
     let a = session_id(&state, &q.a)?;
     let b = session_id(&state, &q.b)?;

@@ -1,0 +1,348 @@
+//! The web UI's comparison page: its figures with the arms as columns, then the turns
+//! side by side from the fork point, each arm's first divergence marked; and its cancel.
+//!
+//! The page reloads itself each second while any arm runs.
+
+use super::shell::{self, Page, TokenForm};
+use crate::html::{self, Links};
+use crate::model::Turn;
+use crate::server::Shared;
+use crate::whatif::{ArmReport, Cell, Comparison, CostStatus, BASELINE};
+use axum::body::Bytes;
+use axum::extract::{Path, Query};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Redirect};
+use maud::{html, Markup};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Deserialize, Default)]
+pub(super) struct ShownQuery {
+    /// Set when the form found an identical earlier comparison.
+    #[serde(default)]
+    reused: String,
+}
+
+/// `GET /ui/comparisons/{id}`: the figures (arms as columns, the baseline first), then
+/// the turns from the fork point side by side, the shared prefix folded. Reloads itself
+/// each second while an arm runs.
+pub(super) async fn comparison(
+    state: Shared,
+    Path(id): Path<String>,
+    Query(q): Query<ShownQuery>,
+) -> Page {
+    let state = state.0;
+    let (c, info, recorded) = shell::read(&state, move |store| {
+        let c = store.comparison(&id)?;
+        let info = store.info(&c.session)?;
+        let recorded = store.load(&c.session, None)?;
+        Ok((c, info, recorded))
+    })
+    .await?;
+    let running = c.status == crate::model::ComparisonStatus::Running;
+    let at = c.at as usize;
+    let (prefix, after) = recorded.split_at(at.min(recorded.len()));
+    // A page of the shared prefix at most, as the session's own pages hold.
+    let shown = &prefix[prefix.len().saturating_sub(html::PAGE as usize)..];
+    let body = html! {
+        h1 { "Comparison on " a href=(format!("/ui/sessions/{}", c.session)) { (info.branch) } " from turn " (c.at) }
+        p.meta { "Comparison " code { (c.comparison) } }
+        p { "Status: " strong #comparison-status data-status=(c.status) { (c.status) }
+            @if running { span.meta { " (this page reloads each second)" } } }
+        @if !q.reused.is_empty() {
+            p.meta { "This exact comparison had been asked before: here it is. Tick \
+                      “Run again” on the form to ask the models anew." }
+        }
+        dl.facts {
+            dt { "Session" } dd { a href=(format!("/ui/sessions/{}", c.session)) { (info.branch) }
+                " " span.meta { "(" (c.session) ")" } " from turn " (c.at) }
+            @if let Some(at) = &c.created_at { dt { "Created" } dd { (at) } }
+            dt { "Max steps per arm" } dd { (c.max_steps) }
+            dt { "Budget" } dd { @match c.budget_usd { Some(b) => (dollars(b)), None => "no cap" } }
+            dt { "Charged so far" } dd { (dollars(c.charged_usd)) }
+        }
+        @if running && state.config.token.is_some() {
+            form.write method="post" action=(format!("/ui/comparisons/{}/cancel", c.comparison)) {
+                (shell::token_field("cancel-comparison-token"))
+                button type="submit" { "Cancel the running arms" }
+            }
+        }
+        h2 { "Figures" }
+        (figures_table(&c))
+        h2 { "Turns" }
+        @if !prefix.is_empty() {
+            details.prefix {
+                summary { (prefix.len()) " shared turns (#0–#" (prefix.len() - 1) "): the context every arm answered from" }
+                @if shown.len() < prefix.len() {
+                    p.meta { "The last " (shown.len()) " are shown; " a href=(format!("/ui/sessions/{}", c.session)) { "the session" } " has them all." }
+                }
+                ol.turns start=(prefix.len() - shown.len()) {
+                    @for turn in shown { (html::turn_item(&info, turn, Links::Server, html! {}, html! {})) }
+                }
+            }
+        }
+        (turns_table(&c, after))
+    };
+    let mut response = shell::page(
+        &state,
+        StatusCode::OK,
+        &format!("comparison {}", c.comparison),
+        body,
+    );
+    if running {
+        response
+            .headers_mut()
+            .insert(header::REFRESH, HeaderValue::from_static("1"));
+    }
+    Ok(response)
+}
+
+/// An arm's column heading: its name, its session, where it diverges.
+fn arm_heading(arm: &ArmReport) -> Markup {
+    html! {
+        th scope="col" data-arm=(arm.name) {
+            @match &arm.session {
+                Some(s) => a href=(format!("/ui/sessions/{s}")) { (arm.name) },
+                None => (arm.name),
+            }
+            br;
+            span.meta.divergence {
+                @if arm.baseline { "the recording" }
+                @else {
+                    @match arm.figures.first_divergence {
+                        Some(i) => { "diverges at " (i) }
+                        None if arm.status == crate::model::ArmStatus::Run(crate::model::RunStatus::Running) => "as recorded so far",
+                        None => "as recorded throughout",
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A figure the endpoint did not report.
+fn unmeasured() -> Markup {
+    html! { span.unmeasured { "not measured" } }
+}
+
+fn measured(value: Option<u64>, unit: &str) -> Markup {
+    match value {
+        Some(v) => html! { (v) (unit) },
+        None => unmeasured(),
+    }
+}
+
+pub(super) fn dollars(usd: f64) -> String {
+    format!("${usd:.6}")
+}
+
+type Figure = (&'static str, &'static str, fn(&ArmReport) -> Markup);
+
+/// The rows of the figures table: heading, key (`data-figure`), value.
+const FIGURES: [Figure; 15] = [
+    ("Status", "status", |a| {
+        html! {
+            strong { (a.status) }
+            @if let Some(d) = &a.detail { div.detail { (d) } }
+        }
+    }),
+    ("Model", "model", |a| match (&a.model, &a.endpoint) {
+        (Some(m), Some(e)) => html! { (m) " " span.meta { "at " (e) } },
+        (Some(m), None) => html! { (m) },
+        _ => html! { "as recorded" },
+    }),
+    (
+        "Steps (model calls)",
+        "steps",
+        |a| html! { (a.figures.steps) },
+    ),
+    (
+        "Turns after the fork point",
+        "turns",
+        |a| html! { (a.figures.turns) },
+    ),
+    ("Tool calls", "tool_calls", |a| {
+        html! {
+            (a.figures.tool_calls)
+            @if !a.figures.tool_names.is_empty() {
+                ": " (a.figures.tool_names.join(" → "))
+            }
+        }
+    }),
+    (
+        "Answered from the recording",
+        "answered_from_recording",
+        |a| measured(a.figures.answered_from_recording, ""),
+    ),
+    ("Unanswered tool calls", "unanswered_tool_calls", |a| {
+        measured(a.figures.unanswered_tool_calls, "")
+    }),
+    ("Input tokens", "input_tokens", |a| {
+        measured(a.figures.input_tokens, "")
+    }),
+    ("Output tokens", "output_tokens", |a| {
+        measured(a.figures.output_tokens, "")
+    }),
+    ("Cached input tokens", "cached_tokens", |a| {
+        measured(a.figures.cached_tokens, "")
+    }),
+    ("Latency", "latency_ms", |a| {
+        measured(a.figures.latency_ms, " ms")
+    }),
+    ("Cost", "cost", |a| {
+        match (a.figures.cost, a.figures.cost_usd) {
+            (CostStatus::Priced, Some(usd)) => html! { (dollars(usd)) },
+            (CostStatus::Unpriced, _) => html! { "unpriced" },
+            _ => unmeasured(),
+        }
+    }),
+    ("Finish reasons", "finish_reasons", |a| {
+        if !a.figures.finish_reasons.is_empty() {
+            html! { (a.figures.finish_reasons.join(", ")) }
+        } else if a.baseline {
+            unmeasured()
+        } else {
+            html! { "none" }
+        }
+    }),
+    ("First divergence", "first_divergence", |a| {
+        match (a.baseline, a.figures.first_divergence) {
+            (true, _) => html! { "(the baseline)" },
+            (false, Some(i)) => html! { "turn " (i) },
+            (false, None) => html! { "none: as recorded" },
+        }
+    }),
+    ("Reached the end", "reached_end", |a| {
+        html! { @if a.figures.reached_end { "yes" } @else { "no" } }
+    }),
+];
+
+/// The figures, one column per arm (the baseline first), one row per figure.
+fn figures_table(c: &Comparison) -> Markup {
+    html! {
+        table.compare.figures #figures {
+            thead { tr { th scope="col" { "Figure" } @for arm in &c.arms { (arm_heading(arm)) } } }
+            tbody {
+                @for (label, key, value) in FIGURES {
+                    tr data-figure=(key) {
+                        th scope="row" { (label) }
+                        @for arm in &c.arms {
+                            td class=[is_number(key).then_some("number")] data-arm=(arm.name) data-figure=(key) { (value(arm)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn is_number(key: &str) -> bool {
+    matches!(
+        key,
+        "steps"
+            | "turns"
+            | "answered_from_recording"
+            | "unanswered_tool_calls"
+            | "input_tokens"
+            | "output_tokens"
+            | "cached_tokens"
+            | "latency_ms"
+            | "cost"
+    )
+}
+
+/// The turns from the fork point, one row per index, one column per arm: the baseline's
+/// recorded turns (`after`), then each arm's, its first divergence marked.
+fn turns_table(c: &Comparison, after: &[Turn]) -> Markup {
+    let arms: Vec<&ArmReport> = c.arms.iter().filter(|a| !a.baseline).collect();
+    // The baseline's turns as every diff shows them (tool calls canonical); the
+    // recording itself where no arm's diff reaches.
+    let mut baseline: BTreeMap<u64, &Cell> = BTreeMap::new();
+    for row in arms.iter().flat_map(|a| &a.diff) {
+        if let Some(cell) = &row.baseline {
+            baseline.entry(row.index).or_insert(cell);
+        }
+    }
+    let end = arms
+        .iter()
+        .flat_map(|a| a.diff.last().map(|r| r.index + 1))
+        .chain(after.last().map(|t| t.index + 1))
+        .max()
+        .unwrap_or(c.at);
+    html! {
+        table.compare.turns #turns {
+            thead { tr { th scope="col" { "Turn" } @for arm in &c.arms { (arm_heading(arm)) } } }
+            tbody {
+                @for i in c.at..end {
+                    tr data-index=(i) {
+                        th scope="row" { "#" (i) }
+                        td.cell data-arm=(BASELINE) {
+                            @match (baseline.get(&i), after.iter().find(|t| t.index == i)) {
+                                (Some(cell), _) => (cell_markup(cell, false)),
+                                (None, Some(turn)) => (turn_markup(turn)),
+                                (None, None) => {}
+                            }
+                        }
+                        @for arm in &arms { (arm_cell(arm, i)) }
+                    }
+                }
+            }
+        }
+        @if end == c.at { p.meta { "No turns after the fork point yet." } }
+    }
+}
+
+/// Arm `arm`'s turn at index `i` (empty when it has none), marked where it diverges.
+fn arm_cell(arm: &ArmReport, i: u64) -> Markup {
+    let row = arm.diff.iter().find(|r| r.index == i);
+    let diverges = arm.figures.first_divergence == Some(i);
+    let same = row.is_some_and(|r| r.same);
+    html! {
+        td.cell.diverges[diverges] data-arm=(arm.name) {
+            @if diverges { p.marker { "◆ diverges here" } }
+            @match row.and_then(|r| r.arm.as_ref()) {
+                Some(cell) => (cell_markup(cell, same)),
+                None => { @if diverges { span.meta { "no turn: the arm ended before this one" } } }
+            }
+        }
+    }
+}
+
+/// A turn as a diff shows it: role, kind, content, tool calls.
+fn cell_markup(cell: &Cell, same: bool) -> Markup {
+    html! {
+        div.meta {
+            span.role { (cell.role) }
+            @if cell.kind != "message" { " · " (cell.kind) }
+            @if same { " · " span.same { "as recorded" } }
+        }
+        (html::content(&cell.content))
+        @if !cell.tool_calls.is_empty() {
+            ul.calls { @for call in &cell.tool_calls { li { code { "→\u{a0}" (call) } } } }
+        }
+    }
+}
+
+/// A recorded turn no arm's diff shows.
+fn turn_markup(turn: &Turn) -> Markup {
+    html! {
+        div.meta { span.role { (turn.role.as_str()) } }
+        (html::content(&turn.content))
+        @if let Some(calls) = &turn.tool_calls { (html::tool_calls(calls)) }
+    }
+}
+
+/// `POST /ui/comparisons/{id}/cancel`: stops the running arms (each keeps the steps it
+/// committed).
+pub(super) async fn cancel(
+    state: Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Page {
+    let state = state.0;
+    let f: TokenForm = shell::form(&state, &body)?;
+    shell::may_write(&state, &headers, &f.token)?;
+    let c = shell::write(&state, move |store| store.cancel_comparison(&id)).await?;
+    Ok(Redirect::to(&format!("/ui/comparisons/{}", c.comparison)).into_response())
+}

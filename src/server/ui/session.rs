@@ -1,0 +1,342 @@
+//! A session's playback: a page of its turns with their figures and actions, the
+//! session's own actions, and the turns that came since, for a page that follows it.
+
+use super::compose::{composer, edit_form};
+use super::shell::{
+    endpoints, given, page, read, session_id, token_field, turn_index, valid_range, Page,
+};
+use crate::html::{self, Links};
+use crate::model::{SessionId, SessionInfo, TreeNode, Turn};
+use crate::server::{AppState, Shared};
+use axum::extract::{Path, Query};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+#[derive(Deserialize, Default)]
+pub(super) struct PageQuery {
+    #[serde(default)]
+    from: u64,
+    /// Go to this turn: the page that holds it, at it.
+    #[serde(default)]
+    turn: String,
+}
+
+/// `GET /ui/sessions/{id}?from=`: a page of the session's turns, inherited ones marked
+/// with the branch that owns them, a sibling pager at each fork point, and the actions.
+pub(super) async fn playback(
+    state: Shared,
+    Path(id): Path<String>,
+    Query(at): Query<PageQuery>,
+) -> Page {
+    let state = state.0;
+    let id = session_id(&state, &id)?;
+    if let Some(turn) = given(&at.turn) {
+        let index = turn_index(&state, &turn)?;
+        let page = index / html::PAGE * html::PAGE;
+        return Ok(
+            Redirect::to(&format!("/ui/sessions/{id}?from={page}#turn-{index}")).into_response(),
+        );
+    }
+    let from = at.from;
+    let read_id = id.clone();
+    let (info, turns, root, anchors) = read(&state, move |store| {
+        let info = store.info(&read_id)?;
+        if from > 0 && from >= info.length {
+            return Err(crate::Error::IndexOutOfRange {
+                session: read_id.to_string(),
+                index: from.into(),
+                valid: valid_range(info.length),
+            });
+        }
+        let last = (from + html::PAGE).min(info.length).saturating_sub(1);
+        let turns = if info.length == 0 {
+            Vec::new()
+        } else {
+            store.load_range(&read_id, from, last)?
+        };
+        let figures = store.turn_figures(&turns)?;
+        let root = store.tree(&info.fork_root)?;
+        let anchors = store.anchors(&read_id)?;
+        Ok((info, (turns, figures), root, anchors))
+    })
+    .await?;
+    let (turns, figures) = turns;
+    let points = html::sibling_points(&root, &id);
+    let writable = state.config.token.is_some();
+    let links = Links::Server;
+    let base = format!("/ui/sessions/{id}");
+    let pages = html! {
+        @if info.length > html::PAGE {
+            nav.pages aria-label="pages" {
+                @if from > 0 {
+                    a href=(format!("{base}?from={}", from.saturating_sub(html::PAGE))) { "‹ earlier turns" }
+                }
+                span { "turns " (from) "–" ((from + turns.len() as u64).saturating_sub(1)) " of " (info.length) }
+                @if from + html::PAGE < info.length {
+                    a href=(format!("{base}?from={}", from + html::PAGE)) { "later turns ›" }
+                }
+            }
+        }
+    };
+    let family = family_ids(&root);
+    let body = html! {
+        h1 { (info.branch) " " small.meta { (info.session) } }
+        p {
+            a href=(format!("{base}/tree")) { "Fork tree" }
+            @if let Some(parent) = &info.parent {
+                " · " a href=(format!("/ui/diff?a={parent}&b={id}")) { "Diff against parent" }
+            }
+            " · " a href=(format!("/sessions/{id}/export?format=html")) download=(format!("{id}.html")) { "Export as HTML" }
+        }
+        (html::facts(&info, html::parent_branch(&root, &info).as_deref(), links))
+        @if family.len() > 1 {
+            form.inline method="get" action="/ui/diff" {
+                input type="hidden" name="a" value=(id);
+                label for="diff-b" { "Diff with " }
+                select #diff-b name="b" {
+                    @for (other, branch) in family.iter().filter(|(s, _)| *s != id) {
+                        option value=(other) { (branch) " (" (other) ")" }
+                    }
+                }
+                " " button type="submit" { "Diff" }
+            }
+        }
+        @if info.length > 1 {
+            form.inline.goto method="get" action=(base) {
+                label for="goto-turn" { "Go to turn" }
+                input #goto-turn name="turn" type="number" min="0" max=(info.length - 1) required;
+                button type="submit" { "Go" }
+            }
+        }
+        (pages)
+        // The last page follows the session as it grows (the script asks for turns
+        // past `data-next`); without script, a reload shows them.
+        @let last_page = from + html::PAGE >= info.length;
+        ol.turns start=(from)
+            data-follow=[last_page.then(|| format!("{base}/after/"))]
+            data-next=[last_page.then_some(info.length)] {
+            (turn_items(&state, &info, &turns, &figures, &points, writable))
+        }
+        (pages)
+        @if writable && last_page {
+            (composer(&info, &state))
+        }
+        (session_actions(&info, &anchors, writable))
+    };
+    Ok(page(
+        &state,
+        StatusCode::OK,
+        &format!("{} ({})", info.session, info.branch),
+        body,
+    ))
+}
+
+/// The list items of `turns` of session `info`, as playback shows them.
+fn turn_items(
+    state: &AppState,
+    info: &SessionInfo,
+    turns: &[Turn],
+    figures: &[crate::TurnFigures],
+    points: &html::SiblingPoints,
+    writable: bool,
+) -> Markup {
+    let links = Links::Server;
+    html! {
+        @for turn in turns {
+            @let before = match points.get(&turn.index) {
+                Some((options, position)) => html::sibling_pager(turn.index, options, *position, links),
+                None => html! {},
+            };
+            @let after = html! {
+                @if let Some(f) = figures.iter().find(|f| f.index == turn.index) { (turn_figures(f)) }
+                (turn_actions(info, turn, writable, state))
+            };
+            (html::turn_item(info, turn, links, before, after))
+        }
+    }
+}
+
+/// What the store measured of a turn a model wrote: tokens, latency, cost, and the
+/// comparison it was a step of.
+fn turn_figures(f: &crate::TurnFigures) -> Markup {
+    let mut parts: Vec<String> = Vec::new();
+    match (f.input_tokens, f.output_tokens) {
+        (Some(i), Some(o)) => parts.push(format!("{i} in · {o} out tokens")),
+        (Some(i), None) => parts.push(format!("{i} tokens in")),
+        (None, Some(o)) => parts.push(format!("{o} tokens out")),
+        (None, None) => {}
+    }
+    if let Some(ms) = f.latency_ms {
+        parts.push(format!("{ms} ms"));
+    }
+    if let Some(usd) = f.cost_usd {
+        parts.push(format!("${usd:.4}"));
+    }
+    html! {
+        p.figures {
+            (parts.join(" · "))
+            @if let Some(c) = &f.comparison {
+                @if !parts.is_empty() { " · " }
+                a href=(format!("/ui/comparisons/{c}")) { "the model comparison" }
+            }
+        }
+    }
+}
+
+/// `GET /ui/sessions/{id}/after/{index}`: the list items of the session's turns from
+/// `index` on (a page at most), for an open playback page that follows the session as
+/// it grows; 204 when there are none yet. `X-Forktrail-Next` says where to ask next.
+pub(super) async fn turns_after(
+    state: Shared,
+    Path((id, index)): Path<(String, u64)>,
+) -> Result<Response, Response> {
+    let state = state.0;
+    let id = session_id(&state, &id)?;
+    let read_id = id.clone();
+    let (info, turns, root) = read(&state, move |store| {
+        let info = store.info(&read_id)?;
+        if index >= info.length {
+            return Ok((info, (Vec::new(), Vec::new()), None));
+        }
+        let last = (index + html::PAGE).min(info.length) - 1;
+        let turns = store.load_range(&read_id, index, last)?;
+        let figures = store.turn_figures(&turns)?;
+        let root = store.tree(&info.fork_root)?;
+        Ok((info, (turns, figures), Some(root)))
+    })
+    .await?;
+    let (turns, figures) = turns;
+    let next = index + turns.len() as u64;
+    let header = [("x-forktrail-next", next.to_string())];
+    let Some(root) = root else {
+        return Ok((StatusCode::NO_CONTENT, header).into_response());
+    };
+    let points = html::sibling_points(&root, &id);
+    let writable = state.config.token.is_some();
+    let items = turn_items(&state, &info, &turns, &figures, &points, writable);
+    let content_type = [(axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8")];
+    Ok((header, content_type, items.into_string()).into_response())
+}
+
+/// Every session of a family, in tree order, with its branch label.
+fn family_ids(root: &TreeNode) -> Vec<(SessionId, String)> {
+    let mut out = vec![(root.session.clone(), root.branch.clone())];
+    for child in &root.children {
+        out.extend(family_ids(child));
+    }
+    out
+}
+
+/// A turn's actions: its provenance, and (on a server that takes writes) Fork from
+/// here, What-if from here and Compare models from here (`compare.rs`).
+fn turn_actions(info: &SessionInfo, turn: &Turn, writable: bool, state: &AppState) -> Markup {
+    let i = turn.index;
+    let id = &info.session;
+    // A what-if answers this turn again when it is the model's, else answers after it.
+    let what_if_at = if turn.role == crate::Role::Assistant {
+        i
+    } else {
+        i + 1
+    };
+    html! {
+        div.actions {
+            a.action href=(format!("/ui/sessions/{id}/turns/{i}")) { "Provenance" }
+            @if writable {
+                @if turn.role == crate::Role::User {
+                    " " (edit_form(info, turn, state))
+                }
+                " "
+                details.action.fork {
+                    summary { "Fork from here" }
+                    form.write method="post" action=(format!("/ui/sessions/{id}/fork")) {
+                        input type="hidden" name="at" value=(i + 1);
+                        label for=(format!("fork-label-{i}")) { "Label" }
+                        input id=(format!("fork-label-{i}")) name="label" placeholder="fork-…";
+                        label for=(format!("fork-reason-{i}")) { "Reason" }
+                        input id=(format!("fork-reason-{i}")) name="reason";
+                        (token_field(&format!("fork-token-{i}")))
+                        button type="submit" { "Fork after turn " (i) }
+                    }
+                }
+                details.action.what-if {
+                    summary { "What-if from here" }
+                    form.write method="post" action=(format!("/ui/sessions/{id}/whatif")) {
+                        input type="hidden" name="at" value=(what_if_at);
+                        label for=(format!("wi-model-{i}")) { "Model" }
+                        input id=(format!("wi-model-{i}")) name="model"
+                            placeholder="the last assistant turn's model";
+                        label for=(format!("wi-system-{i}")) { "System prompt" }
+                        textarea id=(format!("wi-system-{i}")) name="system_prompt"
+                            placeholder="keep the session's" {}
+                        label for=(format!("wi-tools-{i}")) { "Tools (JSON)" }
+                        textarea id=(format!("wi-tools-{i}")) name="tools"
+                            placeholder="keep the session's" {}
+                        label for=(format!("wi-max-{i}")) { "Max tokens" }
+                        input id=(format!("wi-max-{i}")) name="max_tokens" type="number" min="1"
+                            placeholder="the endpoint's";
+                        label for=(format!("wi-endpoint-{i}")) { "Endpoint" }
+                        select id=(format!("wi-endpoint-{i}")) name="endpoint" {
+                            @for e in endpoints(state) { option value=(e) { (e) } }
+                        }
+                        label for=(format!("wi-budget-{i}")) { "Budget (USD)" }
+                        input id=(format!("wi-budget-{i}")) name="budget"
+                            placeholder="required off this machine";
+                        label for=(format!("wi-price-{i}")) { "Price (USD per million tokens, IN/OUT)" }
+                        input id=(format!("wi-price-{i}")) name="price" placeholder="3/15";
+                        (token_field(&format!("wi-token-{i}")))
+                        button type="submit" {
+                            @if what_if_at == i { "Estimate a new answer to turn " (i) }
+                            @else { "Estimate an answer after turn " (i) }
+                        }
+                    }
+                }
+                // A comparison needs at least one turn of context.
+                @if what_if_at > 0 {
+                    a.action.compare href=(format!("/ui/sessions/{id}/compare?at={what_if_at}")) {
+                        "Compare models from here"
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The session's own actions: anchors, merge-back, delete.
+fn session_actions(info: &SessionInfo, anchors: &[crate::AnchorInfo], writable: bool) -> Markup {
+    let id = &info.session;
+    html! {
+        section.session-actions {
+            h2 { "Anchors" }
+            @if anchors.is_empty() { p.meta { "No anchors." } } @else {
+                ul { @for a in anchors {
+                    li { strong { (a.name) } " at turn " (a.at_index)
+                        @if a.session != *id { " (set on " span.id { (a.session) } ")" } }
+                } }
+            }
+            @if writable {
+                form.write method="post" action=(format!("/ui/sessions/{id}/anchors")) {
+                    label for="anchor-name" { "Name" }
+                    input #anchor-name name="name" required;
+                    (token_field("anchor-token"))
+                    button type="submit" { "Anchor at turn " (info.length) }
+                }
+                @if info.parent.is_some() {
+                    h2 { "Merge back" }
+                    form.write method="post" action=(format!("/ui/sessions/{id}/merge")) {
+                        label for="merge-summary" { "Summary" }
+                        textarea #merge-summary name="summary" placeholder="the last assistant turn" {}
+                        (token_field("merge-token"))
+                        button type="submit" { "Preview the merge" }
+                    }
+                }
+                h2 { "Delete" }
+                form.write method="post" action=(format!("/ui/sessions/{id}/delete")) {
+                    (token_field("delete-token"))
+                    button type="submit" { "Preview the delete" }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! A family's tree page: every session of it, breadth first, searchable.
+
+use super::sessions::words;
+use super::shell::{error_page, page, read, session_id, Page};
+use crate::html::{self, Links, TreeView};
+use crate::model::{SessionId, TreeNode};
+use crate::server::{ApiError, Shared};
+use axum::extract::{Path, Query};
+use axum::http::StatusCode;
+use maud::html;
+use serde::Deserialize;
+use std::collections::HashSet;
+
+/// The sessions a family's tree page shows at most, breadth first.
+const TREE_SHOWN: usize = 500;
+
+#[derive(Deserialize, Default)]
+pub(super) struct TreeQuery {
+    #[serde(default)]
+    q: String,
+    /// `user` or `all`: list each branch's own turns (of that role) under it.
+    #[serde(default)]
+    turns: String,
+}
+
+/// `GET /ui/sessions/{id}/tree?q=&turns=`: the fork family of the session from its
+/// root, each branch foldable; a search unfolds only the branches that match.
+pub(super) async fn tree(
+    state: Shared,
+    Path(id): Path<String>,
+    Query(view): Query<TreeQuery>,
+) -> Page {
+    let state = state.0;
+    let id = session_id(&state, &id)?;
+    let listing = match view.turns.as_str() {
+        "" | "none" => None,
+        "user" => Some(true),
+        "all" => Some(false),
+        other => {
+            return Err(error_page(
+                &state,
+                ApiError::bad_request(format!("turns={other:?}: expected none, user or all")),
+            ))
+        }
+    };
+    let search = !view.q.trim().is_empty();
+    let read_id = id.clone();
+    let (root, turns, family) = read(&state, move |store| {
+        let root_id = store.info(&read_id)?.fork_root;
+        let root = store.tree_within(&root_id, TREE_SHOWN)?;
+        // Counted only when the tree was cut: how many the whole family holds.
+        let family = match cut(&root) {
+            true => Some(store.count_sessions(&crate::SessionQuery {
+                family: Some(root_id.to_string()),
+                ..Default::default()
+            })?),
+            false => None,
+        };
+        let turns = match (listing, search) {
+            (Some(user_only), _) => html::family_turns(store, &root_id, user_only)?,
+            (None, true) => html::family_turns(store, &root_id, false)?,
+            (None, false) => html::OwnTurns::new(),
+        };
+        Ok((root, turns, family))
+    })
+    .await?;
+    let words = words(&view.q);
+    // A branch matches on its facts, or on the content of its own turns.
+    let hits: Option<HashSet<SessionId>> = search.then(|| {
+        let mut hits = HashSet::new();
+        collect_hits(&root, &words, &turns, &mut hits);
+        hits
+    });
+    let shown = if listing.is_some() {
+        turns
+    } else {
+        html::OwnTurns::new()
+    };
+    let tree_view = TreeView {
+        current: &id,
+        links: Links::Server,
+        hits: hits.as_ref(),
+        turns: &shown,
+    };
+    let matching = hits.as_ref().map(HashSet::len);
+    let selected = |v: &str| view.turns == v || (v == "none" && view.turns.is_empty());
+    Ok(page(
+        &state,
+        StatusCode::OK,
+        &format!("tree of {}", root.branch),
+        html! {
+            h1 { "Fork tree of " (root.branch) }
+            form method="get" role="search" {
+                label for="tree-q" { "Search" }
+                input #tree-q name="q" type="search" value=(view.q) placeholder="branch, model or content";
+                label for="tree-turns" { "Turns" }
+                select #tree-turns name="turns" {
+                    option value="none" selected[selected("none")] { "branches only" }
+                    option value="user" selected[selected("user")] { "user turns only" }
+                    option value="all" selected[selected("all")] { "all turns" }
+                }
+                button type="submit" { "Show" }
+            }
+            p.count {
+                (count(&root))
+                @if let Some(family) = family { " of " (family) " sessions, breadth first" }
+                @else { " sessions" }
+                @if let Some(n) = matching { ", " (n) " matching (unfolded)" }
+            }
+            (html::drawing(&root, &id, Links::Server))
+            h2 #outline { "Outline" }
+            (html::tree(&root, &tree_view))
+        },
+    ))
+}
+
+fn count(node: &TreeNode) -> usize {
+    1 + node.children.iter().map(count).sum::<usize>()
+}
+
+/// Whether a tree left children out anywhere.
+fn cut(node: &TreeNode) -> bool {
+    node.more_children > 0 || node.children.iter().any(cut)
+}
+
+/// The branches under `node` that match the search words.
+fn collect_hits(
+    node: &TreeNode,
+    words: &[String],
+    turns: &html::OwnTurns,
+    hits: &mut HashSet<SessionId>,
+) {
+    let content = turns.get(&node.session).is_some_and(|t| {
+        t.iter().any(|(_, _, c)| {
+            let c = c.to_lowercase();
+            words.iter().all(|w| c.contains(w.as_str()))
+        })
+    });
+    if content || html::node_matches(node, words) {
+        hits.insert(node.session.clone());
+    }
+    for child in &node.children {
+        collect_hits(child, words, turns, hits);
+    }
+}
