@@ -144,18 +144,18 @@
 //! - `copy_to` — io/copy.rs: copies every session into another store, checked
 //! - `backup` — io/copy.rs: backs the store up into a new directory
 //!
-//! - `import_claude_code` — io/claude_code.rs: imports a Claude Code session log
-//! - `import_claude_code_path` — io/claude_code.rs: imports Claude Code logs from disk
+//! - `import_claude_code` — io/transcripts/claude_code.rs: imports a Claude Code session log
+//! - `import_claude_code_path` — io/transcripts/claude_code.rs: imports Claude Code logs from disk
 //!
-//! - `import_codex` — io/codex.rs: imports an OpenAI Codex CLI rollout
+//! - `import_codex` — io/transcripts/codex.rs: imports an OpenAI Codex CLI rollout
 //!
-//! - `import_openai` — io/openai.rs: imports an OpenAI chat transcript
-//! - `export_openai` — io/openai.rs: a session's replay as OpenAI chat messages
+//! - `import_openai` — io/transcripts/openai.rs: imports an OpenAI chat transcript
+//! - `export_openai` — io/transcripts/openai.rs: a session's replay as OpenAI chat messages
 //!
-//! - `import_otlp` — io/otlp.rs: imports OpenTelemetry GenAI spans
-//! - `import_trace_request` — io/otlp.rs: imports the GenAI spans of one OTLP request
+//! - `import_otlp` — io/transcripts/otlp.rs: imports OpenTelemetry GenAI spans
+//! - `import_trace_request` — io/transcripts/otlp.rs: imports the GenAI spans of one OTLP request
 //!
-//! - `import_pi` — io/pi.rs: imports a Pi session file
+//! - `import_pi` — io/transcripts/pi.rs: imports a Pi session file
 //!
 //! - `plan_regeneration` — whatif/regenerate.rs: a regeneration's request, checked
 //! - `begin_regeneration` — whatif/regenerate.rs: records a `running` regeneration job
@@ -164,7 +164,7 @@
 //! - `cancel_job` — whatif/regenerate.rs: asks a running job to stop
 //! - `jobs` — whatif/regenerate.rs: every regeneration job
 //! - `job` — whatif/regenerate.rs: one job by id
-//! - `cancel_file` — whatif/regenerate.rs: the file that asks another process's job to stop
+//! - `cancel_file` — whatif/call.rs: the file that asks another process's job to stop
 //!
 //! - `plan_comparison` — whatif/compare.rs: what a comparison would cost, arm by arm
 //! - `begin_comparison` — whatif/compare.rs: records a comparison
