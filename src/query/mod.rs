@@ -236,7 +236,7 @@ impl Store {
     }
 
     /// Refuses a pattern too costly for this store before it runs (see
-    /// `query_check::check_cost`); a remote store's own limits apply there instead.
+    /// `check::check_cost`); a remote store's own limits apply there instead.
     /// Variables given a value by `bindings` count as that value.
     fn check_cost(
         &self,
