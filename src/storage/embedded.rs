@@ -1,11 +1,8 @@
 //! Oxigraph in this process: in memory, or a RocksDB directory this process holds.
 
-use super::{evaluation_error, Backend, Change, Quads, Sparql};
+use super::{evaluation_error, Backend, Change, Graph, Object, Predicate, Quads, Sparql, Subject};
 use crate::error::{Error, Result};
-use oxigraph::model::{
-    GraphName, GraphNameRef, NamedNodeRef, NamedOrBlankNode, NamedOrBlankNodeRef, Quad, QuadRef,
-    TermRef,
-};
+use oxigraph::model::{GraphName, NamedNodeRef, NamedOrBlankNode, Quad, QuadRef};
 use oxigraph::sparql::{CancellationToken, QueryResults, SparqlEvaluator};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -266,13 +263,7 @@ fn remove_bulk_files(dir: &Path) {
 }
 
 impl Backend for Embedded {
-    fn quads(
-        &self,
-        subject: Option<NamedOrBlankNodeRef<'_>>,
-        predicate: Option<NamedNodeRef<'_>>,
-        object: Option<TermRef<'_>>,
-        graph: Option<GraphNameRef<'_>>,
-    ) -> Quads {
+    fn quads(&self, subject: Subject, predicate: Predicate, object: Object, graph: Graph) -> Quads {
         match self.current() {
             Ok(store) => Box::new(
                 store

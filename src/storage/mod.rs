@@ -83,16 +83,17 @@ pub(crate) struct Sparql {
     pub(crate) cancellation: Option<CancellationToken>,
 }
 
+/// The parts of a quad pattern, `None` matching anything (their lifetime is the
+/// borrowed terms').
+pub(crate) type Subject<'a> = Option<NamedOrBlankNodeRef<'a>>;
+pub(crate) type Predicate<'a> = Option<NamedNodeRef<'a>>;
+pub(crate) type Object<'a> = Option<TermRef<'a>>;
+pub(crate) type Graph<'a> = Option<GraphNameRef<'a>>;
+
 /// What the engine needs from a store.
 pub(crate) trait Backend: Send + Sync {
     /// The quads matching a pattern (`None` matches anything).
-    fn quads(
-        &self,
-        subject: Option<NamedOrBlankNodeRef<'_>>,
-        predicate: Option<NamedNodeRef<'_>>,
-        object: Option<TermRef<'_>>,
-        graph: Option<GraphNameRef<'_>>,
-    ) -> Quads;
+    fn quads(&self, subject: Subject, predicate: Predicate, object: Object, graph: Graph) -> Quads;
 
     fn contains(&self, quad: QuadRef<'_>) -> Result<bool>;
 

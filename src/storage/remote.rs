@@ -7,7 +7,7 @@
 //! transaction. Every request is counted, so tests and benchmarks can bound them.
 
 use super::http_auth::{Credentials, RemoteAuth};
-use super::{bind, Backend, Change, Quads, Sparql};
+use super::{bind, Backend, Change, Graph, Object, Predicate, Quads, Sparql, Subject};
 use crate::error::{Error, Result};
 use crate::secrets;
 use oxigraph::io::{RdfFormat, RdfParser};
@@ -313,13 +313,7 @@ impl Remote {
 }
 
 impl Backend for Remote {
-    fn quads(
-        &self,
-        subject: Option<NamedOrBlankNodeRef<'_>>,
-        predicate: Option<NamedNodeRef<'_>>,
-        object: Option<TermRef<'_>>,
-        graph: Option<GraphNameRef<'_>>,
-    ) -> Quads {
+    fn quads(&self, subject: Subject, predicate: Predicate, object: Object, graph: Graph) -> Quads {
         let graph = match graph {
             Some(GraphNameRef::NamedNode(g)) => Some(g),
             // forktrail writes named graphs only; a remote default graph is usually the
