@@ -3,6 +3,7 @@
 
 pub mod anthropic;
 pub mod stub;
+pub mod travel;
 
 use forktrail::{Error, ForkOptions, NewSession, NewTurn, RemoteConfig, Role, SessionId, Store};
 use oxigraph::sparql::QueryResults;

@@ -23,8 +23,7 @@
 
 use crate::common;
 
-use common::stub::{self, completion, Reply};
-use common::{runtime, Reaped};
+use common::{runtime, travel, Reaped};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -1100,88 +1099,6 @@ fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_
     );
 }
 
-/// A recorded agent session with tool calls: 0 system, 1 user, 2 assistant calls
-/// get_weather(Paris), 3 tool result, 4 assistant answers, 5 user, 6 assistant calls
-/// get_price(train), 7 tool result, 8 assistant answers.
-fn trip(store: &forktrail::Store) -> forktrail::SessionId {
-    use forktrail::{NewTurn, Role};
-    let root = common::session_with(store, "trip", 0);
-    let call = |id: &str, name: &str, args: Value| {
-        json!([{"id": id, "type": "function",
-                "function": {"name": name, "arguments": args.to_string()}}])
-        .to_string()
-    };
-    let turns = vec![
-        NewTurn::new(Role::System, "You are a travel agent."),
-        NewTurn::new(Role::User, "Weather in Paris?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "18C, sunny")
-            .tool_call_id("c1")
-            .name("get_weather"),
-        NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
-        NewTurn::new(Role::User, "And the train price?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call(
-                "c2",
-                "get_price",
-                json!({"mode": "train", "to": "Paris"}),
-            ))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "49 EUR")
-            .tool_call_id("c2")
-            .name("get_price"),
-        NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
-    ];
-    store.append_many(&root, turns).unwrap();
-    root
-}
-
-/// From turn 2 of [`trip`]: `model-a` replays the recording (520 tokens in, 36 out);
-/// `model-b` answers turn 4 otherwise, then calls a tool the recording never answered
-/// (180 in, 15 out).
-fn two_models() -> stub::Stub {
-    stub::scripted(|request, _| {
-        let model = request["model"].as_str().unwrap_or("").to_string();
-        let answered = request["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-        let weather = |id: &'static str| [(id, "get_weather", json!({"city": "Paris"}))];
-        Reply::ok(match (model.as_str(), answered) {
-            ("model-a", 0) => completion(&model, None, &weather("x1"), (100, 10, 0), "tool_calls"),
-            ("model-a", 1) => completion(
-                &model,
-                Some("It is 18C and sunny."),
-                &[],
-                (120, 8, 100),
-                "stop",
-            ),
-            ("model-a", 2) => completion(
-                &model,
-                None,
-                &[("x2", "get_price", json!({"mode": "train", "to": "Paris"}))],
-                (140, 12, 0),
-                "tool_calls",
-            ),
-            ("model-a", _) => {
-                completion(&model, Some("49 EUR by train."), &[], (160, 6, 0), "stop")
-            }
-            (_, 0) => completion(&model, None, &weather("y1"), (50, 5, 0), "tool_calls"),
-            (_, 1) => completion(&model, Some("Sunny, 18C."), &[], (60, 5, 0), "stop"),
-            _ => completion(
-                &model,
-                None,
-                &[("y2", "book_flight", json!({"to": "Paris"}))],
-                (70, 5, 0),
-                "tool_calls",
-            ),
-        })
-    })
-}
-
 /// The text of the figure `key` in arm `arm`'s column.
 async fn figure(c: &Client, arm: &str, key: &str) -> String {
     c.find(Locator::Css(&format!(
@@ -1208,9 +1125,9 @@ async fn divergences(c: &Client) -> Value {
 #[test]
 fn a_comparison_shows_its_arms_side_by_side_and_another_starts_from_a_turn() {
     let Some(driver) = chromedriver() else { return };
-    let models = two_models();
+    let models = travel::two_models("unused");
     let store = Arc::new(forktrail::Store::in_memory().unwrap());
-    let root = trip(&store);
+    let root = travel::session(&store, "trip");
     let arm = |name: &str, model: &str| forktrail::Arm {
         name: Some(name.into()),
         model: model.into(),

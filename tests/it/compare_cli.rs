@@ -6,8 +6,8 @@
 use crate::common;
 
 use common::stub::{self, completion, Reply};
-use common::{quads, session_with};
-use forktrail::{Kind, NewTurn, Role, Store};
+use common::{quads, travel};
+use forktrail::Store;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -15,10 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A store directory holding the recorded agent session `trip`:
-/// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
-/// 4 assistant answers, 5 user, 6 assistant calls get_price(train), 7 tool result,
-/// 8 assistant answers.
+/// A store directory holding the recorded travel-agent session `trip`
+/// ([`travel::session`]).
 struct Cli {
     _dir: tempfile::TempDir,
     store: PathBuf,
@@ -29,38 +27,7 @@ impl Cli {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("store");
         let s = Store::open(&store).unwrap();
-        let root = session_with(&s, "trip", 0);
-        let call = |id: &str, name: &str, args: Value| {
-            json!([{"id": id, "type": "function",
-                    "function": {"name": name, "arguments": args.to_string()}}])
-            .to_string()
-        };
-        let turns = vec![
-            NewTurn::new(Role::System, "You are a travel agent."),
-            NewTurn::new(Role::User, "Weather in Paris?"),
-            NewTurn::new(Role::Assistant, "")
-                .kind(Kind::ToolCall)
-                .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
-                .model("model-a"),
-            NewTurn::new(Role::Tool, "18C, sunny")
-                .tool_call_id("c1")
-                .name("get_weather"),
-            NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
-            NewTurn::new(Role::User, "And the train price?"),
-            NewTurn::new(Role::Assistant, "")
-                .kind(Kind::ToolCall)
-                .tool_calls(call(
-                    "c2",
-                    "get_price",
-                    json!({"mode": "train", "to": "Paris"}),
-                ))
-                .model("model-a"),
-            NewTurn::new(Role::Tool, "49 EUR")
-                .tool_call_id("c2")
-                .name("get_price"),
-            NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
-        ];
-        s.append_many(&root, turns).unwrap();
+        travel::session(&s, "trip");
         Self { _dir: dir, store }
     }
 
@@ -110,46 +77,10 @@ impl Cli {
     }
 }
 
-/// The recorded assistant turns after index 1, picked by how many assistant messages
-/// the request holds, with this usage each: a model that replays the recording.
-fn replay(request: &Value) -> Reply {
-    let answered = request["messages"]
-        .as_array()
-        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-    let model = "model-a";
-    Reply::ok(match answered {
-        0 => completion(
-            model,
-            None,
-            &[("x1", "get_weather", json!({"city": "Paris"}))],
-            (100, 10, 0),
-            "tool_calls",
-        ),
-        1 => completion(
-            model,
-            Some("It is 18C and sunny."),
-            &[],
-            (120, 8, 100),
-            "stop",
-        ),
-        2 => completion(
-            model,
-            None,
-            &[("x2", "get_price", json!({"to": "Paris", "mode": "train"}))],
-            (140, 12, 0),
-            "tool_calls",
-        ),
-        _ => completion(model, Some("49 EUR by train."), &[], (160, 6, 0), "stop"),
-    })
-}
-
 /// A model that answers the first question in its own words, then calls a tool the
 /// recording never called.
-fn books_a_flight(request: &Value) -> Reply {
-    let answered = request["messages"]
-        .as_array()
-        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-    Reply::ok(match answered {
+fn speaks_then_books_a_flight(request: &Value) -> Reply {
+    Reply::ok(match travel::answered(request) {
         0 => completion("model-b", Some("Sunny, 18C."), &[], (50, 5, 0), "stop"),
         _ => completion(
             "model-b",
@@ -194,8 +125,8 @@ fn arm(name: &str, model: &str, stub: &stub::Stub) -> String {
 #[test]
 fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
     let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
-    let b = stub::scripted(|request, _| books_a_flight(request));
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
+    let b = stub::scripted(|request, _| speaks_then_books_a_flight(request));
     let (table, stderr) = cli.ok(&[
         "compare",
         "trip",
@@ -286,7 +217,7 @@ fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
 #[test]
 fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
     let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let out = cli.run(&[
         "compare",
         "trip",
@@ -338,7 +269,7 @@ fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
 #[test]
 fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writes_nothing() {
     let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let before = cli.quads();
     let args = [
         "compare",
@@ -420,7 +351,7 @@ fn an_off_machine_endpoint_is_refused_naming_the_flag_it_needs_and_nothing_is_wr
 #[test]
 fn the_same_comparison_twice_prints_reused_without_calling_the_model_again() {
     let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let args = [
         "compare",
         "trip",
@@ -461,7 +392,7 @@ fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
     // waits, with two steps committed. The others are answered at once.
     let a = stub::scripted(move |request, _| {
         let n = count.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut reply = replay(request);
+        let mut reply = travel::replay("model-a", request);
         if n == 3 {
             reply.delay = Some(Duration::from_secs(10));
         }
@@ -528,7 +459,7 @@ fn jobs_cancel_ends_a_comparison_running_in_a_background_worker_cancelled() {
     let cli = Cli::new();
     let slow = stub::scripted(|request, _| Reply {
         delay: Some(Duration::from_secs(30)),
-        ..replay(request)
+        ..travel::replay("model-a", request)
     });
     let begun = cli.json(&[
         "compare",
@@ -565,7 +496,7 @@ fn jobs_cancel_ends_a_comparison_running_in_a_background_worker_cancelled() {
 #[test]
 fn arms_from_a_file_follow_the_arm_flags_and_price_flags_win_over_the_prices_file() {
     let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let dir = cli._dir.path();
     let arms = dir.join("arms.json");
     let arms_json = json!([{"name": "second", "model": "model-b", "endpoint": a.url}]);
@@ -626,7 +557,7 @@ fn jobs_cancel_of_one_run_stops_that_arm_while_the_next_goes_on() {
     let slow = || {
         stub::scripted(|request, _| Reply {
             delay: Some(Duration::from_secs(30)),
-            ..replay(request)
+            ..travel::replay("model-a", request)
         })
     };
     let (first, second) = (slow(), slow());
@@ -680,7 +611,7 @@ fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pa
     let seen = Arc::clone(&count);
     let stub = stub::scripted(move |request, bytes| {
         let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut reply = replay(request);
+        let mut reply = travel::replay("model-a", request);
         let mut body: Value = serde_json::from_str(&reply.body).unwrap();
         body["usage"] = json!({"prompt_tokens": bytes / 2, "completion_tokens": out});
         reply.body = body.to_string();

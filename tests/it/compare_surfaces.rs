@@ -9,89 +9,27 @@ use crate::common;
 use common::stub::{self, completion, Reply};
 use common::*;
 use forktrail::mcp::{McpConfig, McpServer};
-use forktrail::{queries, CompareOptions, Comparison, NewTurn, Role, SessionId, Store};
+use forktrail::{queries, CompareOptions, Comparison, Store};
 use oxigraph::model::{Literal, Term};
 use oxigraph::sparql::{QueryResults, QuerySolution};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A recorded agent session with tool calls (as in `tests/whatif.rs`):
-/// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
-/// 4 assistant answers, 5 user, 6 assistant calls get_price(train), 7 tool result,
-/// 8 assistant answers.
-fn agent_session(s: &Store) -> SessionId {
-    let root = session_with(s, "trip", 0);
-    let call = |id: &str, name: &str, args: Value| {
-        json!([{"id": id, "type": "function",
-                "function": {"name": name, "arguments": args.to_string()}}])
-        .to_string()
-    };
-    let turns = vec![
-        NewTurn::new(Role::System, "You are a travel agent."),
-        NewTurn::new(Role::User, "Weather in Paris?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "18C, sunny")
-            .tool_call_id("c1")
-            .name("get_weather"),
-        NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
-        NewTurn::new(Role::User, "And the train price?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call(
-                "c2",
-                "get_price",
-                json!({"mode": "train", "to": "Paris"}),
-            ))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "49 EUR")
-            .tool_call_id("c2")
-            .name("get_price"),
-        NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
-    ];
-    s.append_many(&root, turns).unwrap();
-    root
-}
-
 /// Two models behind one stub. `model-a` replays the recording (both tool calls, then
 /// the answers), reporting usage; `model-b` answers in words at once, reporting usage
 /// on its first call only, so its token totals are not measured.
 fn two_models(request: &Value, _: usize) -> Reply {
-    let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let answered = messages.iter().filter(|m| m["role"] == "assistant").count();
     let model = request["model"].as_str().unwrap_or_default();
-    let body = match (model, answered) {
-        ("model-b", 0) => completion(model, Some("Probably mild."), &[], (90, 4, 0), "stop"),
-        ("model-b", _) => {
-            let mut body = completion(model, Some("About 50 EUR."), &[], (0, 0, 0), "stop");
-            body.as_object_mut().unwrap().remove("usage");
-            body
-        }
-        (_, 0) => completion(
-            model,
-            None,
-            &[("x1", "get_weather", json!({"city": "Paris"}))],
-            (100, 10, 0),
-            "tool_calls",
-        ),
-        (_, 1) => completion(
-            model,
-            Some("It is 18C and sunny."),
-            &[],
-            (120, 8, 100),
-            "stop",
-        ),
-        (_, 2) => completion(
-            model,
-            None,
-            &[("x2", "get_price", json!({"to": "Paris", "mode": "train"}))],
-            (140, 12, 0),
-            "tool_calls",
-        ),
-        _ => completion(model, Some("49 EUR by train."), &[], (160, 6, 0), "stop"),
+    if model != "model-b" {
+        return travel::replay(model, request);
+    }
+    let body = if travel::answered(request) == 0 {
+        completion(model, Some("Probably mild."), &[], (90, 4, 0), "stop")
+    } else {
+        let mut body = completion(model, Some("About 50 EUR."), &[], (0, 0, 0), "stop");
+        body.as_object_mut().unwrap().remove("usage");
+        body
     };
     Reply::ok(body)
 }
@@ -249,7 +187,7 @@ fn expected_figures(c: &Comparison) {
 #[test]
 fn the_query_gives_each_arms_figures_as_the_library_does_counting_each_call_once() {
     for s in stores() {
-        let root = agent_session(&s);
+        let root = travel::session(&s, "trip");
         let stub = stub::scripted(two_models);
         let c = s.compare(&root, &options(&two_arms(&stub.url))).unwrap();
         expected_figures(&c);
@@ -270,7 +208,7 @@ fn the_query_gives_each_arms_figures_as_the_library_does_counting_each_call_once
 #[test]
 fn a_comparison_id_that_is_sparql_is_only_a_value() {
     let s = Store::in_memory().unwrap();
-    let root = agent_session(&s);
+    let root = travel::session(&s, "trip");
     let stub = stub::scripted(two_models);
     s.compare(&root, &options(&two_arms(&stub.url))).unwrap();
     let before = quads(&s);
@@ -321,7 +259,7 @@ fn with_session(arguments: &Value) -> Value {
 #[test]
 fn compare_models_runs_on_its_own_thread_and_the_comparison_tool_shows_the_librarys_figures() {
     let store = Arc::new(Store::in_memory().unwrap());
-    let root = agent_session(&store);
+    let root = travel::session(&store, "trip");
     let stub = stub::scripted(two_models);
     let server = mcp(&store, true);
     let arguments = with_session(&two_arms(&stub.url));
@@ -364,7 +302,7 @@ fn compare_models_runs_on_its_own_thread_and_the_comparison_tool_shows_the_libra
 #[test]
 fn compare_models_refusals_are_worded_as_the_engine_words_them() {
     let store = Arc::new(Store::in_memory().unwrap());
-    let root = agent_session(&store);
+    let root = travel::session(&store, "trip");
     let stub = stub::scripted(two_models);
     let before = quads(&store);
     // Read-only unless started with --allow-writes; reading a comparison is not a write.
@@ -450,7 +388,7 @@ fn the_comparison_tools_are_listed_with_schemas_and_hints() {
 #[test]
 fn cancel_job_stops_a_comparisons_running_runs() {
     let store = Arc::new(Store::in_memory().unwrap());
-    agent_session(&store);
+    travel::session(&store, "trip");
     let slow = stub::scripted(|request, n| Reply {
         delay: Some(Duration::from_secs(20)),
         ..two_models(request, n)
@@ -498,7 +436,7 @@ mod rest {
 
     fn start(config: ServerConfig) -> Server {
         let store = Arc::new(Store::in_memory().unwrap());
-        agent_session(&store);
+        travel::session(&store, "trip");
         let addr = common::serve_in_process(Arc::clone(&store), config);
         Server {
             base: format!("http://{addr}"),
