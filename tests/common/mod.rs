@@ -2,6 +2,9 @@
 #![allow(dead_code)]
 
 pub mod anthropic;
+pub mod cli;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod stub;
 pub mod travel;
 
@@ -184,7 +187,8 @@ impl Virtuoso {
     }
 }
 
-fn free_port() -> u16 {
+/// A port of 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -5,76 +5,21 @@
 
 use crate::common;
 
+use common::cli::Cli;
 use common::stub::{self, completion, Reply};
-use common::{quads, travel};
-use forktrail::Store;
+use common::travel;
 use serde_json::{json, Value};
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A store directory holding the recorded travel-agent session `trip`
 /// ([`travel::session`]).
-struct Cli {
-    _dir: tempfile::TempDir,
-    store: PathBuf,
-}
-
-impl Cli {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = dir.path().join("store");
-        let s = Store::open(&store).unwrap();
-        travel::session(&s, "trip");
-        Self { _dir: dir, store }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
-        command
-            .arg("--store")
-            .arg(&self.store)
-            .args(args)
-            .current_dir(self._dir.path())
-            .env_remove("FORKTRAIL_STORE")
-            .env_remove("OPENAI_BASE_URL")
-            .stdin(Stdio::null());
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    /// Runs a command that must succeed; returns its stdout and stderr.
-    fn ok(&self, args: &[&str]) -> (String, String) {
-        let out = self.run(args);
-        let stderr = String::from_utf8(out.stderr).unwrap();
-        assert!(out.status.success(), "{args:?} failed: {stderr}");
-        (String::from_utf8(out.stdout).unwrap(), stderr)
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        serde_json::from_str(&self.ok(args).0).unwrap()
-    }
-
-    /// Runs a command that must fail without printing data or changing the store;
-    /// returns its stderr.
-    fn fails(&self, args: &[&str]) -> String {
-        let before = self.quads();
-        let out = self.run(args);
-        assert!(!out.status.success(), "{args:?} should have failed");
-        assert!(out.stdout.is_empty(), "{args:?} printed data on failure");
-        assert_eq!(before, self.quads(), "{args:?} changed the store");
-        String::from_utf8(out.stderr).unwrap()
-    }
-
-    /// Every quad of the store (opened for the moment: no command may hold it).
-    fn quads(&self) -> Vec<String> {
-        quads(&Store::open(&self.store).unwrap())
-    }
+fn trip() -> Cli {
+    let cli = Cli::new();
+    travel::session(&cli.open(), "trip");
+    cli
 }
 
 /// A model that answers the first question in its own words, then calls a tool the
@@ -124,10 +69,10 @@ fn arm(name: &str, model: &str, stub: &stub::Stub) -> String {
 
 #[test]
 fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
-    let cli = Cli::new();
+    let cli = trip();
     let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let b = stub::scripted(|request, _| speaks_then_books_a_flight(request));
-    let (table, stderr) = cli.ok(&[
+    let (table, stderr) = cli.ok_with_stderr(&[
         "compare",
         "trip",
         "--at",
@@ -216,7 +161,7 @@ fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
 
 #[test]
 fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
-    let cli = Cli::new();
+    let cli = trip();
     let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let out = cli.run(&[
         "compare",
@@ -258,7 +203,7 @@ fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
         "a run id shows its comparison"
     );
     assert_eq!(cli.json(&["comparisons", "--json"]), json!([c]));
-    let (listed, _) = cli.ok(&["comparisons"]);
+    let (listed, _) = cli.ok_with_stderr(&["comparisons"]);
     let line = listed.lines().find(|l| l.starts_with(id)).unwrap();
     assert!(
         line.contains("trip@2") && line.contains("ended") && line.contains("same complete"),
@@ -268,7 +213,7 @@ fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
 
 #[test]
 fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writes_nothing() {
-    let cli = Cli::new();
+    let cli = trip();
     let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let before = cli.quads();
     let args = [
@@ -280,7 +225,7 @@ fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writ
         &arm("same", "model-a", &a),
         "--dry-run",
     ];
-    let (plan, _) = cli.ok(&args);
+    let (plan, _) = cli.ok_with_stderr(&args);
     let same = row(&plan, "same");
     assert_eq!(
         same[..5],
@@ -291,13 +236,13 @@ fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writ
     assert!(plan.contains("budget      none"), "{plan}");
     let mut priced = args.to_vec();
     priced.extend(["--price", "model-a=3/15", "--budget-usd", "2", "--json"]);
-    let json: Value = serde_json::from_str(&cli.ok(&priced).0).unwrap();
+    let json: Value = serde_json::from_str(&cli.ok_with_stderr(&priced).0).unwrap();
     let estimate = json["arms"][0]["estimated_usd"].as_f64().unwrap();
     assert!(estimate > 0.0, "{json}");
     assert_eq!(json["arms"][0]["estimated_steps"], 4);
     assert_eq!(json["budget_usd"], 2.0);
     priced.pop();
-    let (plan, _) = cli.ok(&priced);
+    let (plan, _) = cli.ok_with_stderr(&priced);
     let cost = format!("${estimate:.6}");
     assert_eq!(row(&plan, "same")[6], cost, "{plan}");
     assert!(plan.contains(&format!("total       {cost}")), "{plan}");
@@ -308,7 +253,7 @@ fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writ
 
 #[test]
 fn an_off_machine_endpoint_is_refused_naming_the_flag_it_needs_and_nothing_is_written() {
-    let cli = Cli::new();
+    let cli = trip();
     let remote = "model=claude-x,endpoint=https://models.example.com/v1";
     let err = cli.fails(&["compare", "trip", "--at", "2", "--arm", remote]);
     assert!(err.contains("--allow-remote"), "{err}");
@@ -350,7 +295,7 @@ fn an_off_machine_endpoint_is_refused_naming_the_flag_it_needs_and_nothing_is_wr
 
 #[test]
 fn the_same_comparison_twice_prints_reused_without_calling_the_model_again() {
-    let cli = Cli::new();
+    let cli = trip();
     let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let args = [
         "compare",
@@ -360,16 +305,16 @@ fn the_same_comparison_twice_prints_reused_without_calling_the_model_again() {
         "--arm",
         &arm("same", "model-a", &a),
     ];
-    let (first, _) = cli.ok(&args);
+    let (first, _) = cli.ok_with_stderr(&args);
     assert!(!first.contains("reused"), "{first}");
     assert_eq!(a.requests().len(), 4);
-    let (second, _) = cli.ok(&args);
+    let (second, _) = cli.ok_with_stderr(&args);
     assert!(second.contains("reused"), "{second}");
     assert_eq!(row(&second, "input tokens"), ["not measured", "520"]);
     assert_eq!(a.requests().len(), 4, "no second call");
     let mut again = args.to_vec();
     again.push("--again");
-    let (third, _) = cli.ok(&again);
+    let (third, _) = cli.ok_with_stderr(&again);
     assert!(!third.contains("reused"), "{third}");
     assert_eq!(a.requests().len(), 8);
     assert_eq!(
@@ -385,7 +330,7 @@ fn the_same_comparison_twice_prints_reused_without_calling_the_model_again() {
 /// already committed, or that cannot go on after the process died holding the store.
 #[test]
 fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
-    let cli = Cli::new();
+    let cli = trip();
     let seen = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&seen);
     // The third request waits 10 s for its answer: the process is killed while it
@@ -424,7 +369,7 @@ fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
     );
     let id = c["comparison"].as_str().unwrap();
 
-    let (table, _) = cli.ok(&["jobs", "resume", id]);
+    let (table, _) = cli.ok_with_stderr(&["jobs", "resume", id]);
     assert_eq!(row(&table, "status"), ["recorded", "complete"], "{table}");
     assert_eq!(row(&table, "steps"), ["4", "4"]);
     assert_eq!(row(&table, "input tokens"), ["not measured", "520"]);
@@ -456,7 +401,7 @@ fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
 
 #[test]
 fn jobs_cancel_ends_a_comparison_running_in_a_background_worker_cancelled() {
-    let cli = Cli::new();
+    let cli = trip();
     let slow = stub::scripted(|request, _| Reply {
         delay: Some(Duration::from_secs(30)),
         ..travel::replay("model-a", request)
@@ -476,7 +421,7 @@ fn jobs_cancel_ends_a_comparison_running_in_a_background_worker_cancelled() {
     let id = begun["comparison"].as_str().unwrap();
     wait_until("the worker's first request", || !slow.requests().is_empty());
     let started = Instant::now();
-    let (cancelled, _) = cli.ok(&["jobs", "cancel", id]);
+    let (cancelled, _) = cli.ok_with_stderr(&["jobs", "cancel", id]);
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "the worker stopped without waiting for the answer"
@@ -495,9 +440,9 @@ fn jobs_cancel_ends_a_comparison_running_in_a_background_worker_cancelled() {
 
 #[test]
 fn arms_from_a_file_follow_the_arm_flags_and_price_flags_win_over_the_prices_file() {
-    let cli = Cli::new();
+    let cli = trip();
     let a = stub::scripted(|request, _| travel::replay("model-a", request));
-    let dir = cli._dir.path();
+    let dir = cli.dir();
     let arms = dir.join("arms.json");
     let arms_json = json!([{"name": "second", "model": "model-b", "endpoint": a.url}]);
     std::fs::write(&arms, arms_json.to_string()).unwrap();
@@ -553,7 +498,7 @@ fn arms_from_a_file_follow_the_arm_flags_and_price_flags_win_over_the_prices_fil
 
 #[test]
 fn jobs_cancel_of_one_run_stops_that_arm_while_the_next_goes_on() {
-    let cli = Cli::new();
+    let cli = trip();
     let slow = || {
         stub::scripted(|request, _| Reply {
             delay: Some(Duration::from_secs(30)),
@@ -578,10 +523,10 @@ fn jobs_cancel_of_one_run_stops_that_arm_while_the_next_goes_on() {
     wait_until("the first arm's request", || !first.requests().is_empty());
     // The worker goes on holding the store for the second arm: the cancel returns once
     // the first has stopped.
-    let (said, _) = cli.ok(&["jobs", "cancel", run]);
+    let (said, _) = cli.ok_with_stderr(&["jobs", "cancel", run]);
     assert!(said.starts_with(&format!("{run} has stopped")), "{said}");
     wait_until("the second arm's request", || !second.requests().is_empty());
-    let (cancelled, _) = cli.ok(&["jobs", "cancel", id]);
+    let (cancelled, _) = cli.ok_with_stderr(&["jobs", "cancel", id]);
     assert_eq!(
         row(&cancelled, "status"),
         ["recorded", "cancelled", "cancelled"],
@@ -596,7 +541,7 @@ fn jobs_cancel_of_one_run_stops_that_arm_while_the_next_goes_on() {
 /// resumes charges it.
 #[test]
 fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pass_the_cap() {
-    let cli = Cli::new();
+    let cli = trip();
     let (cap, out) = (0.7, 40);
     let price = forktrail::Price {
         input: 200.0,
@@ -667,7 +612,7 @@ fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pa
     child.wait().unwrap();
     let kills = 1 + usize::from(stub.requests().len() >= hang_at.load(Ordering::SeqCst));
     hang_at.store(usize::MAX, Ordering::SeqCst);
-    let (table, _) = cli.ok(&["jobs", "resume", &id, "--parallel", "3"]);
+    let (table, _) = cli.ok_with_stderr(&["jobs", "resume", &id, "--parallel", "3"]);
     let c = cli.json(&["jobs", "show", &id, "--json"]);
     assert_eq!(c["status"], "ended", "{table}");
     let charged = c["charged_usd"].as_f64().unwrap();

@@ -423,29 +423,18 @@ fn cancel_job_stops_a_comparisons_running_runs() {
 mod rest {
     use super::*;
     use forktrail::server::ServerConfig;
-    use reqwest::blocking::{Client, Response};
+    use reqwest::blocking::Response;
     use reqwest::StatusCode;
 
     const TOKEN: &str = "s3cret-token";
 
-    struct Server {
-        base: String,
-        store: Arc<Store>,
-        http: Client,
-    }
+    use common::server::Server;
 
+    /// A server of a store holding the travel-agent session `trip`.
     fn start(config: ServerConfig) -> Server {
         let store = Arc::new(Store::in_memory().unwrap());
         travel::session(&store, "trip");
-        let addr = common::serve_in_process(Arc::clone(&store), config);
-        Server {
-            base: format!("http://{addr}"),
-            store,
-            http: Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()
-                .unwrap(),
-        }
+        Server::start(store, config)
     }
 
     fn with_token() -> ServerConfig {
@@ -463,33 +452,18 @@ mod rest {
         }
     }
 
-    impl Server {
-        fn url(&self, path: &str) -> String {
-            format!("{}{path}", self.base)
-        }
-        fn get(&self, path: &str) -> Response {
-            self.http.get(self.url(path)).send().unwrap()
-        }
-        fn post(&self, path: &str, token: Option<&str>, body: &Value) -> Response {
-            let mut r = self.http.post(self.url(path)).json(body);
-            if let Some(t) = token {
-                r = r.bearer_auth(t);
+    /// Polls `GET /comparisons/{id}` until the comparison has ended.
+    fn settled(s: &Server, id: &str) -> Value {
+        for _ in 0..600 {
+            let r = s.get(&format!("/comparisons/{id}"), "*/*");
+            assert_eq!(r.status(), StatusCode::OK);
+            let body: Value = r.json().unwrap();
+            if body["status"] != "running" {
+                return body;
             }
-            r.send().unwrap()
+            std::thread::sleep(Duration::from_millis(50));
         }
-        /// Polls `GET /comparisons/{id}` until the comparison has ended.
-        fn settled(&self, id: &str) -> Value {
-            for _ in 0..600 {
-                let r = self.get(&format!("/comparisons/{id}"));
-                assert_eq!(r.status(), StatusCode::OK);
-                let body: Value = r.json().unwrap();
-                if body["status"] != "running" {
-                    return body;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            panic!("comparison {id} still running after 30 s");
-        }
+        panic!("comparison {id} still running after 30 s");
     }
 
     fn error_code(r: Response) -> (StatusCode, String) {
@@ -504,7 +478,7 @@ mod rest {
         let stub = stub::scripted(two_models);
         let s = start(offering(&stub));
         let body = two_arms(&stub.url);
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &body);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &body);
         assert_eq!(r.status(), StatusCode::ACCEPTED);
         let begun: Value = r.json().unwrap();
         assert_eq!(begun["status"], "running");
@@ -514,7 +488,7 @@ mod rest {
             "the baseline and two"
         );
         let id = begun["comparison"].as_str().unwrap().to_string();
-        let done = s.settled(&id);
+        let done = settled(&s, &id);
         let library = s.store.comparison(&id).unwrap();
         expected_figures(&library);
         shows(&done, &library);
@@ -539,14 +513,14 @@ mod rest {
             "not measured: unbound"
         );
         // Listed, and the same request again is the same comparison (200, no call).
-        let listed: Value = s.get("/comparisons").json().unwrap();
+        let listed: Value = s.get("/comparisons", "*/*").json().unwrap();
         assert!(listed["comparisons"]
             .as_array()
             .unwrap()
             .iter()
             .any(|c| c["comparison"] == json!(id)));
         let calls = stub.requests().len();
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &body);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &body);
         assert_eq!(r.status(), StatusCode::OK);
         let reused: Value = r.json().unwrap();
         assert_eq!(
@@ -556,11 +530,7 @@ mod rest {
         assert_eq!(stub.requests().len(), calls);
         // Cancelling an ended comparison changes nothing.
         let before = quads(&s.store);
-        let r = s.post(
-            &format!("/comparisons/{id}/cancel"),
-            Some(TOKEN),
-            &json!({}),
-        );
+        let r = s.post_json(&format!("/comparisons/{id}/cancel"), Some(TOKEN), json!({}));
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(quads(&s.store), before);
     }
@@ -572,7 +542,7 @@ mod rest {
         let mut body = two_arms(&stub.url);
         body["dry_run"] = json!(true);
         let before = quads(&s.store);
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &body);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &body);
         assert_eq!(r.status(), StatusCode::OK);
         let plan: Value = r.json().unwrap();
         let library = s
@@ -590,17 +560,17 @@ mod rest {
         let s = start(offering(&stub));
         let body = two_arms(&stub.url);
         let before = quads(&s.store);
-        let r = s.post("/sessions/trip/compare", None, &body);
+        let r = s.post_json("/sessions/trip/compare", None, &body);
         assert_eq!(
             error_code(r),
             (StatusCode::UNAUTHORIZED, "unauthorized".into())
         );
-        let r = s.post("/sessions/trip/compare", Some("wrong"), &body);
+        let r = s.post_json("/sessions/trip/compare", Some("wrong"), &body);
         assert_eq!(
             error_code(r),
             (StatusCode::UNAUTHORIZED, "unauthorized".into())
         );
-        let r = s.post("/comparisons/anything/cancel", None, &json!({}));
+        let r = s.post_json("/comparisons/anything/cancel", None, json!({}));
         assert_eq!(
             error_code(r),
             (StatusCode::UNAUTHORIZED, "unauthorized".into())
@@ -608,10 +578,10 @@ mod rest {
         // Endpoints the server does not offer are refused, on this machine too (the
         // server's key could go there).
         let elsewhere = stub::scripted(two_models);
-        let r = s.post(
+        let r = s.post_json(
             "/sessions/trip/compare",
             Some(TOKEN),
-            &two_arms(&elsewhere.url),
+            two_arms(&elsewhere.url),
         );
         assert_eq!(
             error_code(r),
@@ -621,16 +591,16 @@ mod rest {
         // Remote endpoints only on a server that allows them.
         let remote = json!({"at": 2, "allow_remote": true, "budget_usd": 1,
                             "arms": [{"model": "m", "endpoint": "http://example.com/v1"}]});
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &remote);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &remote);
         assert_eq!(
             error_code(r),
             (StatusCode::FORBIDDEN, "remote_models_disabled".into())
         );
         // Options it does not know, and a fork point past the end.
-        let r = s.post(
+        let r = s.post_json(
             "/sessions/trip/compare",
             Some(TOKEN),
-            &json!({"at": 2, "arms": [{"model": "m"}], "colour": 1}),
+            json!({"at": 2, "arms": [{"model": "m"}], "colour": 1}),
         );
         assert_eq!(
             error_code(r),
@@ -638,12 +608,12 @@ mod rest {
         );
         let mut late = body.clone();
         late["at"] = json!(99);
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &late);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &late);
         assert_eq!(
             error_code(r),
             (StatusCode::BAD_REQUEST, "index_out_of_range".into())
         );
-        let r = s.post("/sessions/nope/compare", Some(TOKEN), &body);
+        let r = s.post_json("/sessions/nope/compare", Some(TOKEN), &body);
         assert_eq!(
             error_code(r),
             (StatusCode::NOT_FOUND, "session_not_found".into())
@@ -652,7 +622,7 @@ mod rest {
         assert!(stub.requests().is_empty());
         // A read-only server (no token) refuses every write.
         let read_only = start(ServerConfig::default());
-        let r = read_only.post("/sessions/trip/compare", None, &body);
+        let r = read_only.post_json("/sessions/trip/compare", None, &body);
         assert_eq!(error_code(r), (StatusCode::FORBIDDEN, "read_only".into()));
     }
 
@@ -660,14 +630,14 @@ mod rest {
     fn an_unknown_comparison_is_a_404_job_not_found() {
         let s = start(with_token());
         for path in ["/comparisons/nope", "/comparisons/x%22%20%7D%20DROP%20ALL"] {
-            let r = s.get(path);
+            let r = s.get(path, "*/*");
             assert_eq!(
                 error_code(r),
                 (StatusCode::NOT_FOUND, "job_not_found".into()),
                 "{path}"
             );
         }
-        let r = s.post("/comparisons/nope/cancel", Some(TOKEN), &json!({}));
+        let r = s.post_json("/comparisons/nope/cancel", Some(TOKEN), json!({}));
         assert_eq!(
             error_code(r),
             (StatusCode::NOT_FOUND, "job_not_found".into())
@@ -681,19 +651,15 @@ mod rest {
             ..two_models(request, n)
         });
         let s = start(offering(&slow));
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &two_arms(&slow.url));
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), two_arms(&slow.url));
         assert_eq!(r.status(), StatusCode::ACCEPTED);
         let id = r.json::<Value>().unwrap()["comparison"]
             .as_str()
             .unwrap()
             .to_string();
-        let r = s.post(
-            &format!("/comparisons/{id}/cancel"),
-            Some(TOKEN),
-            &json!({}),
-        );
+        let r = s.post_json(&format!("/comparisons/{id}/cancel"), Some(TOKEN), json!({}));
         assert_eq!(r.status(), StatusCode::OK);
-        let done = s.settled(&id);
+        let done = settled(&s, &id);
         let statuses: Vec<&str> = done["arms"]
             .as_array()
             .unwrap()
@@ -716,20 +682,16 @@ mod rest {
             .unwrap();
         let id = begun.comparison.clone();
         assert_eq!(begun.status, "running");
-        let r = s.post(&format!("/comparisons/{id}/resume"), None, &json!({}));
+        let r = s.post_json(&format!("/comparisons/{id}/resume"), None, json!({}));
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
         assert!(stub.requests().is_empty());
-        let r = s.post(
-            &format!("/comparisons/{id}/resume"),
-            Some(TOKEN),
-            &json!({}),
-        );
+        let r = s.post_json(&format!("/comparisons/{id}/resume"), Some(TOKEN), json!({}));
         assert_eq!(r.status(), StatusCode::ACCEPTED);
-        let done = s.settled(&id);
+        let done = settled(&s, &id);
         let library = s.store.comparison(&id).unwrap();
         expected_figures(&library);
         shows(&done, &library);
-        let r = s.post("/comparisons/no-such-id/resume", Some(TOKEN), &json!({}));
+        let r = s.post_json("/comparisons/no-such-id/resume", Some(TOKEN), json!({}));
         assert_eq!(
             error_code(r),
             (StatusCode::NOT_FOUND, "job_not_found".into())

@@ -4,6 +4,7 @@
 #![cfg(feature = "server")]
 
 use crate::common;
+
 use common::travel;
 
 use forktrail::server::ServerConfig;
@@ -14,24 +15,15 @@ use std::sync::Arc;
 
 const TOKEN: &str = "ui-token";
 
-struct Ui {
-    base: String,
-    tree: demo::DemoTree,
-    store: Arc<Store>,
-}
+/// The web UI's server, of a store holding the demo tree.
+type Ui = common::server::Demo;
 
 fn start(store: Arc<Store>) -> Ui {
     start_with(store, ServerConfig::default())
 }
 
 fn start_with(store: Arc<Store>, config: ServerConfig) -> Ui {
-    let tree = demo::build(&store).unwrap();
-    let addr = common::serve_in_process(Arc::clone(&store), config);
-    Ui {
-        base: format!("http://{addr}"),
-        tree,
-        store,
-    }
+    common::server::Server::demo(store, config)
 }
 
 /// A server that takes writes with [`TOKEN`].
