@@ -8,8 +8,9 @@
 
 use crate::common;
 
+use common::cli::serving;
 use common::stub::{self, Stub};
-use common::{serve_in_process, session_with, Reaped};
+use common::{free_port, serve_in_process, session_with};
 use forktrail::{NewTurn, Role, Store};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -73,12 +74,8 @@ fn store_dir() -> (tempfile::TempDir, PathBuf) {
 /// `forktrail --store STORE ARGS`, with the keys, the token and the stub as the
 /// providers' configured endpoints in its environment.
 fn forktrail(store: &Path, secrets: &Secrets, stub: &Stub, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
+    let mut command = common::cli::forktrail(store, args);
     command
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("FORKTRAIL_STORE")
         .env("OPENAI_API_KEY", &secrets.openai)
         .env("ANTHROPIC_API_KEY", &secrets.anthropic)
         .env("FORKTRAIL_TOKEN", &secrets.token)
@@ -136,33 +133,6 @@ fn files_under(dir: &Path) -> String {
         }
     }
     out
-}
-
-/// `forktrail serve` on a free port, once it says it is serving; its base URL.
-fn serve(mut command: Command) -> (Reaped, String) {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let base = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_string();
-    (Reaped(child), base)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Polls `GET path` until its `status` is no longer `running`; returns its text.
@@ -309,7 +279,7 @@ fn an_endpoint_echoing_the_keys_it_received_leaves_no_key_on_any_surface_for_eit
         "--model-endpoint",
         &anthropic_endpoint(&stub),
     ]);
-    let (server, base) = serve(command);
+    let (server, base) = serving(&mut command);
     let http = reqwest::blocking::Client::new();
     let post = |path: &str, body: Value| -> Value {
         let response = http
@@ -347,12 +317,11 @@ fn an_endpoint_echoing_the_keys_it_received_leaves_no_key_on_any_surface_for_eit
             urlencode("SELECT ?s ?p ?o ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
         ),
     ];
-    let every_job: Value = http
-        .get(format!("{base}/jobs"))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let get_json = |path: &str| -> Value {
+        let response = http.get(format!("{base}{path}")).send().unwrap();
+        response.json().unwrap()
+    };
+    let every_job = get_json("/jobs");
     for j in every_job["jobs"].as_array().unwrap() {
         let id = j["job"].as_str().unwrap();
         pages.push(format!("/jobs/{id}"));
@@ -365,12 +334,7 @@ fn an_endpoint_echoing_the_keys_it_received_leaves_no_key_on_any_surface_for_eit
     for id in [&comparison_id, &rest_comparison] {
         pages.push(format!("/comparisons/{id}"));
         pages.push(format!("/ui/comparisons/{id}"));
-        let shown: Value = http
-            .get(format!("{base}/comparisons/{id}"))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
+        let shown = get_json(&format!("/comparisons/{id}"));
         for arm in shown["arms"].as_array().unwrap() {
             pages.push(format!("/ui/sessions/{}", arm["session"].as_str().unwrap()));
         }
