@@ -604,6 +604,14 @@ pub fn imports_nothing_new(
     assert_eq!(before, quads(store), "{what}");
 }
 
+/// The calls of a turn's `tool_calls` (a JSON array, as stored), none without one.
+pub fn calls_of(tool_calls: Option<&str>) -> Vec<serde_json::Value> {
+    tool_calls
+        .map(|c| serde_json::from_str::<serde_json::Value>(c).unwrap())
+        .and_then(|c| c.as_array().cloned())
+        .unwrap_or_default()
+}
+
 /// `(role, kind, content, model)` of each turn of `id`, inherited ones included.
 pub fn turns_of(
     store: &Store,

@@ -181,12 +181,7 @@ fn stored(store: &Store, id: &str) -> Vec<Said> {
     turns
         .into_iter()
         .map(|t| {
-            let calls = t
-                .tool_calls
-                .as_deref()
-                .map(|c| serde_json::from_str::<Value>(c).unwrap())
-                .and_then(|c| c.as_array().cloned())
-                .unwrap_or_default()
+            let calls = calls_of(t.tool_calls.as_deref())
                 .iter()
                 .map(|c| {
                     let args = c["function"]["arguments"].as_str().unwrap();

@@ -67,22 +67,34 @@ fn arm(name: &str, model: &str, stub: &stub::Stub) -> String {
     format!("name={name},model={model},endpoint={}", stub.url)
 }
 
+/// A model that replays the recording, each answer 30 s late.
+fn slow_replay() -> stub::Stub {
+    stub::scripted(|request, _| Reply {
+        delay: Some(Duration::from_secs(30)),
+        ..travel::replay("model-a", request)
+    })
+}
+
+/// `compare trip --at 2` with these `--arm`s, begun in a background worker: the
+/// comparison as its `--json` says it began.
+fn in_background(cli: &Cli, arms: &[String]) -> Value {
+    let mut args = vec!["compare", "trip", "--at", "2"];
+    for arm in arms {
+        args.extend(["--arm", arm]);
+    }
+    args.extend(["--background", "--json"]);
+    cli.json(&args)
+}
+
 #[test]
 fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
     let cli = trip();
     let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let b = stub::scripted(|request, _| speaks_then_books_a_flight(request));
+    let (same, flyer) = (arm("same", "model-a", &a), arm("flyer", "model-b", &b));
+    let price = "model-a=3/15/0.3";
     let (table, stderr) = cli.ok_with_stderr(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("same", "model-a", &a),
-        "--arm",
-        &arm("flyer", "model-b", &b),
-        "--price",
-        "model-a=3/15/0.3",
+        "compare", "trip", "--at", "2", "--arm", &same, "--arm", &flyer, "--price", price,
     ]);
     // The id and the warning come first, on stderr.
     let id = stderr
@@ -108,45 +120,39 @@ fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
         header.find("flyer").unwrap(),
     );
     assert!(base < same && same < flyer, "{header}");
-    assert_eq!(
-        row(&table, "status"),
-        ["recorded", "complete", "unanswered_tool_call"]
-    );
-    assert_eq!(row(&table, "steps"), ["4", "4", "2"]);
-    assert_eq!(
-        row(&table, "input tokens"),
-        ["not measured", "520", "120"],
-        "{table}"
-    );
-    assert_eq!(row(&table, "output tokens"), ["not measured", "36", "14"]);
-    assert_eq!(row(&table, "cached tokens"), ["not measured", "100", "0"]);
-    assert_eq!(
-        row(&table, "tool sequence"),
-        [
-            "get_weather, get_price",
-            "get_weather, get_price",
-            "book_flight"
-        ]
-    );
-    assert_eq!(row(&table, "from recording"), ["-", "2", "0"]);
-    assert_eq!(row(&table, "unanswered"), ["-", "0", "1"]);
-    // ((520 - 100) * $3 + 100 * $0.3 + 36 * $15) per million tokens; the recording's
-    // model is priced, but the recording reports no usage.
-    assert_eq!(
-        row(&table, "cost"),
-        ["not measured", "$0.001830", "unpriced"]
-    );
-    assert_eq!(
-        row(&table, "finish reasons"),
-        [
-            "not measured",
-            "tool_calls, stop, tool_calls, stop",
-            "stop, tool_calls"
-        ]
-    );
-    // The flyer's index 2 says "Sunny, 18C." where the recording called get_weather.
-    assert_eq!(row(&table, "first divergence"), ["none", "none", "2"]);
-    assert_eq!(row(&table, "reached end"), ["yes", "yes", "no"]);
+    // Cost: ((520 - 100) * $3 + 100 * $0.3 + 36 * $15) per million tokens; the
+    // recording's model is priced, but the recording reports no usage. The flyer's
+    // index 2 says "Sunny, 18C." where the recording called get_weather.
+    for (label, cells) in [
+        ("status", ["recorded", "complete", "unanswered_tool_call"]),
+        ("steps", ["4", "4", "2"]),
+        ("input tokens", ["not measured", "520", "120"]),
+        ("output tokens", ["not measured", "36", "14"]),
+        ("cached tokens", ["not measured", "100", "0"]),
+        (
+            "tool sequence",
+            [
+                "get_weather, get_price",
+                "get_weather, get_price",
+                "book_flight",
+            ],
+        ),
+        ("from recording", ["-", "2", "0"]),
+        ("unanswered", ["-", "0", "1"]),
+        ("cost", ["not measured", "$0.001830", "unpriced"]),
+        (
+            "finish reasons",
+            [
+                "not measured",
+                "tool_calls, stop, tool_calls, stop",
+                "stop, tool_calls",
+            ],
+        ),
+        ("first divergence", ["none", "none", "2"]),
+        ("reached end", ["yes", "yes", "no"]),
+    ] {
+        assert_eq!(row(&table, label), cells, "{label}:\n{table}");
+    }
     let stopped = table
         .lines()
         .find(|l| l.starts_with("arm flyer stopped unanswered_tool_call: "))
@@ -163,15 +169,8 @@ fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
 fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
     let cli = trip();
     let a = stub::scripted(|request, _| travel::replay("model-a", request));
-    let out = cli.run(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("same", "model-a", &a),
-        "--json",
-    ]);
+    let same = arm("same", "model-a", &a);
+    let out = cli.run(&["compare", "trip", "--at", "2", "--arm", &same, "--json"]);
     assert!(out.status.success());
     assert!(
         out.stderr.is_empty(),
@@ -203,7 +202,7 @@ fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
         "a run id shows its comparison"
     );
     assert_eq!(cli.json(&["comparisons", "--json"]), json!([c]));
-    let (listed, _) = cli.ok_with_stderr(&["comparisons"]);
+    let listed = cli.ok(&["comparisons"]);
     let line = listed.lines().find(|l| l.starts_with(id)).unwrap();
     assert!(
         line.contains("trip@2") && line.contains("ended") && line.contains("same complete"),
@@ -216,16 +215,9 @@ fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writ
     let cli = trip();
     let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let before = cli.quads();
-    let args = [
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("same", "model-a", &a),
-        "--dry-run",
-    ];
-    let (plan, _) = cli.ok_with_stderr(&args);
+    let same = arm("same", "model-a", &a);
+    let args = ["compare", "trip", "--at", "2", "--arm", &same, "--dry-run"];
+    let plan = cli.ok(&args);
     let same = row(&plan, "same");
     assert_eq!(
         same[..5],
@@ -236,13 +228,13 @@ fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writ
     assert!(plan.contains("budget      none"), "{plan}");
     let mut priced = args.to_vec();
     priced.extend(["--price", "model-a=3/15", "--budget-usd", "2", "--json"]);
-    let json: Value = serde_json::from_str(&cli.ok_with_stderr(&priced).0).unwrap();
+    let json: Value = serde_json::from_str(&cli.ok(&priced)).unwrap();
     let estimate = json["arms"][0]["estimated_usd"].as_f64().unwrap();
     assert!(estimate > 0.0, "{json}");
     assert_eq!(json["arms"][0]["estimated_steps"], 4);
     assert_eq!(json["budget_usd"], 2.0);
     priced.pop();
-    let (plan, _) = cli.ok_with_stderr(&priced);
+    let plan = cli.ok(&priced);
     let cost = format!("${estimate:.6}");
     assert_eq!(row(&plan, "same")[6], cost, "{plan}");
     assert!(plan.contains(&format!("total       {cost}")), "{plan}");
@@ -274,14 +266,8 @@ fn an_off_machine_endpoint_is_refused_naming_the_flag_it_needs_and_nothing_is_wr
         err.contains("arm 1 (claude-x)"),
         "the error names the arm: {err}"
     );
-    let err = cli.fails(&[
-        "compare",
-        "trip",
-        "--at",
-        "10",
-        "--arm",
-        "model=m,endpoint=http://127.0.0.1:9/v1",
-    ]);
+    let local = "model=m,endpoint=http://127.0.0.1:9/v1";
+    let err = cli.fails(&["compare", "trip", "--at", "10", "--arm", local]);
     assert!(
         err.contains("index 10 is out of range for session trip"),
         "the error names session and index: {err}"
@@ -297,24 +283,18 @@ fn an_off_machine_endpoint_is_refused_naming_the_flag_it_needs_and_nothing_is_wr
 fn the_same_comparison_twice_prints_reused_without_calling_the_model_again() {
     let cli = trip();
     let a = stub::scripted(|request, _| travel::replay("model-a", request));
-    let args = [
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("same", "model-a", &a),
-    ];
-    let (first, _) = cli.ok_with_stderr(&args);
+    let same = arm("same", "model-a", &a);
+    let args = ["compare", "trip", "--at", "2", "--arm", &same];
+    let first = cli.ok(&args);
     assert!(!first.contains("reused"), "{first}");
     assert_eq!(a.requests().len(), 4);
-    let (second, _) = cli.ok_with_stderr(&args);
+    let second = cli.ok(&args);
     assert!(second.contains("reused"), "{second}");
     assert_eq!(row(&second, "input tokens"), ["not measured", "520"]);
     assert_eq!(a.requests().len(), 4, "no second call");
     let mut again = args.to_vec();
     again.push("--again");
-    let (third, _) = cli.ok_with_stderr(&again);
+    let third = cli.ok(&again);
     assert!(!third.contains("reused"), "{third}");
     assert_eq!(a.requests().len(), 8);
     assert_eq!(
@@ -343,15 +323,9 @@ fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
         }
         reply
     });
+    let only = arm("a", "model-a", &a);
     let mut child = cli
-        .command(&[
-            "compare",
-            "trip",
-            "--at",
-            "2",
-            "--arm",
-            &arm("a", "model-a", &a),
-        ])
+        .command(&["compare", "trip", "--at", "2", "--arm", &only])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -369,7 +343,7 @@ fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
     );
     let id = c["comparison"].as_str().unwrap();
 
-    let (table, _) = cli.ok_with_stderr(&["jobs", "resume", id]);
+    let table = cli.ok(&["jobs", "resume", id]);
     assert_eq!(row(&table, "status"), ["recorded", "complete"], "{table}");
     assert_eq!(row(&table, "steps"), ["4", "4"]);
     assert_eq!(row(&table, "input tokens"), ["not measured", "520"]);
@@ -402,26 +376,14 @@ fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
 #[test]
 fn jobs_cancel_ends_a_comparison_running_in_a_background_worker_cancelled() {
     let cli = trip();
-    let slow = stub::scripted(|request, _| Reply {
-        delay: Some(Duration::from_secs(30)),
-        ..travel::replay("model-a", request)
-    });
-    let begun = cli.json(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("slow", "model-a", &slow),
-        "--background",
-        "--json",
-    ]);
+    let slow = slow_replay();
+    let begun = in_background(&cli, &[arm("slow", "model-a", &slow)]);
     assert_eq!(begun["status"], "running");
     assert_eq!(begun["arms"][1]["status"], "running");
     let id = begun["comparison"].as_str().unwrap();
     wait_until("the worker's first request", || !slow.requests().is_empty());
     let started = Instant::now();
-    let (cancelled, _) = cli.ok_with_stderr(&["jobs", "cancel", id]);
+    let cancelled = cli.ok(&["jobs", "cancel", id]);
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "the worker stopped without waiting for the answer"
@@ -482,14 +444,8 @@ fn arms_from_a_file_follow_the_arm_flags_and_price_flags_win_over_the_prices_fil
         assert!((usd - tokens as f64 / 1e6).abs() < 1e-12, "{arm}");
     }
     std::fs::write(&arms, r#"[{"model": "m", "colour": "red"}]"#).unwrap();
-    let err = cli.fails(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arms",
-        arms.to_str().unwrap(),
-    ]);
+    let arms = arms.to_str().unwrap();
+    let err = cli.fails(&["compare", "trip", "--at", "2", "--arms", arms]);
     assert!(
         err.contains("--arms") && err.contains("arms.json") && err.contains("colour"),
         "{err}"
@@ -499,34 +455,23 @@ fn arms_from_a_file_follow_the_arm_flags_and_price_flags_win_over_the_prices_fil
 #[test]
 fn jobs_cancel_of_one_run_stops_that_arm_while_the_next_goes_on() {
     let cli = trip();
-    let slow = || {
-        stub::scripted(|request, _| Reply {
-            delay: Some(Duration::from_secs(30)),
-            ..travel::replay("model-a", request)
-        })
-    };
-    let (first, second) = (slow(), slow());
-    let begun = cli.json(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("first", "model-a", &first),
-        "--arm",
-        &arm("second", "model-a", &second),
-        "--background",
-        "--json",
-    ]);
+    let (first, second) = (slow_replay(), slow_replay());
+    let begun = in_background(
+        &cli,
+        &[
+            arm("first", "model-a", &first),
+            arm("second", "model-a", &second),
+        ],
+    );
     let id = begun["comparison"].as_str().unwrap();
     let run = begun["arms"][1]["run"].as_str().unwrap();
     wait_until("the first arm's request", || !first.requests().is_empty());
     // The worker goes on holding the store for the second arm: the cancel returns once
     // the first has stopped.
-    let (said, _) = cli.ok_with_stderr(&["jobs", "cancel", run]);
+    let said = cli.ok(&["jobs", "cancel", run]);
     assert!(said.starts_with(&format!("{run} has stopped")), "{said}");
     wait_until("the second arm's request", || !second.requests().is_empty());
-    let (cancelled, _) = cli.ok_with_stderr(&["jobs", "cancel", id]);
+    let cancelled = cli.ok(&["jobs", "cancel", id]);
     assert_eq!(
         row(&cancelled, "status"),
         ["recorded", "cancelled", "cancelled"],
@@ -612,7 +557,7 @@ fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pa
     child.wait().unwrap();
     let kills = 1 + usize::from(stub.requests().len() >= hang_at.load(Ordering::SeqCst));
     hang_at.store(usize::MAX, Ordering::SeqCst);
-    let (table, _) = cli.ok_with_stderr(&["jobs", "resume", &id, "--parallel", "3"]);
+    let table = cli.ok(&["jobs", "resume", &id, "--parallel", "3"]);
     let c = cli.json(&["jobs", "show", &id, "--json"]);
     assert_eq!(c["status"], "ended", "{table}");
     let charged = c["charged_usd"].as_f64().unwrap();

@@ -237,6 +237,25 @@ fn call(server: &McpServer, tool: &str, arguments: Value) -> (bool, Value, Strin
     (result["isError"].as_bool().unwrap(), value, text)
 }
 
+/// [`two_models`], each answer 20 s late.
+fn slow_two_models() -> stub::Stub {
+    stub::scripted(|request, n| Reply {
+        delay: Some(Duration::from_secs(20)),
+        ..two_models(request, n)
+    })
+}
+
+/// The status of each arm but the baseline of a comparison as JSON.
+fn run_statuses(comparison: &Value) -> Vec<&str> {
+    comparison["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["baseline"] == false)
+        .map(|a| a["status"].as_str().unwrap())
+        .collect()
+}
+
 /// Polls the `comparison` tool until the comparison has ended.
 fn mcp_settled(server: &McpServer, id: &str) -> Value {
     for _ in 0..600 {
@@ -389,10 +408,7 @@ fn the_comparison_tools_are_listed_with_schemas_and_hints() {
 fn cancel_job_stops_a_comparisons_running_runs() {
     let store = Arc::new(Store::in_memory().unwrap());
     travel::session(&store, "trip");
-    let slow = stub::scripted(|request, n| Reply {
-        delay: Some(Duration::from_secs(20)),
-        ..two_models(request, n)
-    });
+    let slow = slow_two_models();
     let server = mcp(&store, true);
     let (error, begun, text) = call(
         &server,
@@ -403,14 +419,7 @@ fn cancel_job_stops_a_comparisons_running_runs() {
     let id = begun["comparison"].as_str().unwrap();
     let (error, cancelled, text) = call(&server, "cancel_job", json!({ "job": id }));
     assert!(!error, "{text}");
-    let statuses: Vec<&str> = cancelled["arms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["baseline"] == false)
-        .map(|a| a["status"].as_str().unwrap())
-        .collect();
-    assert_eq!(statuses, ["cancelled", "cancelled"]);
+    assert_eq!(run_statuses(&cancelled), ["cancelled", "cancelled"]);
     let done = mcp_settled(&server, id);
     assert_eq!(done["status"], "ended");
     query_agrees(&store, &store.comparison(id).unwrap());
@@ -646,10 +655,7 @@ mod rest {
 
     #[test]
     fn cancel_stops_the_running_runs_of_a_comparison_begun_over_http() {
-        let slow = stub::scripted(|request, n| Reply {
-            delay: Some(Duration::from_secs(20)),
-            ..two_models(request, n)
-        });
+        let slow = slow_two_models();
         let s = start(offering(&slow));
         let r = s.post_json("/sessions/trip/compare", Some(TOKEN), two_arms(&slow.url));
         assert_eq!(r.status(), StatusCode::ACCEPTED);
@@ -660,14 +666,7 @@ mod rest {
         let r = s.post_json(&format!("/comparisons/{id}/cancel"), Some(TOKEN), json!({}));
         assert_eq!(r.status(), StatusCode::OK);
         let done = settled(&s, &id);
-        let statuses: Vec<&str> = done["arms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["baseline"] == false)
-            .map(|a| a["status"].as_str().unwrap())
-            .collect();
-        assert_eq!(statuses, ["cancelled", "cancelled"]);
+        assert_eq!(run_statuses(&done), ["cancelled", "cancelled"]);
         query_agrees(&s.store, &s.store.comparison(&id).unwrap());
     }
 
