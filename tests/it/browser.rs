@@ -234,8 +234,18 @@ async fn rest(base: &str, path: &str) -> Value {
         .unwrap()
 }
 
-/// The test model, its endpoint, `serve --demo` offering it, and the demo's root.
-fn demo_with_test_model() -> Option<(common::Llm, String, Serve, String)> {
+/// The browser's driver, the test model, its endpoint, `serve --demo` offering it, and
+/// the demo's root; `None` without a driver or a model.
+struct TestModelDemo {
+    driver: Driver,
+    _llm: common::Llm,
+    endpoint: String,
+    server: Serve,
+    root: String,
+}
+
+fn demo_with_test_model() -> Option<TestModelDemo> {
+    let driver = chromedriver()?;
     let llm = common::Llm::start()?;
     let endpoint = format!("http://127.0.0.1:{}/v1", llm.port);
     let server = serve(&["--model-endpoint".into(), endpoint.clone()]);
@@ -244,7 +254,23 @@ fn demo_with_test_model() -> Option<(common::Llm, String, Serve, String)> {
         .json()
         .unwrap();
     let root = session_on(&sessions, "main");
-    Some((llm, endpoint, server, root))
+    Some(TestModelDemo {
+        driver,
+        _llm: llm,
+        endpoint,
+        server,
+        root,
+    })
+}
+
+impl TestModelDemo {
+    /// A browser on the root's page.
+    async fn on_the_root(&self) -> Client {
+        let c = browser(&self.driver).await;
+        let page = format!("{}/ui/sessions/{}", self.server.base, self.root);
+        c.goto(&page).await.unwrap();
+        c
+    }
 }
 
 /// The demo session on `branch`.
@@ -406,25 +432,13 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         click(&c, Locator::Css("#turn-1 details.fork button[type=submit]")).await;
         // The error stays with its form, on the same page, what was typed kept.
         wait_for_text(&c, "Token needed", 10).await;
-        let note = c
-            .find(Locator::Css("#turn-1 details.fork p.error[role=alert]"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let note = text_at(&c, "#turn-1 details.fork p.error[role=alert]").await;
         assert!(
             note.starts_with("Token needed: ") && note.ends_with("Nothing was changed."),
             "{note}"
         );
         assert_eq!(c.current_url().await.unwrap().path(), budget_path);
-        let typed = c
-            .find(Locator::Css("#turn-1 details.fork input[name=label]"))
-            .await
-            .unwrap()
-            .prop("value")
-            .await
-            .unwrap();
+        let typed = prop_at(&c, "#turn-1 details.fork input[name=label]", "value").await;
         assert_eq!(typed.as_deref(), Some("no-token"));
         let after = rest(&base, "/sessions").await;
         assert_eq!(after["total"], 4, "no fork was made");
@@ -433,13 +447,7 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         click(&c, Locator::Css("#token-form button[type=submit]")).await;
         wait_for_text(&c, "kept for this tab", 5).await;
         click(&c, Locator::Css("#token-forget")).await;
-        let status = c
-            .find(Locator::Css("#token-status"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let status = text_at(&c, "#token-status").await;
         assert_eq!(status, "");
         let field = c
             .find(Locator::Css("#turn-1 details.fork input.token-field"))
@@ -518,13 +526,7 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         c.goto(&format!("{base}/ui/sessions/{booking}"))
             .await
             .unwrap();
-        let shown = c
-            .find(Locator::Css(&format!("#turn-{hostile_index} .content")))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let shown = text_at(&c, &format!("#turn-{hostile_index} .content")).await;
         assert!(
             shown.contains("<script>window.pwned = 1</script>"),
             "{shown}"
@@ -591,14 +593,12 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
 
 #[test]
 fn what_if_from_here_runs_against_the_test_model_and_completes() {
-    let Some(driver) = chromedriver() else { return };
-    let Some((_llm, endpoint, server, root)) = demo_with_test_model() else {
+    let Some(demo) = demo_with_test_model() else {
         return;
     };
-    let base = server.base.clone();
+    let (base, endpoint) = (demo.server.base.clone(), &demo.endpoint);
     runtime().block_on(async {
-        let c = browser(&driver).await;
-        c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
+        let c = demo.on_the_root().await;
         type_into(&c, "#token-input", TOKEN).await;
         click(&c, Locator::Css("#token-form button")).await;
         wait_for_text(&c, "kept for this tab", 5).await;
@@ -611,15 +611,7 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
         )
         .await;
         type_into(&c, "#turn-1 details.what-if input[name=max_tokens]", "16").await;
-        let offered = c
-            .find(Locator::Css(
-                "#turn-1 details.what-if select[name=endpoint]",
-            ))
-            .await
-            .unwrap()
-            .prop("value")
-            .await
-            .unwrap();
+        let offered = prop_at(&c, "#turn-1 details.what-if select[name=endpoint]", "value").await;
         assert_eq!(offered.as_deref(), Some(endpoint.as_str()));
         click(
             &c,
@@ -628,14 +620,9 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
         .await;
         // The dry run's estimate comes first; nothing has run yet.
         let estimate = wait_for_text(&c, "Estimated tokens", 10).await;
-        assert!(estimate.contains(&endpoint));
-        let tokens: u64 = c
-            .find(Locator::Css("dd.tokens"))
+        assert!(estimate.contains(endpoint.as_str()));
+        let tokens: u64 = text_at(&c, "dd.tokens")
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
             .split_whitespace()
             .next()
             .unwrap()
@@ -659,13 +646,7 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
         );
         click(&c, Locator::Css("#job-fork")).await;
         wait_for_path(&c, "/ui/sessions/", "", 10).await;
-        let answer = c
-            .find(Locator::Css("#turn-2 .model"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let answer = text_at(&c, "#turn-2 .model").await;
         assert_eq!(answer, "gemma-3-270m-q4_k_m", "the model's own id");
         c.close().await.unwrap();
     });
@@ -751,14 +732,12 @@ async fn job_end(c: &Client, seconds: u64) -> String {
 
 #[test]
 fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes_on() {
-    let Some(driver) = chromedriver() else { return };
-    let Some((_llm, _, server, root)) = demo_with_test_model() else {
+    let Some(demo) = demo_with_test_model() else {
         return;
     };
-    let base = server.base.clone();
+    let (base, root) = (demo.server.base.clone(), &demo.root);
     runtime().block_on(async {
-        let c = browser(&driver).await;
-        c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
+        let c = demo.on_the_root().await;
         // The token, typed once and kept for the tab.
         tab_to(&c, "#token-input", 20).await;
         keys(&c, &format!("{TOKEN}{ENTER}")).await;
@@ -790,7 +769,7 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
         keys(&c, ENTER).await;
         let path = wait_for_path(&c, "/ui/sessions/", "", 10).await;
         let fork = path.trim_start_matches("/ui/sessions/").to_string();
-        assert_ne!(fork, root);
+        assert_ne!(&fork, root);
         let info = rest(&base, &format!("/sessions/{fork}")).await;
         assert_eq!(
             (info["parent"].as_str(), info["forked_at_index"].as_u64()),
@@ -799,13 +778,7 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
         let turns = rest(&base, &format!("/sessions/{fork}/replay")).await;
         let text = |i: usize| turns[i]["content"].as_str().unwrap().to_string();
         assert!(text(1).ends_with("Answer in one word."), "{turns}");
-        let model = c
-            .find(Locator::Css("#turn-2 .model"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let model = text_at(&c, "#turn-2 .model").await;
         assert_eq!(
             model, "gemma-3-270m-q4_k_m",
             "the model answered the edited turn"
@@ -824,25 +797,14 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
             .await
             .unwrap();
         let branch = info["branch"].as_str().unwrap();
-        let drawn = c
-            .find(Locator::Css("svg a[aria-current=page] title"))
+        let drawn = prop_at(&c, "svg a[aria-current=page] title", "textContent")
             .await
-            .unwrap()
-            .prop("textContent")
-            .await
-            .unwrap()
             .unwrap();
         assert!(
             drawn.starts_with(&format!("{branch} @1 · 3 own")),
             "{drawn}"
         );
-        let outline = c
-            .find(Locator::Css(&format!("#outline-{fork} a")))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let outline = text_at(&c, &format!("#outline-{fork} a")).await;
         assert_eq!(outline, branch);
         screenshot(&c, "drawn-tree.png").await;
         // Fork from here, by keyboard too: it lands in the new branch's composer.
@@ -1097,6 +1059,26 @@ fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// The text of the element `css` finds.
+async fn text_at(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The property `name` of the element `css` finds.
+async fn prop_at(c: &Client, css: &str, name: &str) -> Option<String> {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .prop(name)
+        .await
+        .unwrap()
 }
 
 /// The text of the figure `key` in arm `arm`'s column.

@@ -584,19 +584,7 @@ fn diff_shows_the_arguments_of_tool_calls_that_differ_only_in_them() {
             "--content",
             "Trains to Amsterdam?",
         ]);
-        let calls = call(day);
-        cli.ok(&[
-            "append",
-            id,
-            "--role",
-            "assistant",
-            "--kind",
-            "tool_call",
-            "--content",
-            "",
-            "--tool-calls",
-            &calls,
-        ]);
+        append_calls(&cli, id, &call(day));
     }
     let diff = cli.json(&["diff", "fri", "sun", "--json"]);
     assert_eq!(diff["common_prefix"], 1, "{diff}");
@@ -654,6 +642,43 @@ fn transcripts_import_and_export_from_the_command_line() {
     );
 }
 
+/// `regenerate SESSION --at 1 --model MODEL --endpoint ENDPOINT`, then `more`.
+fn regenerate<'a>(
+    session: &'a str,
+    model: &'a str,
+    endpoint: &'a str,
+    more: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "regenerate",
+        session,
+        "--at",
+        "1",
+        "--model",
+        model,
+        "--endpoint",
+        endpoint,
+    ];
+    args.extend(more);
+    args
+}
+
+/// Appends to `session` an assistant turn that calls tools: `calls` (a JSON array).
+fn append_calls(cli: &Cli, session: &str, calls: &str) {
+    cli.ok(&[
+        "append",
+        session,
+        "--role",
+        "assistant",
+        "--kind",
+        "tool_call",
+        "--content",
+        "",
+        "--tool-calls",
+        calls,
+    ]);
+}
+
 #[test]
 fn regenerate_dry_run_foreground_background_and_cancel() {
     let cli = Cli::new();
@@ -677,42 +702,13 @@ fn regenerate_dry_run_foreground_background_and_cancel() {
         "model-a",
     ]);
     let stub = common::stub::start(common::stub::Mode::Echo);
-    let plan = cli.ok(&[
-        "regenerate",
-        "root",
-        "--at",
-        "1",
-        "--model",
-        "model-b",
-        "--endpoint",
-        &stub.url,
-        "--dry-run",
-    ]);
+    let plan = cli.ok(&regenerate("root", "model-b", &stub.url, &["--dry-run"]));
     assert!(plan.contains("would fork root at index 1"), "{plan}");
     assert!(plan.contains("estimated tokens"), "{plan}");
-    let err = cli.fails(&[
-        "regenerate",
-        "root",
-        "--at",
-        "1",
-        "--model",
-        "m",
-        "--endpoint",
-        "http://192.0.2.1/v1",
-    ]);
+    let err = cli.fails(&regenerate("root", "m", "http://192.0.2.1/v1", &[]));
     assert!(err.contains("--allow-remote"), "{err}");
 
-    let job = cli.json(&[
-        "regenerate",
-        "root",
-        "--at",
-        "1",
-        "--model",
-        "model-b",
-        "--endpoint",
-        &stub.url,
-        "--json",
-    ]);
+    let job = cli.json(&regenerate("root", "model-b", &stub.url, &["--json"]));
     assert_eq!(job["status"], "complete");
     let fork = job["fork"].as_str().unwrap().to_string();
     let replay = cli.json(&["replay", &fork, "--json"]);
@@ -725,18 +721,8 @@ fn regenerate_dry_run_foreground_background_and_cancel() {
 
     // In the background, cancelled while the model is slow: no turn is left.
     let slow = common::stub::start(common::stub::Mode::Slow(std::time::Duration::from_secs(5)));
-    let job = cli.json(&[
-        "regenerate",
-        "root",
-        "--at",
-        "1",
-        "--model",
-        "model-c",
-        "--endpoint",
-        &slow.url,
-        "--background",
-        "--json",
-    ]);
+    let in_background = ["--background", "--json"];
+    let job = cli.json(&regenerate("root", "model-c", &slow.url, &in_background));
     assert_eq!(job["status"], "running");
     let id = job["job"].as_str().unwrap().to_string();
     while slow.requests().is_empty() {
@@ -817,16 +803,7 @@ fn a_failed_regeneration_exits_1_with_its_reason_on_stderr_naming_the_endpoint_o
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
-    let args = [
-        "regenerate",
-        "r",
-        "--at",
-        "1",
-        "--model",
-        "m",
-        "--endpoint",
-        &endpoint,
-    ];
+    let args = regenerate("r", "m", &endpoint, &[]);
     let out = cli.run(&args);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -835,7 +812,7 @@ fn a_failed_regeneration_exits_1_with_its_reason_on_stderr_naming_the_endpoint_o
     assert!(stderr.contains("failed: cannot reach"), "{stderr}");
     assert_eq!(stderr.matches(&endpoint).count(), 1, "{stderr}");
     // With --json the job still goes to stdout, and the exit code still says it failed.
-    let mut json_args = args.to_vec();
+    let mut json_args = args.clone();
     json_args.push("--json");
     let out = cli.run(&json_args);
     assert_eq!(out.status.code(), Some(1));
@@ -854,19 +831,12 @@ fn a_failed_regeneration_exits_1_with_its_reason_on_stderr_naming_the_endpoint_o
 fn an_identical_regeneration_reuses_its_job_and_again_asks_anew() {
     let cli = one_question();
     let stub = common::stub::start(common::stub::Mode::Echo);
-    let args = [
-        "regenerate",
+    let args = regenerate(
         "r",
-        "--at",
-        "1",
-        "--model",
         "model-b",
-        "--endpoint",
         &stub.url,
-        "--temperature",
-        "0.2",
-        "--json",
-    ];
+        &["--temperature", "0.2", "--json"],
+    );
     let first = cli.json(&args);
     let second = cli.json(&args);
     assert_eq!(first["job"], second["job"]);
@@ -1097,18 +1067,11 @@ fn replay_shows_tool_calls_and_counts_speak_english() {
         "--content",
         "Weather in Lisbon?",
     ]);
-    cli.ok(&[
-        "append",
+    append_calls(
+        &cli,
         "t",
-        "--role",
-        "assistant",
-        "--kind",
-        "tool_call",
-        "--content",
-        "",
-        "--tool-calls",
         r#"[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Lisbon\"}"}}]"#,
-    ]);
+    );
     cli.ok(&[
         "append",
         "t",

@@ -149,27 +149,42 @@ fn settled(http: &reqwest::blocking::Client, url: &str) -> String {
     }
 }
 
-/// An MCP tool call over `/mcp` (the stateless protocol); the answer's text.
+/// An MCP tool call over `/mcp` (the stateless protocol) that must succeed; the
+/// answer's text.
 fn mcp_call(http: &reqwest::blocking::Client, base: &str, tool: &str, args: Value) -> String {
+    let (value, text) = mcp_answer(http, base, None, tool, args);
+    assert_eq!(value["result"]["isError"], false, "{text}");
+    text
+}
+
+/// An MCP tool call over `/mcp` (the stateless protocol), with the bearer `token` if
+/// any; the answer, as JSON and as text.
+fn mcp_answer(
+    http: &reqwest::blocking::Client,
+    base: &str,
+    token: Option<&str>,
+    tool: &str,
+    args: Value,
+) -> (Value, String) {
     let params = json!({
         "name": tool, "arguments": args,
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                   "io.modelcontextprotocol/clientCapabilities": {}}
     });
-    let response = http
+    let mut request = http
         .post(format!("{base}/mcp"))
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", "tools/call")
         .header("Mcp-Name", tool)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
-        .send()
-        .unwrap();
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().unwrap();
     assert_eq!(response.status().as_u16(), 200);
     let text = response.text().unwrap();
-    let value: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(value["result"]["isError"], false, "{text}");
-    text
+    (serde_json::from_str(&text).unwrap(), text)
 }
 
 /// Guards against an endpoint (or a gateway before it) that answers an error quoting
@@ -591,23 +606,7 @@ fn rest_and_mcp_call_only_the_endpoints_the_server_offers() {
                 json!({"session": "trip", "at": 2, "arms": [{"model": "m", "endpoint": elsewhere.url}]}),
             ),
         ] {
-            let params = json!({
-                "name": tool, "arguments": args,
-                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                          "io.modelcontextprotocol/clientCapabilities": {}}
-            });
-            let answer: Value = http
-                .post(format!("{base}/mcp"))
-                .bearer_auth("t0ken-for-writes")
-                .header("Accept", "application/json, text/event-stream")
-                .header("MCP-Protocol-Version", "2026-07-28")
-                .header("Mcp-Method", "tools/call")
-                .header("Mcp-Name", tool)
-                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
-                .send()
-                .unwrap()
-                .json()
-                .unwrap();
+            let (answer, _) = mcp_answer(&http, &base, Some("t0ken-for-writes"), tool, args);
             let text = answer["result"]["content"][0]["text"]
                 .as_str()
                 .unwrap_or_default();

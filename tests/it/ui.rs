@@ -675,22 +675,7 @@ fn what_if_shows_the_estimate_then_follows_the_job_to_its_end() {
     );
     assert_eq!(status, 303);
     assert!(location.starts_with("/ui/jobs/"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let html = loop {
-        let r = get(format!("{}{location}", ui.base)).unwrap();
-        let refresh = r.headers().contains_key("refresh");
-        let html = r.text().unwrap();
-        if html.contains("data-status=\"complete\"") {
-            assert!(!refresh, "a finished job stops reloading");
-            break html;
-        }
-        assert!(
-            html.contains("data-status=\"running\"") && refresh,
-            "{html}"
-        );
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let html = followed_until(&ui, &location, "complete");
     let job = store.jobs().unwrap().pop().unwrap();
     let fork = job.fork.unwrap();
     assert!(html.contains(&format!("/ui/sessions/{fork}")));
@@ -825,6 +810,30 @@ fn with_endpoint(store: &Arc<Store>, endpoint: &str) -> Ui {
             ..ServerConfig::default()
         },
     )
+}
+
+/// Follows page `location`, which must reload (a `Refresh` header) while it says
+/// `running`, until it says `done`, and then no longer reloads; its page then.
+fn followed_until(ui: &Ui, location: &str, done: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = get(format!("{}{location}", ui.base)).unwrap();
+        let refresh = r.headers().contains_key("refresh");
+        let html = r.text().unwrap();
+        if html.contains(&format!("data-status=\"{done}\"")) {
+            assert!(!refresh, "{location} stops reloading once {done}");
+            return html;
+        }
+        assert!(
+            html.contains("data-status=\"running\"") && refresh,
+            "{html}"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {html}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Follows job page `location` until the job ends; its page then.
@@ -1205,14 +1214,7 @@ fn compare_post(
 fn compare_models_from_here_estimates_then_begins_and_follows_the_comparison_to_its_figures() {
     let stub = travel::two_models("unused");
     let store = Arc::new(Store::in_memory().unwrap());
-    let ui = start_with(
-        Arc::clone(&store),
-        ServerConfig {
-            token: Some(TOKEN.into()),
-            model_endpoints: vec![stub.url.clone()],
-            ..ServerConfig::default()
-        },
-    );
+    let ui = with_endpoint(&store, &stub.url);
     let root = travel::session(&store, "trip");
     // Each turn offers it: a user turn is answered after, a model's turn anew.
     let (_, _, playback) = page(&ui, &format!("/ui/sessions/{root}"));
@@ -1325,25 +1327,7 @@ fn compare_models_from_here_estimates_then_begins_and_follows_the_comparison_to_
     let (status, location, _) = compare_post(&ui, &root, &chosen(&[("confirm", "1")]), Some(TOKEN));
     assert_eq!(status, 303);
     assert!(location.starts_with("/ui/comparisons/"), "{location}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let html = loop {
-        let r = get(format!("{}{location}", ui.base)).unwrap();
-        let refresh = r.headers().contains_key("refresh");
-        let html = r.text().unwrap();
-        if html.contains("data-status=\"ended\"") {
-            assert!(!refresh, "an ended comparison stops reloading");
-            break html;
-        }
-        assert!(
-            html.contains("data-status=\"running\"") && refresh,
-            "{html}"
-        );
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still running: {html}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let html = followed_until(&ui, &location, "ended");
     let figure = |arm: &str, key: &str, value: &str| {
         format!("<td class=\"number\" data-arm=\"{arm}\" data-figure=\"{key}\">{value}</td>")
     };
@@ -1384,14 +1368,7 @@ fn a_running_comparison_can_be_cancelled_from_its_page() {
         Reply::ok(completion("slow", Some("late"), &[], (1, 1, 0), "stop"))
     });
     let store = Arc::new(Store::in_memory().unwrap());
-    let ui = start_with(
-        Arc::clone(&store),
-        ServerConfig {
-            token: Some(TOKEN.into()),
-            model_endpoints: vec![stub.url.clone()],
-            ..ServerConfig::default()
-        },
-    );
+    let ui = with_endpoint(&store, &stub.url);
     let root = travel::session(&store, "trip");
     let (status, location, _) = compare_post(
         &ui,
