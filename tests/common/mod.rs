@@ -301,6 +301,22 @@ fn virtuoso_template(binary: &std::path::Path) -> std::path::PathBuf {
     db
 }
 
+/// The path in the environment variable `var`, where `make target` installed `what` for
+/// a test; `None` (with a note) without it, except under `CI`, where that fails.
+pub fn installed(var: &str, what: &str, target: &str) -> Option<std::path::PathBuf> {
+    match std::env::var_os(var) {
+        Some(path) => Some(path.into()),
+        None if std::env::var_os("CI").is_some() => panic!(
+            "no {what}: `make test` installs it and sets {var}; in CI the test fails rather \
+             than pass without it"
+        ),
+        None => {
+            eprintln!("{var} is not set (`make {target}`): skipped");
+            None
+        }
+    }
+}
+
 pub fn sid(s: &str) -> SessionId {
     s.parse().unwrap()
 }
