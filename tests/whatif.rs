@@ -15,81 +15,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A recorded agent session with tool calls:
-/// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
-/// 4 assistant answers, 5 user, 6 assistant calls get_price(train), 7 tool result,
-/// 8 assistant answers.
-fn agent_session(s: &Store) -> SessionId {
-    let root = session_with(s, "trip", 0);
-    let call = |id: &str, name: &str, args: Value| {
-        json!([{"id": id, "type": "function",
-                "function": {"name": name, "arguments": args.to_string()}}])
-        .to_string()
-    };
-    let turns = vec![
-        NewTurn::new(Role::System, "You are a travel agent."),
-        NewTurn::new(Role::User, "Weather in Paris?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "18C, sunny")
-            .tool_call_id("c1")
-            .name("get_weather"),
-        NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
-        NewTurn::new(Role::User, "And the train price?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call(
-                "c2",
-                "get_price",
-                json!({"mode": "train", "to": "Paris"}),
-            ))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "49 EUR")
-            .tool_call_id("c2")
-            .name("get_price"),
-        NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
-    ];
-    s.append_many(&root, turns).unwrap();
-    root
-}
-
-/// The recorded assistant turns after index 1, as the stub replays them: in order of
-/// the conversation, picked by how many assistant and tool messages the request holds.
-fn replay_script(model: &'static str) -> impl Fn(&Value, usize) -> Reply + Send + Sync {
-    move |request, _| {
-        let messages = request["messages"].as_array().cloned().unwrap_or_default();
-        let answered = messages.iter().filter(|m| m["role"] == "assistant").count();
-        let body = match answered {
-            0 => completion(
-                model,
-                None,
-                &[("x1", "get_weather", json!({"city": "Paris"}))],
-                (100, 10, 0),
-                "tool_calls",
-            ),
-            1 => completion(
-                model,
-                Some("It is 18C and sunny."),
-                &[],
-                (120, 8, 100),
-                "stop",
-            ),
-            // Arguments in another order and spacing: canonically the same call.
-            2 => completion(
-                model,
-                None,
-                &[("x2", "get_price", json!({"to": "Paris", "mode": "train"}))],
-                (140, 12, 0),
-                "tool_calls",
-            ),
-            _ => completion(model, Some("49 EUR by train."), &[], (160, 6, 0), "stop"),
-        };
-        Reply::ok(body)
-    }
-}
-
 fn arm(name: &str, model: &str, endpoint: &str) -> Arm {
     Arm {
         name: Some(name.into()),
@@ -110,8 +35,8 @@ fn options(at: u64, arms: Vec<Arm>) -> CompareOptions {
 #[test]
 fn a_replaying_arm_completes_with_no_divergence_and_every_call_answered_from_the_recording() {
     for s in stores() {
-        let root = agent_session(&s);
-        let stub = stub::scripted(replay_script("model-a"));
+        let root = travel::session(&s, "trip");
+        let stub = stub::scripted(|request, _| travel::replay("model-a", request));
         let mut o = options(2, vec![arm("same", "model-a", &stub.url)]);
         o.prices.insert(
             "model-a".into(),
@@ -213,7 +138,7 @@ fn ask(s: &Store, sparql: &str) -> bool {
 #[test]
 fn an_arm_that_calls_an_unrecorded_tool_stops_naming_it_and_diverges_there() {
     let s = Store::in_memory().unwrap();
-    let root = agent_session(&s);
+    let root = travel::session(&s, "trip");
     let stub = stub::scripted(|request, _| {
         let answered = request["messages"]
             .as_array()
@@ -279,7 +204,7 @@ fn an_arm_that_calls_an_unrecorded_tool_stops_naming_it_and_diverges_there() {
 #[test]
 fn a_different_first_tool_call_diverges_at_the_fork_point_even_with_equal_text() {
     let s = Store::in_memory().unwrap();
-    let root = agent_session(&s);
+    let root = travel::session(&s, "trip");
     let stub = stub::scripted(|_, _| {
         Reply::ok(completion(
             "m",
@@ -299,7 +224,7 @@ fn a_different_first_tool_call_diverges_at_the_fork_point_even_with_equal_text()
 #[test]
 fn an_off_machine_arm_needs_allow_remote_a_budget_and_a_price_and_writes_nothing_without() {
     let s = Store::in_memory().unwrap();
-    let root = agent_session(&s);
+    let root = travel::session(&s, "trip");
     let before = quads(&s);
     let remote = arm("hosted", "claude-x", "https://models.example.com");
     let mut o = options(2, vec![remote]);
@@ -351,8 +276,8 @@ fn an_off_machine_arm_needs_allow_remote_a_budget_and_a_price_and_writes_nothing
 #[test]
 fn a_run_stops_at_the_budget_before_a_call_that_could_pass_it() {
     let s = Store::in_memory().unwrap();
-    let root = agent_session(&s);
-    let stub = stub::scripted(replay_script("model-a"));
+    let root = travel::session(&s, "trip");
+    let stub = stub::scripted(|request, _| travel::replay("model-a", request));
     let mut o = options(2, vec![arm("a", "model-a", &stub.url)]);
     // $1 per million input and output tokens: a call's upper bound is its request's
     // bytes plus the 1000 tokens it may answer with, about $0.0013 for the first. It
@@ -406,7 +331,7 @@ fn dense_input(bytes: usize) -> u64 {
 /// The recording replayed, each answer after a short wait (so that parallel arms have
 /// calls in flight at once) and reporting dense usage.
 fn dense_replay(request: &Value, bytes: usize) -> Reply {
-    let mut reply = replay_script("model-a")(request, bytes);
+    let mut reply = travel::replay("model-a", request);
     let mut body: Value = serde_json::from_str(&reply.body).unwrap();
     body["usage"] = json!({"prompt_tokens": dense_input(bytes), "completion_tokens": OUT});
     reply.body = body.to_string();
@@ -440,7 +365,7 @@ fn stopped_at(detail: &str) -> (f64, f64, f64) {
 fn parallel_arms_never_pass_the_cap_against_usage_denser_than_four_characters_a_token() {
     for (arms, cap) in [(4, 0.5), (3, 0.35), (6, 0.8)] {
         let s = Store::in_memory().unwrap();
-        let root = agent_session(&s);
+        let root = travel::session(&s, "trip");
         let stub = stub::scripted(dense_replay);
         let price = Price {
             input: 200.0,
@@ -499,8 +424,8 @@ fn parallel_arms_never_pass_the_cap_against_usage_denser_than_four_characters_a_
 #[test]
 fn the_same_comparison_twice_is_one_comparison_and_again_asks_anew() {
     let s = Store::in_memory().unwrap();
-    let root = agent_session(&s);
-    let stub = stub::scripted(replay_script("model-a"));
+    let root = travel::session(&s, "trip");
+    let stub = stub::scripted(|request, _| travel::replay("model-a", request));
     let o = options(2, vec![arm("a", "model-a", &stub.url)]);
     let first = s.compare(&root, &o).unwrap();
     assert!(!first.reused);
@@ -527,13 +452,13 @@ fn a_run_interrupted_after_its_first_steps_resumes_from_its_last_committed_step(
     let path = dir.path().join("store");
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&calls);
-    let stub = stub::scripted(move |request, n| {
+    let stub = stub::scripted(move |request, _| {
         seen.fetch_add(1, Ordering::SeqCst);
-        replay_script("model-a")(request, n)
+        travel::replay("model-a", request)
     });
     let (root, id) = {
         let s = Store::open(&path).unwrap();
-        let root = agent_session(&s);
+        let root = travel::session(&s, "trip");
         let o = CompareOptions {
             max_steps: Some(2),
             ..options(2, vec![arm("a", "model-a", &stub.url)])
@@ -589,7 +514,7 @@ fn anthropic_arms_send_messages_with_tool_use_and_read_usage_with_cache_reads() 
     // this file reads these variables.
     std::env::set_var("ANTHROPIC_API_KEY", "test-key-not-stored");
     let s = Store::in_memory().unwrap();
-    let root = agent_session(&s);
+    let root = travel::session(&s, "trip");
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&requests);
     let stub = stub::scripted(move |request: &Value, _| {
@@ -653,12 +578,12 @@ fn anthropic_arms_send_messages_with_tool_use_and_read_usage_with_cache_reads() 
 fn each_step_sends_the_forks_stored_context_with_turns_another_writer_added_meanwhile() {
     for s in stores() {
         let s = Arc::new(s);
-        let root = agent_session(&s);
+        let root = travel::session(&s, "trip");
         let note = "Also: I travel on Friday.";
         // Per call: the messages sent, and the fork's stored length when they arrived.
         let seen: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
         let (store, log, trunk) = (Arc::clone(&s), Arc::clone(&seen), root.clone());
-        let stub = stub::scripted(move |request, n| {
+        let stub = stub::scripted(move |request, _| {
             let fork = store.branches(&trunk).unwrap()[0].session.clone();
             let sent = request["messages"].as_array().map_or(0, Vec::len);
             log.lock()
@@ -668,7 +593,7 @@ fn each_step_sends_the_forks_stored_context_with_turns_another_writer_added_mean
                 // A person adds a turn to the fork while the model thinks.
                 store.append(&fork, NewTurn::new(Role::User, note)).unwrap();
             }
-            replay_script("model-a")(request, n)
+            travel::replay("model-a", request)
         });
         let c = s
             .compare(&root, &options(2, vec![arm("a", "model-a", &stub.url)]))

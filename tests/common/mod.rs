@@ -2,7 +2,11 @@
 #![allow(dead_code)]
 
 pub mod anthropic;
+pub mod cli;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod stub;
+pub mod travel;
 
 use forktrail::{Error, ForkOptions, NewSession, NewTurn, RemoteConfig, Role, SessionId, Store};
 use oxigraph::sparql::QueryResults;
@@ -183,7 +187,8 @@ impl Virtuoso {
     }
 }
 
-fn free_port() -> u16 {
+/// A port of 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -294,6 +299,22 @@ fn virtuoso_template(binary: &std::path::Path) -> std::path::PathBuf {
     std::fs::copy(scratch.path().join("v.db"), &partial).unwrap();
     std::fs::rename(&partial, &db).unwrap();
     db
+}
+
+/// The path in the environment variable `var`, where `make target` installed `what` for
+/// a test; `None` (with a note) without it, except under `CI`, where that fails.
+pub fn installed(var: &str, what: &str, target: &str) -> Option<std::path::PathBuf> {
+    match std::env::var_os(var) {
+        Some(path) => Some(path.into()),
+        None if std::env::var_os("CI").is_some() => panic!(
+            "no {what}: `make test` installs it and sets {var}; in CI the test fails rather \
+             than pass without it"
+        ),
+        None => {
+            eprintln!("{var} is not set (`make {target}`): skipped");
+            None
+        }
+    }
 }
 
 pub fn sid(s: &str) -> SessionId {
@@ -597,6 +618,14 @@ pub fn imports_nothing_new(
         "{what}: {again:?}"
     );
     assert_eq!(before, quads(store), "{what}");
+}
+
+/// The calls of a turn's `tool_calls` (a JSON array, as stored), none without one.
+pub fn calls_of(tool_calls: Option<&str>) -> Vec<serde_json::Value> {
+    tool_calls
+        .map(|c| serde_json::from_str::<serde_json::Value>(c).unwrap())
+        .and_then(|c| c.as_array().cloned())
+        .unwrap_or_default()
 }
 
 /// `(role, kind, content, model)` of each turn of `id`, inherited ones included.

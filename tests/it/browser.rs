@@ -23,8 +23,7 @@
 
 use crate::common;
 
-use common::stub::{self, completion, Reply};
-use common::{runtime, Reaped};
+use common::{runtime, travel, Reaped};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -235,8 +234,18 @@ async fn rest(base: &str, path: &str) -> Value {
         .unwrap()
 }
 
-/// The test model, its endpoint, `serve --demo` offering it, and the demo's root.
-fn demo_with_test_model() -> Option<(common::Llm, String, Serve, String)> {
+/// The browser's driver, the test model, its endpoint, `serve --demo` offering it, and
+/// the demo's root; `None` without a driver or a model.
+struct TestModelDemo {
+    driver: Driver,
+    _llm: common::Llm,
+    endpoint: String,
+    server: Serve,
+    root: String,
+}
+
+fn demo_with_test_model() -> Option<TestModelDemo> {
+    let driver = chromedriver()?;
     let llm = common::Llm::start()?;
     let endpoint = format!("http://127.0.0.1:{}/v1", llm.port);
     let server = serve(&["--model-endpoint".into(), endpoint.clone()]);
@@ -245,7 +254,23 @@ fn demo_with_test_model() -> Option<(common::Llm, String, Serve, String)> {
         .json()
         .unwrap();
     let root = session_on(&sessions, "main");
-    Some((llm, endpoint, server, root))
+    Some(TestModelDemo {
+        driver,
+        _llm: llm,
+        endpoint,
+        server,
+        root,
+    })
+}
+
+impl TestModelDemo {
+    /// A browser on the root's page.
+    async fn on_the_root(&self) -> Client {
+        let c = browser(&self.driver).await;
+        let page = format!("{}/ui/sessions/{}", self.server.base, self.root);
+        c.goto(&page).await.unwrap();
+        c
+    }
 }
 
 /// The demo session on `branch`.
@@ -407,25 +432,13 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         click(&c, Locator::Css("#turn-1 details.fork button[type=submit]")).await;
         // The error stays with its form, on the same page, what was typed kept.
         wait_for_text(&c, "Token needed", 10).await;
-        let note = c
-            .find(Locator::Css("#turn-1 details.fork p.error[role=alert]"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let note = text_at(&c, "#turn-1 details.fork p.error[role=alert]").await;
         assert!(
             note.starts_with("Token needed: ") && note.ends_with("Nothing was changed."),
             "{note}"
         );
         assert_eq!(c.current_url().await.unwrap().path(), budget_path);
-        let typed = c
-            .find(Locator::Css("#turn-1 details.fork input[name=label]"))
-            .await
-            .unwrap()
-            .prop("value")
-            .await
-            .unwrap();
+        let typed = prop_at(&c, "#turn-1 details.fork input[name=label]", "value").await;
         assert_eq!(typed.as_deref(), Some("no-token"));
         let after = rest(&base, "/sessions").await;
         assert_eq!(after["total"], 4, "no fork was made");
@@ -434,13 +447,7 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         click(&c, Locator::Css("#token-form button[type=submit]")).await;
         wait_for_text(&c, "kept for this tab", 5).await;
         click(&c, Locator::Css("#token-forget")).await;
-        let status = c
-            .find(Locator::Css("#token-status"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let status = text_at(&c, "#token-status").await;
         assert_eq!(status, "");
         let field = c
             .find(Locator::Css("#turn-1 details.fork input.token-field"))
@@ -519,13 +526,7 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         c.goto(&format!("{base}/ui/sessions/{booking}"))
             .await
             .unwrap();
-        let shown = c
-            .find(Locator::Css(&format!("#turn-{hostile_index} .content")))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let shown = text_at(&c, &format!("#turn-{hostile_index} .content")).await;
         assert!(
             shown.contains("<script>window.pwned = 1</script>"),
             "{shown}"
@@ -592,14 +593,12 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
 
 #[test]
 fn what_if_from_here_runs_against_the_test_model_and_completes() {
-    let Some(driver) = chromedriver() else { return };
-    let Some((_llm, endpoint, server, root)) = demo_with_test_model() else {
+    let Some(demo) = demo_with_test_model() else {
         return;
     };
-    let base = server.base.clone();
+    let (base, endpoint) = (demo.server.base.clone(), &demo.endpoint);
     runtime().block_on(async {
-        let c = browser(&driver).await;
-        c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
+        let c = demo.on_the_root().await;
         type_into(&c, "#token-input", TOKEN).await;
         click(&c, Locator::Css("#token-form button")).await;
         wait_for_text(&c, "kept for this tab", 5).await;
@@ -612,15 +611,7 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
         )
         .await;
         type_into(&c, "#turn-1 details.what-if input[name=max_tokens]", "16").await;
-        let offered = c
-            .find(Locator::Css(
-                "#turn-1 details.what-if select[name=endpoint]",
-            ))
-            .await
-            .unwrap()
-            .prop("value")
-            .await
-            .unwrap();
+        let offered = prop_at(&c, "#turn-1 details.what-if select[name=endpoint]", "value").await;
         assert_eq!(offered.as_deref(), Some(endpoint.as_str()));
         click(
             &c,
@@ -629,14 +620,9 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
         .await;
         // The dry run's estimate comes first; nothing has run yet.
         let estimate = wait_for_text(&c, "Estimated tokens", 10).await;
-        assert!(estimate.contains(&endpoint));
-        let tokens: u64 = c
-            .find(Locator::Css("dd.tokens"))
+        assert!(estimate.contains(endpoint.as_str()));
+        let tokens: u64 = text_at(&c, "dd.tokens")
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
             .split_whitespace()
             .next()
             .unwrap()
@@ -660,13 +646,7 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
         );
         click(&c, Locator::Css("#job-fork")).await;
         wait_for_path(&c, "/ui/sessions/", "", 10).await;
-        let answer = c
-            .find(Locator::Css("#turn-2 .model"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let answer = text_at(&c, "#turn-2 .model").await;
         assert_eq!(answer, "gemma-3-270m-q4_k_m", "the model's own id");
         c.close().await.unwrap();
     });
@@ -752,14 +732,12 @@ async fn job_end(c: &Client, seconds: u64) -> String {
 
 #[test]
 fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes_on() {
-    let Some(driver) = chromedriver() else { return };
-    let Some((_llm, _, server, root)) = demo_with_test_model() else {
+    let Some(demo) = demo_with_test_model() else {
         return;
     };
-    let base = server.base.clone();
+    let (base, root) = (demo.server.base.clone(), &demo.root);
     runtime().block_on(async {
-        let c = browser(&driver).await;
-        c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
+        let c = demo.on_the_root().await;
         // The token, typed once and kept for the tab.
         tab_to(&c, "#token-input", 20).await;
         keys(&c, &format!("{TOKEN}{ENTER}")).await;
@@ -791,7 +769,7 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
         keys(&c, ENTER).await;
         let path = wait_for_path(&c, "/ui/sessions/", "", 10).await;
         let fork = path.trim_start_matches("/ui/sessions/").to_string();
-        assert_ne!(fork, root);
+        assert_ne!(&fork, root);
         let info = rest(&base, &format!("/sessions/{fork}")).await;
         assert_eq!(
             (info["parent"].as_str(), info["forked_at_index"].as_u64()),
@@ -800,13 +778,7 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
         let turns = rest(&base, &format!("/sessions/{fork}/replay")).await;
         let text = |i: usize| turns[i]["content"].as_str().unwrap().to_string();
         assert!(text(1).ends_with("Answer in one word."), "{turns}");
-        let model = c
-            .find(Locator::Css("#turn-2 .model"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let model = text_at(&c, "#turn-2 .model").await;
         assert_eq!(
             model, "gemma-3-270m-q4_k_m",
             "the model answered the edited turn"
@@ -825,25 +797,14 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
             .await
             .unwrap();
         let branch = info["branch"].as_str().unwrap();
-        let drawn = c
-            .find(Locator::Css("svg a[aria-current=page] title"))
+        let drawn = prop_at(&c, "svg a[aria-current=page] title", "textContent")
             .await
-            .unwrap()
-            .prop("textContent")
-            .await
-            .unwrap()
             .unwrap();
         assert!(
             drawn.starts_with(&format!("{branch} @1 · 3 own")),
             "{drawn}"
         );
-        let outline = c
-            .find(Locator::Css(&format!("#outline-{fork} a")))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let outline = text_at(&c, &format!("#outline-{fork} a")).await;
         assert_eq!(outline, branch);
         screenshot(&c, "drawn-tree.png").await;
         // Fork from here, by keyboard too: it lands in the new branch's composer.
@@ -1100,86 +1061,24 @@ fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_
     );
 }
 
-/// A recorded agent session with tool calls: 0 system, 1 user, 2 assistant calls
-/// get_weather(Paris), 3 tool result, 4 assistant answers, 5 user, 6 assistant calls
-/// get_price(train), 7 tool result, 8 assistant answers.
-fn trip(store: &forktrail::Store) -> forktrail::SessionId {
-    use forktrail::{NewTurn, Role};
-    let root = common::session_with(store, "trip", 0);
-    let call = |id: &str, name: &str, args: Value| {
-        json!([{"id": id, "type": "function",
-                "function": {"name": name, "arguments": args.to_string()}}])
-        .to_string()
-    };
-    let turns = vec![
-        NewTurn::new(Role::System, "You are a travel agent."),
-        NewTurn::new(Role::User, "Weather in Paris?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "18C, sunny")
-            .tool_call_id("c1")
-            .name("get_weather"),
-        NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
-        NewTurn::new(Role::User, "And the train price?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call(
-                "c2",
-                "get_price",
-                json!({"mode": "train", "to": "Paris"}),
-            ))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "49 EUR")
-            .tool_call_id("c2")
-            .name("get_price"),
-        NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
-    ];
-    store.append_many(&root, turns).unwrap();
-    root
+/// The text of the element `css` finds.
+async fn text_at(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
 }
 
-/// From turn 2 of [`trip`]: `model-a` replays the recording (520 tokens in, 36 out);
-/// `model-b` answers turn 4 otherwise, then calls a tool the recording never answered
-/// (180 in, 15 out).
-fn two_models() -> stub::Stub {
-    stub::scripted(|request, _| {
-        let model = request["model"].as_str().unwrap_or("").to_string();
-        let answered = request["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-        let weather = |id: &'static str| [(id, "get_weather", json!({"city": "Paris"}))];
-        Reply::ok(match (model.as_str(), answered) {
-            ("model-a", 0) => completion(&model, None, &weather("x1"), (100, 10, 0), "tool_calls"),
-            ("model-a", 1) => completion(
-                &model,
-                Some("It is 18C and sunny."),
-                &[],
-                (120, 8, 100),
-                "stop",
-            ),
-            ("model-a", 2) => completion(
-                &model,
-                None,
-                &[("x2", "get_price", json!({"mode": "train", "to": "Paris"}))],
-                (140, 12, 0),
-                "tool_calls",
-            ),
-            ("model-a", _) => {
-                completion(&model, Some("49 EUR by train."), &[], (160, 6, 0), "stop")
-            }
-            (_, 0) => completion(&model, None, &weather("y1"), (50, 5, 0), "tool_calls"),
-            (_, 1) => completion(&model, Some("Sunny, 18C."), &[], (60, 5, 0), "stop"),
-            _ => completion(
-                &model,
-                None,
-                &[("y2", "book_flight", json!({"to": "Paris"}))],
-                (70, 5, 0),
-                "tool_calls",
-            ),
-        })
-    })
+/// The property `name` of the element `css` finds.
+async fn prop_at(c: &Client, css: &str, name: &str) -> Option<String> {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .prop(name)
+        .await
+        .unwrap()
 }
 
 /// The text of the figure `key` in arm `arm`'s column.
@@ -1208,9 +1107,9 @@ async fn divergences(c: &Client) -> Value {
 #[test]
 fn a_comparison_shows_its_arms_side_by_side_and_another_starts_from_a_turn() {
     let Some(driver) = chromedriver() else { return };
-    let models = two_models();
+    let models = travel::two_models("unused");
     let store = Arc::new(forktrail::Store::in_memory().unwrap());
-    let root = trip(&store);
+    let root = travel::session(&store, "trip");
     let arm = |name: &str, model: &str| forktrail::Arm {
         name: Some(name.into()),
         model: model.into(),

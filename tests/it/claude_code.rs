@@ -22,17 +22,7 @@ const MODEL: &str = "claude-sonnet-4-5";
 
 /// Where `make claude-code` installed the `claude` binary.
 fn claude() -> Option<PathBuf> {
-    match std::env::var_os("FORKTRAIL_CLAUDE_CODE") {
-        Some(path) => Some(PathBuf::from(path)),
-        None if std::env::var_os("CI").is_some() => panic!(
-            "no Claude Code: `make test` installs it (npm) and sets FORKTRAIL_CLAUDE_CODE; \
-             in CI the test fails rather than pass without it"
-        ),
-        None => {
-            eprintln!("FORKTRAIL_CLAUDE_CODE is not set (`make claude-code`): skipped");
-            None
-        }
-    }
+    installed("FORKTRAIL_CLAUDE_CODE", "Claude Code (npm)", "claude-code")
 }
 
 /// The model's side of both conversations, told apart by their first prompt, step by
@@ -181,12 +171,7 @@ fn stored(store: &Store, id: &str) -> Vec<Said> {
     turns
         .into_iter()
         .map(|t| {
-            let calls = t
-                .tool_calls
-                .as_deref()
-                .map(|c| serde_json::from_str::<Value>(c).unwrap())
-                .and_then(|c| c.as_array().cloned())
-                .unwrap_or_default()
+            let calls = calls_of(t.tool_calls.as_deref())
                 .iter()
                 .map(|c| {
                     let args = c["function"]["arguments"].as_str().unwrap();

@@ -4,91 +4,12 @@
 
 use crate::common;
 
+use common::cli::{forktrail, serving, succeeds, Cli};
+use common::Reaped;
 use serde_json::Value;
-use std::io::{BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
-
-struct Cli {
-    _dir: tempfile::TempDir,
-    store: PathBuf,
-}
-
-impl Cli {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = dir.path().join("store");
-        Self { _dir: dir, store }
-    }
-
-    fn run_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-            .arg("--store")
-            .arg(&self.store)
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env_remove("FORKTRAIL_STORE")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin).unwrap();
-        child.wait_with_output().unwrap()
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.run_with_stdin(args, b"")
-    }
-
-    /// Runs a command that must succeed and returns its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        serde_json::from_str(&self.ok(args)).unwrap()
-    }
-
-    /// Runs a command that must fail; returns stderr and checks nothing changed.
-    fn fails(&self, args: &[&str]) -> String {
-        self.fails_with_stdin(args, b"")
-    }
-
-    fn fails_with_stdin(&self, args: &[&str], stdin: &[u8]) -> String {
-        let before = self.snapshot();
-        let out = self.run_with_stdin(args, stdin);
-        assert!(!out.status.success(), "{args:?} should have failed");
-        assert!(out.stdout.is_empty(), "{args:?} printed data on failure");
-        assert_eq!(before, self.snapshot(), "{args:?} changed the store");
-        String::from_utf8(out.stderr).unwrap()
-    }
-
-    fn snapshot(&self) -> String {
-        if !self.store.exists() {
-            return String::new();
-        }
-        let out = self.run(&["export", "--format", "nquads"]);
-        assert!(
-            out.status.success(),
-            "snapshot: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut lines: Vec<&str> = std::str::from_utf8(&out.stdout)
-            .unwrap()
-            .lines()
-            .collect::<Vec<_>>();
-        lines.sort();
-        lines.join("\n")
-    }
-}
 
 #[test]
 fn new_append_fork_replay_print_the_documented_json() {
@@ -204,7 +125,7 @@ fn bad_input_fails_on_stderr_with_a_clear_message_and_changes_nothing() {
     let cli = Cli::new();
     cli.ok(&["new", "--id", "s"]);
     cli.ok(&["append", "s", "--role", "user", "--content", "x"]);
-    let bad_utf8 = cli._dir.path().join("bad.txt");
+    let bad_utf8 = cli.dir().join("bad.txt");
     std::fs::write(&bad_utf8, b"ok\xff\xfe").unwrap();
     let bad = bad_utf8.to_str().unwrap();
     for (args, expected) in [
@@ -309,51 +230,34 @@ fn a_store_held_by_another_process_is_reported_as_in_use_and_left_unchanged() {
     assert_eq!(before, cli.snapshot());
 }
 
-/// `forktrail serve` on the CLI's store and a free port, once it says it listens.
-fn serve(cli: &Cli, args: &[&str], token: Option<&str>) -> (std::process::Child, u16) {
-    use std::io::BufRead;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
+/// `forktrail serve` on the CLI's store and a free port, once it says it listens: the
+/// process (killed when dropped) and its base URL.
+fn serve(cli: &Cli, args: &[&str], token: Option<&str>) -> (Reaped, String) {
+    let bind = format!("127.0.0.1:{}", common::free_port());
+    let mut command = forktrail(&cli.store, &["serve"]);
     command
-        .arg("--store")
-        .arg(&cli.store)
-        .arg("serve")
         .args(args)
-        .arg("--bind")
-        .arg(format!("127.0.0.1:{port}"))
-        .env_remove("FORKTRAIL_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .args(["--bind", &bind])
+        .env_remove("FORKTRAIL_TOKEN");
     if let Some(token) = token {
         command.env("FORKTRAIL_TOKEN", token);
     }
-    let mut server = command.spawn().unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.contains("serving on"), "{first}");
-    (server, port)
+    serving(&mut command)
 }
 
 #[test]
 fn while_serve_holds_the_store_the_refusal_names_it_and_the_cli_works_through_it() {
     let cli = Cli::new();
     cli.ok(&["new", "--id", "s"]);
-    let (mut server, port) = serve(&cli, &[], Some("t0ken"));
-    let url = format!("http://127.0.0.1:{port}/sparql");
+    let (mut server, base) = serve(&cli, &[], Some("t0ken"));
+    let url = format!("{base}/sparql");
 
     let refused = cli.run(&["list"]);
     assert!(!refused.status.success());
     let refused = String::from_utf8_lossy(&refused.stderr);
     assert!(refused.contains(&format!("--store {url}")), "{refused}");
     let through = |args: &[&str], token: Option<&str>| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
-        command.args(["--store", &url]).args(args);
+        let mut command = forktrail(&url, args);
         match token {
             Some(t) => command.env("FORKTRAIL_STORE_TOKEN", t),
             None => command.env_remove("FORKTRAIL_STORE_TOKEN"),
@@ -387,8 +291,8 @@ fn while_serve_holds_the_store_the_refusal_names_it_and_the_cli_works_through_it
         "{}",
         String::from_utf8_lossy(&replay.stderr)
     );
-    server.kill().unwrap();
-    server.wait().unwrap();
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
     // The server's address file goes with it only on a clean stop; a killed one leaves
     // it, and the store opens all the same.
     assert!(cli.ok(&["replay", "s"]).contains("through the server"));
@@ -545,7 +449,7 @@ fn export_then_import_is_lossless_in_trig_and_nquads() {
     let source = Cli::new();
     source.ok(&["demo"]);
     for (format, ext) in [("trig", "trig"), ("nquads", "nq")] {
-        let file = source._dir.path().join(format!("all.{ext}"));
+        let file = source.dir().join(format!("all.{ext}"));
         source.ok(&[
             "export",
             "--format",
@@ -569,7 +473,7 @@ fn import_of_a_fork_without_its_parent_is_refused_naming_the_parent() {
     let source = Cli::new();
     source.ok(&["demo"]);
     let ids = ids_by_branch(&source);
-    let file = source._dir.path().join("one.trig");
+    let file = source.dir().join("one.trig");
     source.ok(&[
         "export",
         &ids["booking"],
@@ -680,19 +584,7 @@ fn diff_shows_the_arguments_of_tool_calls_that_differ_only_in_them() {
             "--content",
             "Trains to Amsterdam?",
         ]);
-        let calls = call(day);
-        cli.ok(&[
-            "append",
-            id,
-            "--role",
-            "assistant",
-            "--kind",
-            "tool_call",
-            "--content",
-            "",
-            "--tool-calls",
-            &calls,
-        ]);
+        append_calls(&cli, id, &call(day));
     }
     let diff = cli.json(&["diff", "fri", "sun", "--json"]);
     assert_eq!(diff["common_prefix"], 1, "{diff}");
@@ -736,7 +628,7 @@ fn transcripts_import_and_export_from_the_command_line() {
     let branches = cli.json(&["branches", "7f3c2a10-5b1e-4c8e-9a61-2d4f0e8b9c01", "--json"]);
     assert_eq!(branches.as_array().unwrap().len(), 2);
 
-    let bad = cli._dir.path().join("bad.jsonl");
+    let bad = cli.dir().join("bad.jsonl");
     std::fs::write(&bad, "{\"type\":\"user\"}\n").unwrap();
     let err = cli.fails(&["import", bad.to_str().unwrap(), "--format", "claude-code"]);
     assert!(
@@ -748,6 +640,43 @@ fn transcripts_import_and_export_from_the_command_line() {
         err.contains("expected one of: trig, nquads, openai, claude-code"),
         "{err}"
     );
+}
+
+/// `regenerate SESSION --at 1 --model MODEL --endpoint ENDPOINT`, then `more`.
+fn regenerate<'a>(
+    session: &'a str,
+    model: &'a str,
+    endpoint: &'a str,
+    more: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "regenerate",
+        session,
+        "--at",
+        "1",
+        "--model",
+        model,
+        "--endpoint",
+        endpoint,
+    ];
+    args.extend(more);
+    args
+}
+
+/// Appends to `session` an assistant turn that calls tools: `calls` (a JSON array).
+fn append_calls(cli: &Cli, session: &str, calls: &str) {
+    cli.ok(&[
+        "append",
+        session,
+        "--role",
+        "assistant",
+        "--kind",
+        "tool_call",
+        "--content",
+        "",
+        "--tool-calls",
+        calls,
+    ]);
 }
 
 #[test]
@@ -773,42 +702,13 @@ fn regenerate_dry_run_foreground_background_and_cancel() {
         "model-a",
     ]);
     let stub = common::stub::start(common::stub::Mode::Echo);
-    let plan = cli.ok(&[
-        "regenerate",
-        "root",
-        "--at",
-        "1",
-        "--model",
-        "model-b",
-        "--endpoint",
-        &stub.url,
-        "--dry-run",
-    ]);
+    let plan = cli.ok(&regenerate("root", "model-b", &stub.url, &["--dry-run"]));
     assert!(plan.contains("would fork root at index 1"), "{plan}");
     assert!(plan.contains("estimated tokens"), "{plan}");
-    let err = cli.fails(&[
-        "regenerate",
-        "root",
-        "--at",
-        "1",
-        "--model",
-        "m",
-        "--endpoint",
-        "http://192.0.2.1/v1",
-    ]);
+    let err = cli.fails(&regenerate("root", "m", "http://192.0.2.1/v1", &[]));
     assert!(err.contains("--allow-remote"), "{err}");
 
-    let job = cli.json(&[
-        "regenerate",
-        "root",
-        "--at",
-        "1",
-        "--model",
-        "model-b",
-        "--endpoint",
-        &stub.url,
-        "--json",
-    ]);
+    let job = cli.json(&regenerate("root", "model-b", &stub.url, &["--json"]));
     assert_eq!(job["status"], "complete");
     let fork = job["fork"].as_str().unwrap().to_string();
     let replay = cli.json(&["replay", &fork, "--json"]);
@@ -821,18 +721,8 @@ fn regenerate_dry_run_foreground_background_and_cancel() {
 
     // In the background, cancelled while the model is slow: no turn is left.
     let slow = common::stub::start(common::stub::Mode::Slow(std::time::Duration::from_secs(5)));
-    let job = cli.json(&[
-        "regenerate",
-        "root",
-        "--at",
-        "1",
-        "--model",
-        "model-c",
-        "--endpoint",
-        &slow.url,
-        "--background",
-        "--json",
-    ]);
+    let in_background = ["--background", "--json"];
+    let job = cli.json(&regenerate("root", "model-c", &slow.url, &in_background));
     assert_eq!(job["status"], "running");
     let id = job["job"].as_str().unwrap().to_string();
     while slow.requests().is_empty() {
@@ -858,12 +748,8 @@ fn regenerate_dry_run_foreground_background_and_cancel() {
 
 /// Runs the binary in `dir` (not the checkout), its stdout closed before it writes.
 fn closed_pipe(cli: &Cli, args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .arg("--store")
-        .arg(&cli.store)
-        .args(args)
-        .current_dir(cli._dir.path())
-        .env_remove("FORKTRAIL_STORE")
+    let mut child = forktrail(&cli.store, args)
+        .current_dir(cli.dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -879,7 +765,7 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
     let cli = Cli::new();
     cli.ok(&["demo"]);
     let root = ids_by_branch(&cli)["main"].clone();
-    let chat = cli._dir.path().join("chat.json");
+    let chat = cli.dir().join("chat.json");
     std::fs::write(&chat, r#"[{"role":"user","content":"hi"}]"#).unwrap();
     for args in [
         vec!["tree", root.as_str(), "--json"],
@@ -917,16 +803,7 @@ fn a_failed_regeneration_exits_1_with_its_reason_on_stderr_naming_the_endpoint_o
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
-    let args = [
-        "regenerate",
-        "r",
-        "--at",
-        "1",
-        "--model",
-        "m",
-        "--endpoint",
-        &endpoint,
-    ];
+    let args = regenerate("r", "m", &endpoint, &[]);
     let out = cli.run(&args);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -935,7 +812,7 @@ fn a_failed_regeneration_exits_1_with_its_reason_on_stderr_naming_the_endpoint_o
     assert!(stderr.contains("failed: cannot reach"), "{stderr}");
     assert_eq!(stderr.matches(&endpoint).count(), 1, "{stderr}");
     // With --json the job still goes to stdout, and the exit code still says it failed.
-    let mut json_args = args.to_vec();
+    let mut json_args = args.clone();
     json_args.push("--json");
     let out = cli.run(&json_args);
     assert_eq!(out.status.code(), Some(1));
@@ -954,19 +831,12 @@ fn a_failed_regeneration_exits_1_with_its_reason_on_stderr_naming_the_endpoint_o
 fn an_identical_regeneration_reuses_its_job_and_again_asks_anew() {
     let cli = one_question();
     let stub = common::stub::start(common::stub::Mode::Echo);
-    let args = [
-        "regenerate",
+    let args = regenerate(
         "r",
-        "--at",
-        "1",
-        "--model",
         "model-b",
-        "--endpoint",
         &stub.url,
-        "--temperature",
-        "0.2",
-        "--json",
-    ];
+        &["--temperature", "0.2", "--json"],
+    );
     let first = cli.json(&args);
     let second = cli.json(&args);
     assert_eq!(first["job"], second["job"]);
@@ -1003,17 +873,11 @@ fn an_identical_regeneration_reuses_its_job_and_again_asks_anew() {
 #[test]
 fn shipped_queries_run_by_name_outside_the_checkout_and_list_their_help() {
     let cli = Cli::new();
-    let demo = String::from_utf8(
-        Command::new(env!("CARGO_BIN_EXE_forktrail"))
-            .arg("--store")
-            .arg(&cli.store)
-            .arg("demo")
-            .current_dir(cli._dir.path())
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let demo = succeeds(
+        forktrail(&cli.store, &["demo"]).current_dir(cli.dir()),
+        "demo",
+    );
+    let demo = String::from_utf8(demo.stdout).unwrap();
     // Every hint the demo prints runs as printed from where the user is.
     let hints: Vec<&str> = demo
         .lines()
@@ -1024,15 +888,11 @@ fn shipped_queries_run_by_name_outside_the_checkout_and_list_their_help() {
     assert!(hints.len() >= 3, "{demo}");
     for hint in hints {
         let words: Vec<&str> = hint.split_whitespace().collect();
-        let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-            .args(&words[1..])
-            .current_dir(cli._dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{hint}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = succeeds(
+            Command::new(env!("CARGO_BIN_EXE_forktrail"))
+                .args(&words[1..])
+                .current_dir(cli.dir()),
+            hint,
         );
         assert!(!out.stdout.is_empty(), "{hint}");
     }
@@ -1070,7 +930,7 @@ fn shipped_queries_run_by_name_outside_the_checkout_and_list_their_help() {
 #[test]
 fn import_tells_formats_from_the_content_or_says_it_cannot() {
     let cli = Cli::new();
-    let dir = cli._dir.path();
+    let dir = cli.dir();
     let chat = dir.join("chat.jsonl");
     std::fs::write(
         &chat,
@@ -1139,27 +999,12 @@ fn updates_are_sent_elsewhere_and_a_deep_store_path_is_created() {
         "SELECT * WHERE { SERVICE SILENT <http://127.0.0.1:9/> { ?s ?p ?o } }",
     ]);
     assert!(err.contains("SERVICE is not allowed"), "{err}");
-    let deep = cli._dir.path().join("a/b/c");
-    let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .arg("--store")
-        .arg(&deep)
-        .args(["new", "--id", "x"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let deep = cli.dir().join("a/b/c");
+    succeeds(&mut forktrail(&deep, &["new", "--id", "x"]), "new");
     assert!(deep.is_dir());
-    let file = cli._dir.path().join("plain-file");
+    let file = cli.dir().join("plain-file");
     std::fs::write(&file, "x").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .arg("--store")
-        .arg(&file)
-        .args(["new"])
-        .output()
-        .unwrap();
+    let out = forktrail(&file, &["new"]).output().unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(
         stderr.contains("is a file, not a store directory"),
@@ -1222,18 +1067,11 @@ fn replay_shows_tool_calls_and_counts_speak_english() {
         "--content",
         "Weather in Lisbon?",
     ]);
-    cli.ok(&[
-        "append",
+    append_calls(
+        &cli,
         "t",
-        "--role",
-        "assistant",
-        "--kind",
-        "tool_call",
-        "--content",
-        "",
-        "--tool-calls",
         r#"[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Lisbon\"}"}}]"#,
-    ]);
+    );
     cli.ok(&[
         "append",
         "t",
@@ -1353,11 +1191,7 @@ fn verify_is_clean_on_the_demo_names_tampering_in_a_file_and_checks_a_backup() {
     let backup = cli.store.with_extension("backup");
     let said = cli.ok(&["backup", backup.to_str().unwrap()]);
     assert!(said.starts_with("backed up 4 sessions to"), "{said}");
-    let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .args(["--store", backup.to_str().unwrap(), "verify"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = succeeds(&mut forktrail(&backup, &["verify"]), "verify");
     assert!(String::from_utf8(out.stdout)
         .unwrap()
         .starts_with("ok: 4 sessions"));
@@ -1370,7 +1204,7 @@ fn verify_is_clean_on_the_demo_names_tampering_in_a_file_and_checks_a_backup() {
 fn serve_stops_on_sigterm_within_its_grace_whatever_queries_are_running() {
     let cli = Cli::new();
     cli.ok(&["demo"]);
-    let (mut server, port) = serve(&cli, &["--query-timeout", "200ms"], None);
+    let (mut server, base) = serve(&cli, &["--query-timeout", "200ms"], None);
     // Slow queries (every pair of quads, ten times over: a cross product the server
     // still admits, under 1e7 rows): each keeps a core busy past its time limit.
     let values: Vec<String> = (1..=10).map(|i| i.to_string()).collect();
@@ -1379,7 +1213,7 @@ fn serve_stops_on_sigterm_within_its_grace_whatever_queries_are_running() {
         values.join(" ")
     );
     for _ in 0..4 {
-        let url = format!("http://127.0.0.1:{port}/sparql");
+        let url = format!("{base}/sparql");
         let slow = slow.clone();
         std::thread::spawn(move || {
             let _ = reqwest::blocking::Client::new()
@@ -1389,7 +1223,7 @@ fn serve_stops_on_sigterm_within_its_grace_whatever_queries_are_running() {
         });
     }
     // Until they hold their slots (the metrics take none).
-    let metrics = format!("http://127.0.0.1:{port}/metrics");
+    let metrics = format!("{base}/metrics");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !reqwest::blocking::get(&metrics)
         .unwrap()
@@ -1405,12 +1239,12 @@ fn serve_stops_on_sigterm_within_its_grace_whatever_queries_are_running() {
     }
     let signalled = std::time::Instant::now();
     let killed = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
+        .args(["-TERM", &server.0.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     loop {
-        if let Some(status) = server.try_wait().unwrap() {
+        if let Some(status) = server.0.try_wait().unwrap() {
             assert!(status.success(), "{status}");
             break;
         }
@@ -1426,35 +1260,15 @@ fn serve_stops_on_sigterm_within_its_grace_whatever_queries_are_running() {
 
 #[test]
 fn serve_takes_a_port_on_its_own_and_names_the_web_ui_in_its_help() {
-    use std::io::BufRead;
     let cli = Cli::new();
     cli.ok(&["demo"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .arg("--store")
-        .arg(&cli.store)
-        .args(["serve", "--port", &port.to_string()])
-        .env_remove("FORKTRAIL_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(
-        first.contains(&format!("serving on http://127.0.0.1:{port}")),
-        "{first}"
-    );
-    let health = reqwest::blocking::get(format!("http://127.0.0.1:{port}/health")).unwrap();
+    let port = common::free_port().to_string();
+    let (server, base) =
+        serving(forktrail(&cli.store, &["serve", "--port", &port]).env_remove("FORKTRAIL_TOKEN"));
+    assert_eq!(base, format!("http://127.0.0.1:{port}"));
+    let health = reqwest::blocking::get(format!("{base}/health")).unwrap();
     assert_eq!(health.text().unwrap(), "ok\n");
-    server.kill().unwrap();
-    server.wait().unwrap();
+    drop(server);
     let help = cli.ok(&["serve", "--help"]);
     assert!(help.contains("web UI"), "{help}");
     // The options every command shares come after the command's own.

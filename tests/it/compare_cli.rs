@@ -5,151 +5,27 @@
 
 use crate::common;
 
+use common::cli::Cli;
 use common::stub::{self, completion, Reply};
-use common::{quads, session_with};
-use forktrail::{Kind, NewTurn, Role, Store};
+use common::travel;
 use serde_json::{json, Value};
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A store directory holding the recorded agent session `trip`:
-/// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
-/// 4 assistant answers, 5 user, 6 assistant calls get_price(train), 7 tool result,
-/// 8 assistant answers.
-struct Cli {
-    _dir: tempfile::TempDir,
-    store: PathBuf,
-}
-
-impl Cli {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = dir.path().join("store");
-        let s = Store::open(&store).unwrap();
-        let root = session_with(&s, "trip", 0);
-        let call = |id: &str, name: &str, args: Value| {
-            json!([{"id": id, "type": "function",
-                    "function": {"name": name, "arguments": args.to_string()}}])
-            .to_string()
-        };
-        let turns = vec![
-            NewTurn::new(Role::System, "You are a travel agent."),
-            NewTurn::new(Role::User, "Weather in Paris?"),
-            NewTurn::new(Role::Assistant, "")
-                .kind(Kind::ToolCall)
-                .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
-                .model("model-a"),
-            NewTurn::new(Role::Tool, "18C, sunny")
-                .tool_call_id("c1")
-                .name("get_weather"),
-            NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
-            NewTurn::new(Role::User, "And the train price?"),
-            NewTurn::new(Role::Assistant, "")
-                .kind(Kind::ToolCall)
-                .tool_calls(call(
-                    "c2",
-                    "get_price",
-                    json!({"mode": "train", "to": "Paris"}),
-                ))
-                .model("model-a"),
-            NewTurn::new(Role::Tool, "49 EUR")
-                .tool_call_id("c2")
-                .name("get_price"),
-            NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
-        ];
-        s.append_many(&root, turns).unwrap();
-        Self { _dir: dir, store }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
-        command
-            .arg("--store")
-            .arg(&self.store)
-            .args(args)
-            .current_dir(self._dir.path())
-            .env_remove("FORKTRAIL_STORE")
-            .env_remove("OPENAI_BASE_URL")
-            .stdin(Stdio::null());
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    /// Runs a command that must succeed; returns its stdout and stderr.
-    fn ok(&self, args: &[&str]) -> (String, String) {
-        let out = self.run(args);
-        let stderr = String::from_utf8(out.stderr).unwrap();
-        assert!(out.status.success(), "{args:?} failed: {stderr}");
-        (String::from_utf8(out.stdout).unwrap(), stderr)
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        serde_json::from_str(&self.ok(args).0).unwrap()
-    }
-
-    /// Runs a command that must fail without printing data or changing the store;
-    /// returns its stderr.
-    fn fails(&self, args: &[&str]) -> String {
-        let before = self.quads();
-        let out = self.run(args);
-        assert!(!out.status.success(), "{args:?} should have failed");
-        assert!(out.stdout.is_empty(), "{args:?} printed data on failure");
-        assert_eq!(before, self.quads(), "{args:?} changed the store");
-        String::from_utf8(out.stderr).unwrap()
-    }
-
-    /// Every quad of the store (opened for the moment: no command may hold it).
-    fn quads(&self) -> Vec<String> {
-        quads(&Store::open(&self.store).unwrap())
-    }
-}
-
-/// The recorded assistant turns after index 1, picked by how many assistant messages
-/// the request holds, with this usage each: a model that replays the recording.
-fn replay(request: &Value) -> Reply {
-    let answered = request["messages"]
-        .as_array()
-        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-    let model = "model-a";
-    Reply::ok(match answered {
-        0 => completion(
-            model,
-            None,
-            &[("x1", "get_weather", json!({"city": "Paris"}))],
-            (100, 10, 0),
-            "tool_calls",
-        ),
-        1 => completion(
-            model,
-            Some("It is 18C and sunny."),
-            &[],
-            (120, 8, 100),
-            "stop",
-        ),
-        2 => completion(
-            model,
-            None,
-            &[("x2", "get_price", json!({"to": "Paris", "mode": "train"}))],
-            (140, 12, 0),
-            "tool_calls",
-        ),
-        _ => completion(model, Some("49 EUR by train."), &[], (160, 6, 0), "stop"),
-    })
+/// A store directory holding the recorded travel-agent session `trip`
+/// ([`travel::session`]).
+fn trip() -> Cli {
+    let cli = Cli::new();
+    travel::session(&cli.open(), "trip");
+    cli
 }
 
 /// A model that answers the first question in its own words, then calls a tool the
 /// recording never called.
-fn books_a_flight(request: &Value) -> Reply {
-    let answered = request["messages"]
-        .as_array()
-        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-    Reply::ok(match answered {
+fn speaks_then_books_a_flight(request: &Value) -> Reply {
+    Reply::ok(match travel::answered(request) {
         0 => completion("model-b", Some("Sunny, 18C."), &[], (50, 5, 0), "stop"),
         _ => completion(
             "model-b",
@@ -191,22 +67,34 @@ fn arm(name: &str, model: &str, stub: &stub::Stub) -> String {
     format!("name={name},model={model},endpoint={}", stub.url)
 }
 
+/// A model that replays the recording, each answer 30 s late.
+fn slow_replay() -> stub::Stub {
+    stub::scripted(|request, _| Reply {
+        delay: Some(Duration::from_secs(30)),
+        ..travel::replay("model-a", request)
+    })
+}
+
+/// `compare trip --at 2` with these `--arm`s, begun in a background worker: the
+/// comparison as its `--json` says it began.
+fn in_background(cli: &Cli, arms: &[String]) -> Value {
+    let mut args = vec!["compare", "trip", "--at", "2"];
+    for arm in arms {
+        args.extend(["--arm", arm]);
+    }
+    args.extend(["--background", "--json"]);
+    cli.json(&args)
+}
+
 #[test]
 fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
-    let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
-    let b = stub::scripted(|request, _| books_a_flight(request));
-    let (table, stderr) = cli.ok(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("same", "model-a", &a),
-        "--arm",
-        &arm("flyer", "model-b", &b),
-        "--price",
-        "model-a=3/15/0.3",
+    let cli = trip();
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
+    let b = stub::scripted(|request, _| speaks_then_books_a_flight(request));
+    let (same, flyer) = (arm("same", "model-a", &a), arm("flyer", "model-b", &b));
+    let price = "model-a=3/15/0.3";
+    let (table, stderr) = cli.ok_with_stderr(&[
+        "compare", "trip", "--at", "2", "--arm", &same, "--arm", &flyer, "--price", price,
     ]);
     // The id and the warning come first, on stderr.
     let id = stderr
@@ -232,45 +120,39 @@ fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
         header.find("flyer").unwrap(),
     );
     assert!(base < same && same < flyer, "{header}");
-    assert_eq!(
-        row(&table, "status"),
-        ["recorded", "complete", "unanswered_tool_call"]
-    );
-    assert_eq!(row(&table, "steps"), ["4", "4", "2"]);
-    assert_eq!(
-        row(&table, "input tokens"),
-        ["not measured", "520", "120"],
-        "{table}"
-    );
-    assert_eq!(row(&table, "output tokens"), ["not measured", "36", "14"]);
-    assert_eq!(row(&table, "cached tokens"), ["not measured", "100", "0"]);
-    assert_eq!(
-        row(&table, "tool sequence"),
-        [
-            "get_weather, get_price",
-            "get_weather, get_price",
-            "book_flight"
-        ]
-    );
-    assert_eq!(row(&table, "from recording"), ["-", "2", "0"]);
-    assert_eq!(row(&table, "unanswered"), ["-", "0", "1"]);
-    // ((520 - 100) * $3 + 100 * $0.3 + 36 * $15) per million tokens; the recording's
-    // model is priced, but the recording reports no usage.
-    assert_eq!(
-        row(&table, "cost"),
-        ["not measured", "$0.001830", "unpriced"]
-    );
-    assert_eq!(
-        row(&table, "finish reasons"),
-        [
-            "not measured",
-            "tool_calls, stop, tool_calls, stop",
-            "stop, tool_calls"
-        ]
-    );
-    // The flyer's index 2 says "Sunny, 18C." where the recording called get_weather.
-    assert_eq!(row(&table, "first divergence"), ["none", "none", "2"]);
-    assert_eq!(row(&table, "reached end"), ["yes", "yes", "no"]);
+    // Cost: ((520 - 100) * $3 + 100 * $0.3 + 36 * $15) per million tokens; the
+    // recording's model is priced, but the recording reports no usage. The flyer's
+    // index 2 says "Sunny, 18C." where the recording called get_weather.
+    for (label, cells) in [
+        ("status", ["recorded", "complete", "unanswered_tool_call"]),
+        ("steps", ["4", "4", "2"]),
+        ("input tokens", ["not measured", "520", "120"]),
+        ("output tokens", ["not measured", "36", "14"]),
+        ("cached tokens", ["not measured", "100", "0"]),
+        (
+            "tool sequence",
+            [
+                "get_weather, get_price",
+                "get_weather, get_price",
+                "book_flight",
+            ],
+        ),
+        ("from recording", ["-", "2", "0"]),
+        ("unanswered", ["-", "0", "1"]),
+        ("cost", ["not measured", "$0.001830", "unpriced"]),
+        (
+            "finish reasons",
+            [
+                "not measured",
+                "tool_calls, stop, tool_calls, stop",
+                "stop, tool_calls",
+            ],
+        ),
+        ("first divergence", ["none", "none", "2"]),
+        ("reached end", ["yes", "yes", "no"]),
+    ] {
+        assert_eq!(row(&table, label), cells, "{label}:\n{table}");
+    }
     let stopped = table
         .lines()
         .find(|l| l.starts_with("arm flyer stopped unanswered_tool_call: "))
@@ -285,17 +167,10 @@ fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
 
 #[test]
 fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
-    let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
-    let out = cli.run(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("same", "model-a", &a),
-        "--json",
-    ]);
+    let cli = trip();
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
+    let same = arm("same", "model-a", &a);
+    let out = cli.run(&["compare", "trip", "--at", "2", "--arm", &same, "--json"]);
     assert!(out.status.success());
     assert!(
         out.stderr.is_empty(),
@@ -327,7 +202,7 @@ fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
         "a run id shows its comparison"
     );
     assert_eq!(cli.json(&["comparisons", "--json"]), json!([c]));
-    let (listed, _) = cli.ok(&["comparisons"]);
+    let listed = cli.ok(&["comparisons"]);
     let line = listed.lines().find(|l| l.starts_with(id)).unwrap();
     assert!(
         line.contains("trip@2") && line.contains("ended") && line.contains("same complete"),
@@ -337,19 +212,12 @@ fn json_prints_the_comparison_that_jobs_show_and_comparisons_print() {
 
 #[test]
 fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writes_nothing() {
-    let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
+    let cli = trip();
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
     let before = cli.quads();
-    let args = [
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("same", "model-a", &a),
-        "--dry-run",
-    ];
-    let (plan, _) = cli.ok(&args);
+    let same = arm("same", "model-a", &a);
+    let args = ["compare", "trip", "--at", "2", "--arm", &same, "--dry-run"];
+    let plan = cli.ok(&args);
     let same = row(&plan, "same");
     assert_eq!(
         same[..5],
@@ -360,13 +228,13 @@ fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writ
     assert!(plan.contains("budget      none"), "{plan}");
     let mut priced = args.to_vec();
     priced.extend(["--price", "model-a=3/15", "--budget-usd", "2", "--json"]);
-    let json: Value = serde_json::from_str(&cli.ok(&priced).0).unwrap();
+    let json: Value = serde_json::from_str(&cli.ok(&priced)).unwrap();
     let estimate = json["arms"][0]["estimated_usd"].as_f64().unwrap();
     assert!(estimate > 0.0, "{json}");
     assert_eq!(json["arms"][0]["estimated_steps"], 4);
     assert_eq!(json["budget_usd"], 2.0);
     priced.pop();
-    let (plan, _) = cli.ok(&priced);
+    let plan = cli.ok(&priced);
     let cost = format!("${estimate:.6}");
     assert_eq!(row(&plan, "same")[6], cost, "{plan}");
     assert!(plan.contains(&format!("total       {cost}")), "{plan}");
@@ -377,7 +245,7 @@ fn a_dry_run_prints_the_estimated_cost_with_prices_and_unpriced_without_and_writ
 
 #[test]
 fn an_off_machine_endpoint_is_refused_naming_the_flag_it_needs_and_nothing_is_written() {
-    let cli = Cli::new();
+    let cli = trip();
     let remote = "model=claude-x,endpoint=https://models.example.com/v1";
     let err = cli.fails(&["compare", "trip", "--at", "2", "--arm", remote]);
     assert!(err.contains("--allow-remote"), "{err}");
@@ -398,14 +266,8 @@ fn an_off_machine_endpoint_is_refused_naming_the_flag_it_needs_and_nothing_is_wr
         err.contains("arm 1 (claude-x)"),
         "the error names the arm: {err}"
     );
-    let err = cli.fails(&[
-        "compare",
-        "trip",
-        "--at",
-        "10",
-        "--arm",
-        "model=m,endpoint=http://127.0.0.1:9/v1",
-    ]);
+    let local = "model=m,endpoint=http://127.0.0.1:9/v1";
+    let err = cli.fails(&["compare", "trip", "--at", "10", "--arm", local]);
     assert!(
         err.contains("index 10 is out of range for session trip"),
         "the error names session and index: {err}"
@@ -419,26 +281,20 @@ fn an_off_machine_endpoint_is_refused_naming_the_flag_it_needs_and_nothing_is_wr
 
 #[test]
 fn the_same_comparison_twice_prints_reused_without_calling_the_model_again() {
-    let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
-    let args = [
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("same", "model-a", &a),
-    ];
-    let (first, _) = cli.ok(&args);
+    let cli = trip();
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
+    let same = arm("same", "model-a", &a);
+    let args = ["compare", "trip", "--at", "2", "--arm", &same];
+    let first = cli.ok(&args);
     assert!(!first.contains("reused"), "{first}");
     assert_eq!(a.requests().len(), 4);
-    let (second, _) = cli.ok(&args);
+    let second = cli.ok(&args);
     assert!(second.contains("reused"), "{second}");
     assert_eq!(row(&second, "input tokens"), ["not measured", "520"]);
     assert_eq!(a.requests().len(), 4, "no second call");
     let mut again = args.to_vec();
     again.push("--again");
-    let (third, _) = cli.ok(&again);
+    let third = cli.ok(&again);
     assert!(!third.contains("reused"), "{third}");
     assert_eq!(a.requests().len(), 8);
     assert_eq!(
@@ -454,28 +310,22 @@ fn the_same_comparison_twice_prints_reused_without_calling_the_model_again() {
 /// already committed, or that cannot go on after the process died holding the store.
 #[test]
 fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
-    let cli = Cli::new();
+    let cli = trip();
     let seen = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&seen);
     // The third request waits 10 s for its answer: the process is killed while it
     // waits, with two steps committed. The others are answered at once.
     let a = stub::scripted(move |request, _| {
         let n = count.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut reply = replay(request);
+        let mut reply = travel::replay("model-a", request);
         if n == 3 {
             reply.delay = Some(Duration::from_secs(10));
         }
         reply
     });
+    let only = arm("a", "model-a", &a);
     let mut child = cli
-        .command(&[
-            "compare",
-            "trip",
-            "--at",
-            "2",
-            "--arm",
-            &arm("a", "model-a", &a),
-        ])
+        .command(&["compare", "trip", "--at", "2", "--arm", &only])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -493,7 +343,7 @@ fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
     );
     let id = c["comparison"].as_str().unwrap();
 
-    let (table, _) = cli.ok(&["jobs", "resume", id]);
+    let table = cli.ok(&["jobs", "resume", id]);
     assert_eq!(row(&table, "status"), ["recorded", "complete"], "{table}");
     assert_eq!(row(&table, "steps"), ["4", "4"]);
     assert_eq!(row(&table, "input tokens"), ["not measured", "520"]);
@@ -525,27 +375,15 @@ fn a_comparison_killed_mid_run_is_resumed_from_its_last_committed_step() {
 
 #[test]
 fn jobs_cancel_ends_a_comparison_running_in_a_background_worker_cancelled() {
-    let cli = Cli::new();
-    let slow = stub::scripted(|request, _| Reply {
-        delay: Some(Duration::from_secs(30)),
-        ..replay(request)
-    });
-    let begun = cli.json(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("slow", "model-a", &slow),
-        "--background",
-        "--json",
-    ]);
+    let cli = trip();
+    let slow = slow_replay();
+    let begun = in_background(&cli, &[arm("slow", "model-a", &slow)]);
     assert_eq!(begun["status"], "running");
     assert_eq!(begun["arms"][1]["status"], "running");
     let id = begun["comparison"].as_str().unwrap();
     wait_until("the worker's first request", || !slow.requests().is_empty());
     let started = Instant::now();
-    let (cancelled, _) = cli.ok(&["jobs", "cancel", id]);
+    let cancelled = cli.ok(&["jobs", "cancel", id]);
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "the worker stopped without waiting for the answer"
@@ -564,9 +402,9 @@ fn jobs_cancel_ends_a_comparison_running_in_a_background_worker_cancelled() {
 
 #[test]
 fn arms_from_a_file_follow_the_arm_flags_and_price_flags_win_over_the_prices_file() {
-    let cli = Cli::new();
-    let a = stub::scripted(|request, _| replay(request));
-    let dir = cli._dir.path();
+    let cli = trip();
+    let a = stub::scripted(|request, _| travel::replay("model-a", request));
+    let dir = cli.dir();
     let arms = dir.join("arms.json");
     let arms_json = json!([{"name": "second", "model": "model-b", "endpoint": a.url}]);
     std::fs::write(&arms, arms_json.to_string()).unwrap();
@@ -606,14 +444,8 @@ fn arms_from_a_file_follow_the_arm_flags_and_price_flags_win_over_the_prices_fil
         assert!((usd - tokens as f64 / 1e6).abs() < 1e-12, "{arm}");
     }
     std::fs::write(&arms, r#"[{"model": "m", "colour": "red"}]"#).unwrap();
-    let err = cli.fails(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arms",
-        arms.to_str().unwrap(),
-    ]);
+    let arms = arms.to_str().unwrap();
+    let err = cli.fails(&["compare", "trip", "--at", "2", "--arms", arms]);
     assert!(
         err.contains("--arms") && err.contains("arms.json") && err.contains("colour"),
         "{err}"
@@ -622,35 +454,24 @@ fn arms_from_a_file_follow_the_arm_flags_and_price_flags_win_over_the_prices_fil
 
 #[test]
 fn jobs_cancel_of_one_run_stops_that_arm_while_the_next_goes_on() {
-    let cli = Cli::new();
-    let slow = || {
-        stub::scripted(|request, _| Reply {
-            delay: Some(Duration::from_secs(30)),
-            ..replay(request)
-        })
-    };
-    let (first, second) = (slow(), slow());
-    let begun = cli.json(&[
-        "compare",
-        "trip",
-        "--at",
-        "2",
-        "--arm",
-        &arm("first", "model-a", &first),
-        "--arm",
-        &arm("second", "model-a", &second),
-        "--background",
-        "--json",
-    ]);
+    let cli = trip();
+    let (first, second) = (slow_replay(), slow_replay());
+    let begun = in_background(
+        &cli,
+        &[
+            arm("first", "model-a", &first),
+            arm("second", "model-a", &second),
+        ],
+    );
     let id = begun["comparison"].as_str().unwrap();
     let run = begun["arms"][1]["run"].as_str().unwrap();
     wait_until("the first arm's request", || !first.requests().is_empty());
     // The worker goes on holding the store for the second arm: the cancel returns once
     // the first has stopped.
-    let (said, _) = cli.ok(&["jobs", "cancel", run]);
+    let said = cli.ok(&["jobs", "cancel", run]);
     assert!(said.starts_with(&format!("{run} has stopped")), "{said}");
     wait_until("the second arm's request", || !second.requests().is_empty());
-    let (cancelled, _) = cli.ok(&["jobs", "cancel", id]);
+    let cancelled = cli.ok(&["jobs", "cancel", id]);
     assert_eq!(
         row(&cancelled, "status"),
         ["recorded", "cancelled", "cancelled"],
@@ -665,7 +486,7 @@ fn jobs_cancel_of_one_run_stops_that_arm_while_the_next_goes_on() {
 /// resumes charges it.
 #[test]
 fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pass_the_cap() {
-    let cli = Cli::new();
+    let cli = trip();
     let (cap, out) = (0.7, 40);
     let price = forktrail::Price {
         input: 200.0,
@@ -680,7 +501,7 @@ fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pa
     let seen = Arc::clone(&count);
     let stub = stub::scripted(move |request, bytes| {
         let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut reply = replay(request);
+        let mut reply = travel::replay("model-a", request);
         let mut body: Value = serde_json::from_str(&reply.body).unwrap();
         body["usage"] = json!({"prompt_tokens": bytes / 2, "completion_tokens": out});
         reply.body = body.to_string();
@@ -736,7 +557,7 @@ fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pa
     child.wait().unwrap();
     let kills = 1 + usize::from(stub.requests().len() >= hang_at.load(Ordering::SeqCst));
     hang_at.store(usize::MAX, Ordering::SeqCst);
-    let (table, _) = cli.ok(&["jobs", "resume", &id, "--parallel", "3"]);
+    let table = cli.ok(&["jobs", "resume", &id, "--parallel", "3"]);
     let c = cli.json(&["jobs", "show", &id, "--json"]);
     assert_eq!(c["status"], "ended", "{table}");
     let charged = c["charged_usd"].as_f64().unwrap();

@@ -9,89 +9,27 @@ use crate::common;
 use common::stub::{self, completion, Reply};
 use common::*;
 use forktrail::mcp::{McpConfig, McpServer};
-use forktrail::{queries, CompareOptions, Comparison, NewTurn, Role, SessionId, Store};
+use forktrail::{queries, CompareOptions, Comparison, Store};
 use oxigraph::model::{Literal, Term};
 use oxigraph::sparql::{QueryResults, QuerySolution};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A recorded agent session with tool calls (as in `tests/whatif.rs`):
-/// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
-/// 4 assistant answers, 5 user, 6 assistant calls get_price(train), 7 tool result,
-/// 8 assistant answers.
-fn agent_session(s: &Store) -> SessionId {
-    let root = session_with(s, "trip", 0);
-    let call = |id: &str, name: &str, args: Value| {
-        json!([{"id": id, "type": "function",
-                "function": {"name": name, "arguments": args.to_string()}}])
-        .to_string()
-    };
-    let turns = vec![
-        NewTurn::new(Role::System, "You are a travel agent."),
-        NewTurn::new(Role::User, "Weather in Paris?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "18C, sunny")
-            .tool_call_id("c1")
-            .name("get_weather"),
-        NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
-        NewTurn::new(Role::User, "And the train price?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call(
-                "c2",
-                "get_price",
-                json!({"mode": "train", "to": "Paris"}),
-            ))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "49 EUR")
-            .tool_call_id("c2")
-            .name("get_price"),
-        NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
-    ];
-    s.append_many(&root, turns).unwrap();
-    root
-}
-
 /// Two models behind one stub. `model-a` replays the recording (both tool calls, then
 /// the answers), reporting usage; `model-b` answers in words at once, reporting usage
 /// on its first call only, so its token totals are not measured.
 fn two_models(request: &Value, _: usize) -> Reply {
-    let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let answered = messages.iter().filter(|m| m["role"] == "assistant").count();
     let model = request["model"].as_str().unwrap_or_default();
-    let body = match (model, answered) {
-        ("model-b", 0) => completion(model, Some("Probably mild."), &[], (90, 4, 0), "stop"),
-        ("model-b", _) => {
-            let mut body = completion(model, Some("About 50 EUR."), &[], (0, 0, 0), "stop");
-            body.as_object_mut().unwrap().remove("usage");
-            body
-        }
-        (_, 0) => completion(
-            model,
-            None,
-            &[("x1", "get_weather", json!({"city": "Paris"}))],
-            (100, 10, 0),
-            "tool_calls",
-        ),
-        (_, 1) => completion(
-            model,
-            Some("It is 18C and sunny."),
-            &[],
-            (120, 8, 100),
-            "stop",
-        ),
-        (_, 2) => completion(
-            model,
-            None,
-            &[("x2", "get_price", json!({"to": "Paris", "mode": "train"}))],
-            (140, 12, 0),
-            "tool_calls",
-        ),
-        _ => completion(model, Some("49 EUR by train."), &[], (160, 6, 0), "stop"),
+    if model != "model-b" {
+        return travel::replay(model, request);
+    }
+    let body = if travel::answered(request) == 0 {
+        completion(model, Some("Probably mild."), &[], (90, 4, 0), "stop")
+    } else {
+        let mut body = completion(model, Some("About 50 EUR."), &[], (0, 0, 0), "stop");
+        body.as_object_mut().unwrap().remove("usage");
+        body
     };
     Reply::ok(body)
 }
@@ -249,7 +187,7 @@ fn expected_figures(c: &Comparison) {
 #[test]
 fn the_query_gives_each_arms_figures_as_the_library_does_counting_each_call_once() {
     for s in stores() {
-        let root = agent_session(&s);
+        let root = travel::session(&s, "trip");
         let stub = stub::scripted(two_models);
         let c = s.compare(&root, &options(&two_arms(&stub.url))).unwrap();
         expected_figures(&c);
@@ -270,7 +208,7 @@ fn the_query_gives_each_arms_figures_as_the_library_does_counting_each_call_once
 #[test]
 fn a_comparison_id_that_is_sparql_is_only_a_value() {
     let s = Store::in_memory().unwrap();
-    let root = agent_session(&s);
+    let root = travel::session(&s, "trip");
     let stub = stub::scripted(two_models);
     s.compare(&root, &options(&two_arms(&stub.url))).unwrap();
     let before = quads(&s);
@@ -299,6 +237,25 @@ fn call(server: &McpServer, tool: &str, arguments: Value) -> (bool, Value, Strin
     (result["isError"].as_bool().unwrap(), value, text)
 }
 
+/// [`two_models`], each answer 20 s late.
+fn slow_two_models() -> stub::Stub {
+    stub::scripted(|request, n| Reply {
+        delay: Some(Duration::from_secs(20)),
+        ..two_models(request, n)
+    })
+}
+
+/// The status of each arm but the baseline of a comparison as JSON.
+fn run_statuses(comparison: &Value) -> Vec<&str> {
+    comparison["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["baseline"] == false)
+        .map(|a| a["status"].as_str().unwrap())
+        .collect()
+}
+
 /// Polls the `comparison` tool until the comparison has ended.
 fn mcp_settled(server: &McpServer, id: &str) -> Value {
     for _ in 0..600 {
@@ -321,7 +278,7 @@ fn with_session(arguments: &Value) -> Value {
 #[test]
 fn compare_models_runs_on_its_own_thread_and_the_comparison_tool_shows_the_librarys_figures() {
     let store = Arc::new(Store::in_memory().unwrap());
-    let root = agent_session(&store);
+    let root = travel::session(&store, "trip");
     let stub = stub::scripted(two_models);
     let server = mcp(&store, true);
     let arguments = with_session(&two_arms(&stub.url));
@@ -364,7 +321,7 @@ fn compare_models_runs_on_its_own_thread_and_the_comparison_tool_shows_the_libra
 #[test]
 fn compare_models_refusals_are_worded_as_the_engine_words_them() {
     let store = Arc::new(Store::in_memory().unwrap());
-    let root = agent_session(&store);
+    let root = travel::session(&store, "trip");
     let stub = stub::scripted(two_models);
     let before = quads(&store);
     // Read-only unless started with --allow-writes; reading a comparison is not a write.
@@ -450,11 +407,8 @@ fn the_comparison_tools_are_listed_with_schemas_and_hints() {
 #[test]
 fn cancel_job_stops_a_comparisons_running_runs() {
     let store = Arc::new(Store::in_memory().unwrap());
-    agent_session(&store);
-    let slow = stub::scripted(|request, n| Reply {
-        delay: Some(Duration::from_secs(20)),
-        ..two_models(request, n)
-    });
+    travel::session(&store, "trip");
+    let slow = slow_two_models();
     let server = mcp(&store, true);
     let (error, begun, text) = call(
         &server,
@@ -465,14 +419,7 @@ fn cancel_job_stops_a_comparisons_running_runs() {
     let id = begun["comparison"].as_str().unwrap();
     let (error, cancelled, text) = call(&server, "cancel_job", json!({ "job": id }));
     assert!(!error, "{text}");
-    let statuses: Vec<&str> = cancelled["arms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["baseline"] == false)
-        .map(|a| a["status"].as_str().unwrap())
-        .collect();
-    assert_eq!(statuses, ["cancelled", "cancelled"]);
+    assert_eq!(run_statuses(&cancelled), ["cancelled", "cancelled"]);
     let done = mcp_settled(&server, id);
     assert_eq!(done["status"], "ended");
     query_agrees(&store, &store.comparison(id).unwrap());
@@ -485,29 +432,18 @@ fn cancel_job_stops_a_comparisons_running_runs() {
 mod rest {
     use super::*;
     use forktrail::server::ServerConfig;
-    use reqwest::blocking::{Client, Response};
+    use reqwest::blocking::Response;
     use reqwest::StatusCode;
 
     const TOKEN: &str = "s3cret-token";
 
-    struct Server {
-        base: String,
-        store: Arc<Store>,
-        http: Client,
-    }
+    use common::server::Server;
 
+    /// A server of a store holding the travel-agent session `trip`.
     fn start(config: ServerConfig) -> Server {
         let store = Arc::new(Store::in_memory().unwrap());
-        agent_session(&store);
-        let addr = common::serve_in_process(Arc::clone(&store), config);
-        Server {
-            base: format!("http://{addr}"),
-            store,
-            http: Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()
-                .unwrap(),
-        }
+        travel::session(&store, "trip");
+        Server::start(store, config)
     }
 
     fn with_token() -> ServerConfig {
@@ -525,33 +461,18 @@ mod rest {
         }
     }
 
-    impl Server {
-        fn url(&self, path: &str) -> String {
-            format!("{}{path}", self.base)
-        }
-        fn get(&self, path: &str) -> Response {
-            self.http.get(self.url(path)).send().unwrap()
-        }
-        fn post(&self, path: &str, token: Option<&str>, body: &Value) -> Response {
-            let mut r = self.http.post(self.url(path)).json(body);
-            if let Some(t) = token {
-                r = r.bearer_auth(t);
+    /// Polls `GET /comparisons/{id}` until the comparison has ended.
+    fn settled(s: &Server, id: &str) -> Value {
+        for _ in 0..600 {
+            let r = s.get(&format!("/comparisons/{id}"), "*/*");
+            assert_eq!(r.status(), StatusCode::OK);
+            let body: Value = r.json().unwrap();
+            if body["status"] != "running" {
+                return body;
             }
-            r.send().unwrap()
+            std::thread::sleep(Duration::from_millis(50));
         }
-        /// Polls `GET /comparisons/{id}` until the comparison has ended.
-        fn settled(&self, id: &str) -> Value {
-            for _ in 0..600 {
-                let r = self.get(&format!("/comparisons/{id}"));
-                assert_eq!(r.status(), StatusCode::OK);
-                let body: Value = r.json().unwrap();
-                if body["status"] != "running" {
-                    return body;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            panic!("comparison {id} still running after 30 s");
-        }
+        panic!("comparison {id} still running after 30 s");
     }
 
     fn error_code(r: Response) -> (StatusCode, String) {
@@ -566,7 +487,7 @@ mod rest {
         let stub = stub::scripted(two_models);
         let s = start(offering(&stub));
         let body = two_arms(&stub.url);
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &body);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &body);
         assert_eq!(r.status(), StatusCode::ACCEPTED);
         let begun: Value = r.json().unwrap();
         assert_eq!(begun["status"], "running");
@@ -576,7 +497,7 @@ mod rest {
             "the baseline and two"
         );
         let id = begun["comparison"].as_str().unwrap().to_string();
-        let done = s.settled(&id);
+        let done = settled(&s, &id);
         let library = s.store.comparison(&id).unwrap();
         expected_figures(&library);
         shows(&done, &library);
@@ -601,14 +522,14 @@ mod rest {
             "not measured: unbound"
         );
         // Listed, and the same request again is the same comparison (200, no call).
-        let listed: Value = s.get("/comparisons").json().unwrap();
+        let listed: Value = s.get("/comparisons", "*/*").json().unwrap();
         assert!(listed["comparisons"]
             .as_array()
             .unwrap()
             .iter()
             .any(|c| c["comparison"] == json!(id)));
         let calls = stub.requests().len();
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &body);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &body);
         assert_eq!(r.status(), StatusCode::OK);
         let reused: Value = r.json().unwrap();
         assert_eq!(
@@ -618,11 +539,7 @@ mod rest {
         assert_eq!(stub.requests().len(), calls);
         // Cancelling an ended comparison changes nothing.
         let before = quads(&s.store);
-        let r = s.post(
-            &format!("/comparisons/{id}/cancel"),
-            Some(TOKEN),
-            &json!({}),
-        );
+        let r = s.post_json(&format!("/comparisons/{id}/cancel"), Some(TOKEN), json!({}));
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(quads(&s.store), before);
     }
@@ -634,7 +551,7 @@ mod rest {
         let mut body = two_arms(&stub.url);
         body["dry_run"] = json!(true);
         let before = quads(&s.store);
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &body);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &body);
         assert_eq!(r.status(), StatusCode::OK);
         let plan: Value = r.json().unwrap();
         let library = s
@@ -652,17 +569,17 @@ mod rest {
         let s = start(offering(&stub));
         let body = two_arms(&stub.url);
         let before = quads(&s.store);
-        let r = s.post("/sessions/trip/compare", None, &body);
+        let r = s.post_json("/sessions/trip/compare", None, &body);
         assert_eq!(
             error_code(r),
             (StatusCode::UNAUTHORIZED, "unauthorized".into())
         );
-        let r = s.post("/sessions/trip/compare", Some("wrong"), &body);
+        let r = s.post_json("/sessions/trip/compare", Some("wrong"), &body);
         assert_eq!(
             error_code(r),
             (StatusCode::UNAUTHORIZED, "unauthorized".into())
         );
-        let r = s.post("/comparisons/anything/cancel", None, &json!({}));
+        let r = s.post_json("/comparisons/anything/cancel", None, json!({}));
         assert_eq!(
             error_code(r),
             (StatusCode::UNAUTHORIZED, "unauthorized".into())
@@ -670,10 +587,10 @@ mod rest {
         // Endpoints the server does not offer are refused, on this machine too (the
         // server's key could go there).
         let elsewhere = stub::scripted(two_models);
-        let r = s.post(
+        let r = s.post_json(
             "/sessions/trip/compare",
             Some(TOKEN),
-            &two_arms(&elsewhere.url),
+            two_arms(&elsewhere.url),
         );
         assert_eq!(
             error_code(r),
@@ -683,16 +600,16 @@ mod rest {
         // Remote endpoints only on a server that allows them.
         let remote = json!({"at": 2, "allow_remote": true, "budget_usd": 1,
                             "arms": [{"model": "m", "endpoint": "http://example.com/v1"}]});
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &remote);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &remote);
         assert_eq!(
             error_code(r),
             (StatusCode::FORBIDDEN, "remote_models_disabled".into())
         );
         // Options it does not know, and a fork point past the end.
-        let r = s.post(
+        let r = s.post_json(
             "/sessions/trip/compare",
             Some(TOKEN),
-            &json!({"at": 2, "arms": [{"model": "m"}], "colour": 1}),
+            json!({"at": 2, "arms": [{"model": "m"}], "colour": 1}),
         );
         assert_eq!(
             error_code(r),
@@ -700,12 +617,12 @@ mod rest {
         );
         let mut late = body.clone();
         late["at"] = json!(99);
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &late);
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), &late);
         assert_eq!(
             error_code(r),
             (StatusCode::BAD_REQUEST, "index_out_of_range".into())
         );
-        let r = s.post("/sessions/nope/compare", Some(TOKEN), &body);
+        let r = s.post_json("/sessions/nope/compare", Some(TOKEN), &body);
         assert_eq!(
             error_code(r),
             (StatusCode::NOT_FOUND, "session_not_found".into())
@@ -714,7 +631,7 @@ mod rest {
         assert!(stub.requests().is_empty());
         // A read-only server (no token) refuses every write.
         let read_only = start(ServerConfig::default());
-        let r = read_only.post("/sessions/trip/compare", None, &body);
+        let r = read_only.post_json("/sessions/trip/compare", None, &body);
         assert_eq!(error_code(r), (StatusCode::FORBIDDEN, "read_only".into()));
     }
 
@@ -722,14 +639,14 @@ mod rest {
     fn an_unknown_comparison_is_a_404_job_not_found() {
         let s = start(with_token());
         for path in ["/comparisons/nope", "/comparisons/x%22%20%7D%20DROP%20ALL"] {
-            let r = s.get(path);
+            let r = s.get(path, "*/*");
             assert_eq!(
                 error_code(r),
                 (StatusCode::NOT_FOUND, "job_not_found".into()),
                 "{path}"
             );
         }
-        let r = s.post("/comparisons/nope/cancel", Some(TOKEN), &json!({}));
+        let r = s.post_json("/comparisons/nope/cancel", Some(TOKEN), json!({}));
         assert_eq!(
             error_code(r),
             (StatusCode::NOT_FOUND, "job_not_found".into())
@@ -738,32 +655,18 @@ mod rest {
 
     #[test]
     fn cancel_stops_the_running_runs_of_a_comparison_begun_over_http() {
-        let slow = stub::scripted(|request, n| Reply {
-            delay: Some(Duration::from_secs(20)),
-            ..two_models(request, n)
-        });
+        let slow = slow_two_models();
         let s = start(offering(&slow));
-        let r = s.post("/sessions/trip/compare", Some(TOKEN), &two_arms(&slow.url));
+        let r = s.post_json("/sessions/trip/compare", Some(TOKEN), two_arms(&slow.url));
         assert_eq!(r.status(), StatusCode::ACCEPTED);
         let id = r.json::<Value>().unwrap()["comparison"]
             .as_str()
             .unwrap()
             .to_string();
-        let r = s.post(
-            &format!("/comparisons/{id}/cancel"),
-            Some(TOKEN),
-            &json!({}),
-        );
+        let r = s.post_json(&format!("/comparisons/{id}/cancel"), Some(TOKEN), json!({}));
         assert_eq!(r.status(), StatusCode::OK);
-        let done = s.settled(&id);
-        let statuses: Vec<&str> = done["arms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["baseline"] == false)
-            .map(|a| a["status"].as_str().unwrap())
-            .collect();
-        assert_eq!(statuses, ["cancelled", "cancelled"]);
+        let done = settled(&s, &id);
+        assert_eq!(run_statuses(&done), ["cancelled", "cancelled"]);
         query_agrees(&s.store, &s.store.comparison(&id).unwrap());
     }
 
@@ -778,20 +681,16 @@ mod rest {
             .unwrap();
         let id = begun.comparison.clone();
         assert_eq!(begun.status, "running");
-        let r = s.post(&format!("/comparisons/{id}/resume"), None, &json!({}));
+        let r = s.post_json(&format!("/comparisons/{id}/resume"), None, json!({}));
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
         assert!(stub.requests().is_empty());
-        let r = s.post(
-            &format!("/comparisons/{id}/resume"),
-            Some(TOKEN),
-            &json!({}),
-        );
+        let r = s.post_json(&format!("/comparisons/{id}/resume"), Some(TOKEN), json!({}));
         assert_eq!(r.status(), StatusCode::ACCEPTED);
-        let done = s.settled(&id);
+        let done = settled(&s, &id);
         let library = s.store.comparison(&id).unwrap();
         expected_figures(&library);
         shows(&done, &library);
-        let r = s.post("/comparisons/no-such-id/resume", Some(TOKEN), &json!({}));
+        let r = s.post_json("/comparisons/no-such-id/resume", Some(TOKEN), json!({}));
         assert_eq!(
             error_code(r),
             (StatusCode::NOT_FOUND, "job_not_found".into())

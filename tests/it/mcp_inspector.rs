@@ -21,17 +21,7 @@ const TOKEN: &str = "inspector-token";
 
 /// Where `make inspector` installed the Inspector and its Node.
 fn inspector() -> Option<PathBuf> {
-    match std::env::var_os("FORKTRAIL_INSPECTOR") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None if std::env::var_os("CI").is_some() => panic!(
-            "no MCP Inspector: `make test` installs it (npm) and sets FORKTRAIL_INSPECTOR; \
-             in CI the test fails rather than pass without it"
-        ),
-        None => {
-            eprintln!("FORKTRAIL_INSPECTOR is not set (`make inspector`): skipped");
-            None
-        }
-    }
+    installed("FORKTRAIL_INSPECTOR", "MCP Inspector (npm)", "inspector")
 }
 
 /// One Inspector CLI run: its exit status's success and the JSON it printed.

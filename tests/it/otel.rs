@@ -9,6 +9,7 @@
 
 use crate::common;
 
+use common::cli::{forktrail, succeeds};
 use common::stub::{self, completion, Reply};
 use forktrail::{Kind, Role, SessionId, Store};
 use serde_json::{json, Value};
@@ -72,29 +73,25 @@ fn an_instrumented_openai_client_sends_its_conversation_with_a_tool_call_and_a_r
     let script = format!("{}/tests/otel_client.py", env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("traces.jsonl");
-    let out = Command::new(python)
-        .arg(script)
-        .env(
-            "FORKTRAIL_OTLP_ENDPOINT",
-            format!("http://{addr}/v1/traces"),
-        )
-        .env("FORKTRAIL_TOKEN", "otel-token")
-        .env("FORKTRAIL_OTLP_FILE", &file)
-        .env("FORKTRAIL_MODEL_URL", &model.url)
-        .env(
-            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-            "SPAN_ONLY",
-        )
-        .env(
-            "OTEL_SEMCONV_STABILITY_OPT_IN",
-            "gen_ai_latest_experimental",
-        )
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the instrumented client failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        Command::new(python)
+            .arg(script)
+            .env(
+                "FORKTRAIL_OTLP_ENDPOINT",
+                format!("http://{addr}/v1/traces"),
+            )
+            .env("FORKTRAIL_TOKEN", "otel-token")
+            .env("FORKTRAIL_OTLP_FILE", &file)
+            .env("FORKTRAIL_MODEL_URL", &model.url)
+            .env(
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                "SPAN_ONLY",
+            )
+            .env(
+                "OTEL_SEMCONV_STABILITY_OPT_IN",
+                "gen_ai_latest_experimental",
+            ),
+        "the instrumented client",
     );
     let client: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -144,18 +141,9 @@ fn an_instrumented_openai_client_sends_its_conversation_with_a_tool_call_and_a_r
 
     // The same spans written to a file, imported with the CLI: the same sessions.
     let from_file = dir.path().join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .arg("--store")
-        .arg(&from_file)
-        .args(["import", "--json"])
-        .arg(&file)
-        .env_remove("FORKTRAIL_STORE")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        forktrail(&from_file, &["import", "--json"]).arg(&file),
+        "import",
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["turns"], 6, "{report}");

@@ -233,6 +233,14 @@ fn older_prompt_attributes_and_openinference_give_the_same_conversation() {
     // (llm.input_messages.N.message.*) flatten it; no conversation id: the trace names
     // the session.
     let flat = |prefix_in: &str, prefix_out: &str, role: &str, content: &str, calls: &str| {
+        // A tool call's keys: OpenInference's names (`llm.…`), else OpenLLMetry's.
+        let pick = |openinference: &'static str, openllmetry: &'static str| {
+            if prefix_in.starts_with("llm") {
+                openinference
+            } else {
+                openllmetry
+            }
+        };
         let mut spans = Vec::new();
         let messages: Vec<(&str, &str, Option<&str>)> = vec![
             ("system", "Answer briefly.", None),
@@ -250,40 +258,20 @@ fn older_prompt_attributes_and_openinference_give_the_same_conversation() {
                 attrs[format!("{prefix_in}{i}.{content}")] = json!(c);
                 match extra {
                     Some("call") => {
-                        attrs[format!(
-                            "{prefix_in}{i}.{calls}0.{}",
-                            if prefix_in.starts_with("llm") {
-                                "tool_call.id"
-                            } else {
-                                "id"
-                            }
-                        )] = json!("call_1");
-                        attrs[format!(
-                            "{prefix_in}{i}.{calls}0.{}",
-                            if prefix_in.starts_with("llm") {
-                                "tool_call.function.name"
-                            } else {
-                                "name"
-                            }
-                        )] = json!("get_weather");
-                        attrs[format!(
-                            "{prefix_in}{i}.{calls}0.{}",
-                            if prefix_in.starts_with("llm") {
-                                "tool_call.function.arguments"
-                            } else {
-                                "arguments"
-                            }
-                        )] = json!("{\"city\":\"Paris\"}");
+                        for (key, value) in [
+                            (pick("tool_call.id", "id"), "call_1"),
+                            (pick("tool_call.function.name", "name"), "get_weather"),
+                            (
+                                pick("tool_call.function.arguments", "arguments"),
+                                "{\"city\":\"Paris\"}",
+                            ),
+                        ] {
+                            attrs[format!("{prefix_in}{i}.{calls}0.{key}")] = json!(value);
+                        }
                     }
                     Some("result") => {
-                        attrs[format!(
-                            "{prefix_in}{i}.{}",
-                            if prefix_in.starts_with("llm") {
-                                "message.tool_call_id"
-                            } else {
-                                "tool_call_id"
-                            }
-                        )] = json!("call_1");
+                        let key = pick("message.tool_call_id", "tool_call_id");
+                        attrs[format!("{prefix_in}{i}.{key}")] = json!("call_1");
                     }
                     _ => {}
                 }
@@ -328,18 +316,24 @@ fn older_prompt_attributes_and_openinference_give_the_same_conversation() {
     }
 }
 
+/// `store` served with the token `t0k`: the server, and the URL it takes traces at.
 #[cfg(feature = "server")]
-#[test]
-fn the_server_takes_otlp_http_as_json_and_gzipped_protobuf_with_its_token() {
-    use std::io::Write;
-    let store = std::sync::Arc::new(Store::in_memory().unwrap());
+fn collector(store: Store) -> (common::server::Server, String) {
     let config = forktrail::server::ServerConfig {
         token: Some("t0k".into()),
         ..Default::default()
     };
-    let addr = serve_in_process(std::sync::Arc::clone(&store), config);
-    let url = format!("http://{addr}/v1/traces");
-    let http = reqwest::blocking::Client::new();
+    let server = common::server::Server::start(std::sync::Arc::new(store), config);
+    let url = server.url("/v1/traces");
+    (server, url)
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn the_server_takes_otlp_http_as_json_and_gzipped_protobuf_with_its_token() {
+    use std::io::Write;
+    let (server, url) = collector(Store::in_memory().unwrap());
+    let (store, http) = (std::sync::Arc::clone(&server.store), &server.http);
     let body = request(latest_spans(Some("conv-json")));
     let refused = http.post(&url).json(&body).send().unwrap();
     assert_eq!(refused.status(), 401);
@@ -471,14 +465,8 @@ fn the_server_answers_partial_success_naming_what_it_imported_and_the_spans_it_r
         content_bytes: 2000,
         ..Default::default()
     };
-    let store = std::sync::Arc::new(Store::in_memory().unwrap().with_limits(limits));
-    let config = forktrail::server::ServerConfig {
-        token: Some("t0k".into()),
-        ..Default::default()
-    };
-    let addr = serve_in_process(std::sync::Arc::clone(&store), config);
-    let url = format!("http://{addr}/v1/traces");
-    let http = reqwest::blocking::Client::new();
+    let (server, url) = collector(Store::in_memory().unwrap().with_limits(limits));
+    let (store, http) = (std::sync::Arc::clone(&server.store), &server.http);
     let post = |body: Vec<u8>, content_type: &str| {
         http.post(&url)
             .bearer_auth("t0k")

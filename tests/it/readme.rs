@@ -7,9 +7,12 @@
 //! model server or files of the reader's own.
 #![cfg(feature = "rocksdb")]
 
-use std::io::{BufRead, BufReader};
+use crate::common;
+
+use common::cli::serving;
+use common::Reaped;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 struct Block {
     line: usize,
@@ -42,30 +45,20 @@ fn sh_blocks(readme: &str) -> Vec<Block> {
     blocks
 }
 
-/// `forktrail serve` on a free port of 127.0.0.1, once it says it is serving.
-fn serve(dir: &Path, path: &str) -> (Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = Command::new("forktrail")
-        .args(["serve", "--bind", &addr])
-        .current_dir(dir)
-        .env("PATH", path)
-        .env_remove("FORKTRAIL_STORE")
-        // The token the README's server block says the server was started with.
-        .env("FORKTRAIL_TOKEN", "s3cret")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.contains("serving on"), "{first}");
+/// `forktrail serve` (the one on `path`) in `dir` on a free port of 127.0.0.1, once it
+/// says it is serving: the process (killed when dropped) and its address.
+fn serve(dir: &Path, path: &str) -> (Reaped, String) {
+    let addr = format!("127.0.0.1:{}", common::free_port());
+    let (child, base) = serving(
+        Command::new("forktrail")
+            .args(["serve", "--bind", &addr])
+            .current_dir(dir)
+            .env("PATH", path)
+            .env_remove("FORKTRAIL_STORE")
+            // The token the README's server block says the server was started with.
+            .env("FORKTRAIL_TOKEN", "s3cret"),
+    );
+    assert_eq!(base, format!("http://{addr}"));
     (child, addr)
 }
 
@@ -103,10 +96,7 @@ fn every_shell_example_of_the_readme_runs_as_printed_outside_the_checkout() {
             .env_remove("FORKTRAIL_TOKEN")
             .output()
             .unwrap();
-        if let Some(mut child) = server {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
+        drop(server);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(

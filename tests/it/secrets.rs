@@ -8,8 +8,9 @@
 
 use crate::common;
 
+use common::cli::serving;
 use common::stub::{self, Stub};
-use common::{serve_in_process, session_with, Reaped};
+use common::{free_port, serve_in_process, session_with};
 use forktrail::{NewTurn, Role, Store};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -73,12 +74,8 @@ fn store_dir() -> (tempfile::TempDir, PathBuf) {
 /// `forktrail --store STORE ARGS`, with the keys, the token and the stub as the
 /// providers' configured endpoints in its environment.
 fn forktrail(store: &Path, secrets: &Secrets, stub: &Stub, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
+    let mut command = common::cli::forktrail(store, args);
     command
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("FORKTRAIL_STORE")
         .env("OPENAI_API_KEY", &secrets.openai)
         .env("ANTHROPIC_API_KEY", &secrets.anthropic)
         .env("FORKTRAIL_TOKEN", &secrets.token)
@@ -138,33 +135,6 @@ fn files_under(dir: &Path) -> String {
     out
 }
 
-/// `forktrail serve` on a free port, once it says it is serving; its base URL.
-fn serve(mut command: Command) -> (Reaped, String) {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let base = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_string();
-    (Reaped(child), base)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Polls `GET path` until its `status` is no longer `running`; returns its text.
 fn settled(http: &reqwest::blocking::Client, url: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -179,27 +149,42 @@ fn settled(http: &reqwest::blocking::Client, url: &str) -> String {
     }
 }
 
-/// An MCP tool call over `/mcp` (the stateless protocol); the answer's text.
+/// An MCP tool call over `/mcp` (the stateless protocol) that must succeed; the
+/// answer's text.
 fn mcp_call(http: &reqwest::blocking::Client, base: &str, tool: &str, args: Value) -> String {
+    let (value, text) = mcp_answer(http, base, None, tool, args);
+    assert_eq!(value["result"]["isError"], false, "{text}");
+    text
+}
+
+/// An MCP tool call over `/mcp` (the stateless protocol), with the bearer `token` if
+/// any; the answer, as JSON and as text.
+fn mcp_answer(
+    http: &reqwest::blocking::Client,
+    base: &str,
+    token: Option<&str>,
+    tool: &str,
+    args: Value,
+) -> (Value, String) {
     let params = json!({
         "name": tool, "arguments": args,
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                   "io.modelcontextprotocol/clientCapabilities": {}}
     });
-    let response = http
+    let mut request = http
         .post(format!("{base}/mcp"))
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", "tools/call")
         .header("Mcp-Name", tool)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
-        .send()
-        .unwrap();
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().unwrap();
     assert_eq!(response.status().as_u16(), 200);
     let text = response.text().unwrap();
-    let value: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(value["result"]["isError"], false, "{text}");
-    text
+    (serde_json::from_str(&text).unwrap(), text)
 }
 
 /// Guards against an endpoint (or a gateway before it) that answers an error quoting
@@ -309,7 +294,7 @@ fn an_endpoint_echoing_the_keys_it_received_leaves_no_key_on_any_surface_for_eit
         "--model-endpoint",
         &anthropic_endpoint(&stub),
     ]);
-    let (server, base) = serve(command);
+    let (server, base) = serving(&mut command);
     let http = reqwest::blocking::Client::new();
     let post = |path: &str, body: Value| -> Value {
         let response = http
@@ -347,12 +332,11 @@ fn an_endpoint_echoing_the_keys_it_received_leaves_no_key_on_any_surface_for_eit
             urlencode("SELECT ?s ?p ?o ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
         ),
     ];
-    let every_job: Value = http
-        .get(format!("{base}/jobs"))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let get_json = |path: &str| -> Value {
+        let response = http.get(format!("{base}{path}")).send().unwrap();
+        response.json().unwrap()
+    };
+    let every_job = get_json("/jobs");
     for j in every_job["jobs"].as_array().unwrap() {
         let id = j["job"].as_str().unwrap();
         pages.push(format!("/jobs/{id}"));
@@ -365,12 +349,7 @@ fn an_endpoint_echoing_the_keys_it_received_leaves_no_key_on_any_surface_for_eit
     for id in [&comparison_id, &rest_comparison] {
         pages.push(format!("/comparisons/{id}"));
         pages.push(format!("/ui/comparisons/{id}"));
-        let shown: Value = http
-            .get(format!("{base}/comparisons/{id}"))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
+        let shown = get_json(&format!("/comparisons/{id}"));
         for arm in shown["arms"].as_array().unwrap() {
             pages.push(format!("/ui/sessions/{}", arm["session"].as_str().unwrap()));
         }
@@ -627,23 +606,7 @@ fn rest_and_mcp_call_only_the_endpoints_the_server_offers() {
                 json!({"session": "trip", "at": 2, "arms": [{"model": "m", "endpoint": elsewhere.url}]}),
             ),
         ] {
-            let params = json!({
-                "name": tool, "arguments": args,
-                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                          "io.modelcontextprotocol/clientCapabilities": {}}
-            });
-            let answer: Value = http
-                .post(format!("{base}/mcp"))
-                .bearer_auth("t0ken-for-writes")
-                .header("Accept", "application/json, text/event-stream")
-                .header("MCP-Protocol-Version", "2026-07-28")
-                .header("Mcp-Method", "tools/call")
-                .header("Mcp-Name", tool)
-                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
-                .send()
-                .unwrap()
-                .json()
-                .unwrap();
+            let (answer, _) = mcp_answer(&http, &base, Some("t0ken-for-writes"), tool, args);
             let text = answer["result"]["content"][0]["text"]
                 .as_str()
                 .unwrap_or_default();

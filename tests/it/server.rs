@@ -5,6 +5,7 @@
 
 use crate::common;
 
+use common::server::{Demo, Server};
 use forktrail::server::ServerConfig;
 use forktrail::{demo, Limits, SessionId, Store};
 use reqwest::blocking::{Client, Response};
@@ -15,80 +16,22 @@ use std::time::Duration;
 
 const TOKEN: &str = "s3cret-token";
 
-struct Server {
-    base: String,
-    store: Arc<Store>,
-    tree: demo::DemoTree,
-    http: Client,
-}
-
-fn start(config: ServerConfig) -> Server {
+fn start(config: ServerConfig) -> Demo {
     start_limited(config, Limits::default())
 }
 
-/// A server of a store that holds writes to `limits`.
-fn start_limited(config: ServerConfig, limits: Limits) -> Server {
-    let store = Arc::new(Store::in_memory().unwrap().with_limits(limits));
-    let tree = demo::build(&store).unwrap();
-    let addr = common::serve_in_process(Arc::clone(&store), config);
-    Server {
-        base: format!("http://{addr}"),
-        store,
-        tree,
-        http: Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()
-            .unwrap(),
-    }
+/// A server of the demo tree in a store that holds writes to `limits`.
+fn start_limited(config: ServerConfig, limits: Limits) -> Demo {
+    Server::demo(
+        Arc::new(Store::in_memory().unwrap().with_limits(limits)),
+        config,
+    )
 }
 
 fn with_token() -> ServerConfig {
     ServerConfig {
         token: Some(TOKEN.into()),
         ..ServerConfig::default()
-    }
-}
-
-impl Server {
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-    fn get(&self, path: &str, accept: &str) -> Response {
-        self.http
-            .get(self.url(path))
-            .header("Accept", accept)
-            .send()
-            .unwrap()
-    }
-    fn sparql(&self, query: &str, accept: &str) -> Response {
-        self.http
-            .post(self.url("/sparql"))
-            .header("Content-Type", "application/sparql-query")
-            .header("Accept", accept)
-            .body(query.to_string())
-            .send()
-            .unwrap()
-    }
-    fn post_json(&self, path: &str, token: Option<&str>, body: Value) -> Response {
-        let mut r = self.http.post(self.url(path)).json(&body);
-        if let Some(t) = token {
-            r = r.bearer_auth(t);
-        }
-        r.send().unwrap()
-    }
-    fn update(&self, text: &str, token: Option<&str>) -> Response {
-        let mut r = self
-            .http
-            .post(self.url("/update"))
-            .header("Content-Type", "application/sparql-update")
-            .body(text.to_string());
-        if let Some(t) = token {
-            r = r.bearer_auth(t);
-        }
-        r.send().unwrap()
-    }
-    fn quads(&self) -> Vec<String> {
-        common::quads(&self.store)
     }
 }
 

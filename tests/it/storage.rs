@@ -316,34 +316,38 @@ impl Drop for SmallDisk {
     }
 }
 
+/// Session `s` of two turns in a store on `disk`, served with the token `t`.
+#[cfg(feature = "server")]
+fn served_on(disk: &SmallDisk) -> (common::server::Server, forktrail::SessionId) {
+    let store = Arc::new(Store::open(disk.dir.path().join("store")).unwrap());
+    let id = session_with(&store, "s", 2);
+    let config = forktrail::server::ServerConfig {
+        token: Some("t".into()),
+        ..Default::default()
+    };
+    (common::server::Server::start(store, config), id)
+}
+
+/// A user turn saying `content`, appended to session `s` over HTTP.
+#[cfg(feature = "server")]
+fn append_over_http(server: &common::server::Server, content: &str) -> reqwest::blocking::Response {
+    let turn = serde_json::json!({"role": "user", "content": content});
+    server.post_json("/sessions/s/turns", Some("t"), turn)
+}
+
 #[cfg(feature = "server")]
 #[test]
 fn writes_refused_on_a_full_disk_with_507_go_on_once_space_is_freed_without_a_restart() {
     let Some(disk) = SmallDisk::mount(48) else {
         return;
     };
-    let path = disk.dir.path().join("store");
-    let store = Arc::new(Store::open(&path).unwrap());
-    let id = session_with(&store, "s", 2);
-    let addr = serve_in_process(
-        Arc::clone(&store),
-        forktrail::server::ServerConfig {
-            token: Some("t".into()),
-            ..Default::default()
-        },
-    );
-    let http = reqwest::blocking::Client::new();
-    let append = |content: String| {
-        http.post(format!("http://{addr}/sessions/s/turns"))
-            .bearer_auth("t")
-            .json(&serde_json::json!({"role": "user", "content": content}))
-            .send()
-            .unwrap()
-    };
+    let (server, id) = served_on(&disk);
+    let store = &server.store;
+    let append = |content: &str| append_over_http(&server, content);
     let filler = disk.fill();
     // Large enough that the write-ahead log cannot take it.
     let big = "x".repeat(1 << 20);
-    let refused = append(big.clone());
+    let refused = append(&big);
     assert_eq!(refused.status().as_u16(), 507);
     let body: serde_json::Value = refused.json().unwrap();
     assert_eq!(body["error"], "storage_full", "{body}");
@@ -362,7 +366,7 @@ fn writes_refused_on_a_full_disk_with_507_go_on_once_space_is_freed_without_a_re
     );
     // Room again: the next write goes in, through the same server.
     std::fs::remove_file(filler).unwrap();
-    let taken = append(big.clone());
+    let taken = append(&big);
     assert_eq!(taken.status().as_u16(), 201, "{:?}", taken.text());
     store
         .append(&id, NewTurn::new(Role::Assistant, "and on"))
@@ -486,9 +490,8 @@ fn on_a_full_disk_reads_go_on_and_writes_resume_once_the_room_the_error_names_is
     let Some(disk) = SmallDisk::mount(64) else {
         return;
     };
-    let path = disk.dir.path().join("store");
-    let store = Arc::new(Store::open(&path).unwrap());
-    let id = session_with(&store, "s", 2);
+    let (server, id) = served_on(&disk);
+    let (store, path) = (&server.store, disk.dir.path().join("store"));
     // About 4 MB of turns RocksDB has not flushed yet: a reopen replays and flushes
     // them, so it needs that much room.
     let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
@@ -508,32 +511,20 @@ fn on_a_full_disk_reads_go_on_and_writes_resume_once_the_room_the_error_names_is
             .unwrap();
     }
     let stored = store.replay(&id, None).unwrap();
-    let addr = serve_in_process(
-        Arc::clone(&store),
-        forktrail::server::ServerConfig {
-            token: Some("t".into()),
-            ..Default::default()
-        },
-    );
-    let http = reqwest::blocking::Client::new();
-    let append = |content: &str| {
-        http.post(format!("http://{addr}/sessions/s/turns"))
-            .bearer_auth("t")
-            .json(&serde_json::json!({"role": "user", "content": content}))
-            .send()
-            .unwrap()
-    };
+    let append = |content: &str| append_over_http(&server, content);
     // Reads that reach the store, not the caches: a replay and a SPARQL count.
     let reads = || {
         store.clear_caches();
-        let replay = http
-            .get(format!("http://{addr}/sessions/s/replay"))
+        let replay = server
+            .http
+            .get(server.url("/sessions/s/replay"))
             .send()
             .unwrap();
         assert_eq!(replay.status(), 200, "{:?}", replay.text());
         let records: Vec<forktrail::ReplayRecord> = replay.json().unwrap();
-        let count = http
-            .get(format!("http://{addr}/sparql"))
+        let count = server
+            .http
+            .get(server.url("/sparql"))
             .query(&[(
                 "query",
                 "SELECT (COUNT(*) AS ?n) WHERE { ?t a <https://w3id.org/forktrail/ns#Turn> }",

@@ -893,6 +893,39 @@ fn a_project_folder_with_any_file_cut_short_and_imported_again_whole_ends_as_a_f
     assert_eq!(valid, cuts);
 }
 
+/// Imports the Claude Code log `log` as `first`, then grown to `grown`, into `s`, and
+/// checks that the second import writes `turns` turns to one session, and that the log
+/// has one branch, `alt-1` forked at index 3, and a clean store; returns that import's
+/// report and the branch.
+fn import_grown(
+    s: &TestStore,
+    log: &str,
+    first: &str,
+    grown: &str,
+    turns: u64,
+) -> (forktrail::TranscriptReport, SessionId) {
+    s.import_claude_code(first, &TranscriptOptions::default())
+        .unwrap();
+    let report = s
+        .import_claude_code(grown, &TranscriptOptions::default())
+        .unwrap();
+    assert_eq!(
+        (report.sessions.len(), report.turns),
+        (1, turns),
+        "{report:?}"
+    );
+    let branches = s.branches(&sid(log)).unwrap();
+    assert_eq!(branches.len(), 1, "{}", s.kind);
+    assert_eq!(
+        (branches[0].branch.as_str(), branches[0].forked_at_index),
+        ("alt-1", 3),
+        "{}",
+        s.kind
+    );
+    assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
+    (report, branches[0].session.clone())
+}
+
 #[test]
 fn a_log_grown_by_a_regenerated_answer_to_an_imported_prompt_is_imported_again_as_a_fork() {
     let log = "r1";
@@ -907,24 +940,8 @@ fn a_log_grown_by_a_regenerated_answer_to_an_imported_prompt_is_imported_again_a
         + &cc_line(log, "u3b", Some("a2b"), "user", "And a larger one?")
         + &cc_line(log, "a3b", Some("u3b"), "assistant", "Ninety-seven.");
     for s in stores() {
-        s.import_claude_code(&first, &TranscriptOptions::default())
-            .unwrap();
-        let report = s
-            .import_claude_code(&grown, &TranscriptOptions::default())
-            .unwrap();
-        assert_eq!((report.sessions.len(), report.turns), (1, 3), "{report:?}");
-        let branches = s.branches(&sid(log)).unwrap();
-        assert_eq!(branches.len(), 1, "{}", s.kind);
-        assert_eq!(
-            (branches[0].branch.as_str(), branches[0].forked_at_index),
-            ("alt-1", 3),
-            "{}",
-            s.kind
-        );
-        let alt: Vec<String> = contents(&s, &branches[0].session)
-            .into_iter()
-            .map(|(_, _, c)| c)
-            .collect();
+        let (_, alt) = import_grown(&s, log, &first, &grown, 3);
+        let alt: Vec<String> = contents(&s, &alt).into_iter().map(|(_, _, c)| c).collect();
         assert_eq!(
             alt,
             [
@@ -939,7 +956,6 @@ fn a_log_grown_by_a_regenerated_answer_to_an_imported_prompt_is_imported_again_a
             s.kind
         );
         assert_eq!(contents(&s, log).len(), 4, "{}", s.kind);
-        assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
     }
     let prefix = |s: &Store| s.import_claude_code(&first, &TranscriptOptions::default());
     let whole = |s: &Store| s.import_claude_code(&grown, &TranscriptOptions::default());
@@ -962,27 +978,14 @@ fn a_log_grown_by_a_prompt_and_two_answers_to_it_forks_at_a_turn_the_same_import
         + &cc_line(log, "a2", Some("u2"), "assistant", "A pun.")
         + &cc_line(log, "a2b", Some("u2"), "assistant", "A limerick.");
     for s in stores() {
-        s.import_claude_code(&first, &TranscriptOptions::default())
-            .unwrap();
-        let report = s
-            .import_claude_code(&grown, &TranscriptOptions::default())
-            .unwrap();
-        assert_eq!((report.sessions.len(), report.turns), (1, 4), "{report:?}");
+        let (report, alt) = import_grown(&s, log, &first, &grown, 4);
         assert_eq!(report.extended, [log], "{report:?}");
-        let branches = s.branches(&sid(log)).unwrap();
         assert_eq!(
-            (branches[0].branch.as_str(), branches[0].forked_at_index),
-            ("alt-1", 3),
-            "{}",
-            s.kind
-        );
-        assert_eq!(
-            contents(&s, &branches[0].session).last().unwrap().2,
+            contents(&s, &alt).last().unwrap().2,
             "A limerick.",
             "{}",
             s.kind
         );
-        assert!(s.verify(None).unwrap().is_clean(), "{}", s.kind);
     }
 }
 
@@ -1094,12 +1097,7 @@ fn calls_and_results(s: &Store, id: &str) -> Vec<Said> {
         .unwrap()
         .into_iter()
         .map(|t| {
-            let calls: Vec<String> = t
-                .tool_calls
-                .as_deref()
-                .map(|c| serde_json::from_str::<Value>(c).unwrap())
-                .and_then(|c| c.as_array().cloned())
-                .unwrap_or_default()
+            let calls: Vec<String> = calls_of(t.tool_calls.as_deref())
                 .iter()
                 .map(|c| c["id"].as_str().unwrap().to_string())
                 .collect();

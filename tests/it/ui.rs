@@ -5,6 +5,8 @@
 
 use crate::common;
 
+use common::travel;
+
 use forktrail::server::ServerConfig;
 use forktrail::{demo, NewTurn, Role, SessionId, Store};
 use reqwest::blocking::get;
@@ -13,24 +15,15 @@ use std::sync::Arc;
 
 const TOKEN: &str = "ui-token";
 
-struct Ui {
-    base: String,
-    tree: demo::DemoTree,
-    store: Arc<Store>,
-}
+/// The web UI's server, of a store holding the demo tree.
+type Ui = common::server::Demo;
 
 fn start(store: Arc<Store>) -> Ui {
     start_with(store, ServerConfig::default())
 }
 
 fn start_with(store: Arc<Store>, config: ServerConfig) -> Ui {
-    let tree = demo::build(&store).unwrap();
-    let addr = common::serve_in_process(Arc::clone(&store), config);
-    Ui {
-        base: format!("http://{addr}"),
-        tree,
-        store,
-    }
+    common::server::Server::demo(store, config)
 }
 
 /// A server that takes writes with [`TOKEN`].
@@ -682,22 +675,7 @@ fn what_if_shows_the_estimate_then_follows_the_job_to_its_end() {
     );
     assert_eq!(status, 303);
     assert!(location.starts_with("/ui/jobs/"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let html = loop {
-        let r = get(format!("{}{location}", ui.base)).unwrap();
-        let refresh = r.headers().contains_key("refresh");
-        let html = r.text().unwrap();
-        if html.contains("data-status=\"complete\"") {
-            assert!(!refresh, "a finished job stops reloading");
-            break html;
-        }
-        assert!(
-            html.contains("data-status=\"running\"") && refresh,
-            "{html}"
-        );
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let html = followed_until(&ui, &location, "complete");
     let job = store.jobs().unwrap().pop().unwrap();
     let fork = job.fork.unwrap();
     assert!(html.contains(&format!("/ui/sessions/{fork}")));
@@ -832,6 +810,30 @@ fn with_endpoint(store: &Arc<Store>, endpoint: &str) -> Ui {
             ..ServerConfig::default()
         },
     )
+}
+
+/// Follows page `location`, which must reload (a `Refresh` header) while it says
+/// `running`, until it says `done`, and then no longer reloads; its page then.
+fn followed_until(ui: &Ui, location: &str, done: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = get(format!("{}{location}", ui.base)).unwrap();
+        let refresh = r.headers().contains_key("refresh");
+        let html = r.text().unwrap();
+        if html.contains(&format!("data-status=\"{done}\"")) {
+            assert!(!refresh, "{location} stops reloading once {done}");
+            return html;
+        }
+        assert!(
+            html.contains("data-status=\"running\"") && refresh,
+            "{html}"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {html}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Follows job page `location` until the job ends; its page then.
@@ -1007,94 +1009,6 @@ fn export_html_is_one_file_with_no_script_and_every_turn() {
     assert!(err.to_string().contains("needs a SESSION"), "{err}");
 }
 
-/// A recorded agent session with tool calls, for comparisons:
-/// 0 system, 1 user, 2 assistant calls get_weather(Paris), 3 tool result,
-/// 4 assistant answers, 5 user, 6 assistant calls get_price(train), 7 tool result,
-/// 8 assistant answers.
-fn trip(store: &Store, id: &str) -> SessionId {
-    use serde_json::json;
-    let root = common::session_with(store, id, 0);
-    let call = |id: &str, name: &str, args: serde_json::Value| {
-        json!([{"id": id, "type": "function",
-                "function": {"name": name, "arguments": args.to_string()}}])
-        .to_string()
-    };
-    let turns = vec![
-        NewTurn::new(Role::System, "You are a travel agent."),
-        NewTurn::new(Role::User, "Weather in Paris?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call("c1", "get_weather", json!({"city": "Paris"})))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "18C, sunny")
-            .tool_call_id("c1")
-            .name("get_weather"),
-        NewTurn::new(Role::Assistant, "It is 18C and sunny.").model("model-a"),
-        NewTurn::new(Role::User, "And the train price?"),
-        NewTurn::new(Role::Assistant, "")
-            .kind(forktrail::Kind::ToolCall)
-            .tool_calls(call(
-                "c2",
-                "get_price",
-                json!({"mode": "train", "to": "Paris"}),
-            ))
-            .model("model-a"),
-        NewTurn::new(Role::Tool, "49 EUR")
-            .tool_call_id("c2")
-            .name("get_price"),
-        NewTurn::new(Role::Assistant, "49 EUR by train.").model("model-a"),
-    ];
-    store.append_many(&root, turns).unwrap();
-    root
-}
-
-/// A stub serving two models from turn 2 of [`trip`]: `model-a` replays the recording
-/// (usage 100/10/0, 120/8/100, 140/12/0, 160/6/0: 520 in, 36 out, 100 cached);
-/// `model-b` says something else at turn 4 and then calls a tool the recording never
-/// answered (usage 50/5, 60/5, 70/5: 180 in, 15 out); any other model answers
-/// `other_text` (usage 1/1).
-fn two_models(other_text: &'static str) -> common::stub::Stub {
-    use common::stub::{completion, Reply};
-    use serde_json::json;
-    common::stub::scripted(move |request, _| {
-        let model = request["model"].as_str().unwrap_or("").to_string();
-        let answered = request["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-        let weather = |id: &'static str| [(id, "get_weather", json!({"city": "Paris"}))];
-        Reply::ok(match (model.as_str(), answered) {
-            ("model-a", 0) => completion(&model, None, &weather("x1"), (100, 10, 0), "tool_calls"),
-            ("model-a", 1) => completion(
-                &model,
-                Some("It is 18C and sunny."),
-                &[],
-                (120, 8, 100),
-                "stop",
-            ),
-            ("model-a", 2) => completion(
-                &model,
-                None,
-                &[("x2", "get_price", json!({"to": "Paris", "mode": "train"}))],
-                (140, 12, 0),
-                "tool_calls",
-            ),
-            ("model-a", _) => {
-                completion(&model, Some("49 EUR by train."), &[], (160, 6, 0), "stop")
-            }
-            ("model-b", 0) => completion(&model, None, &weather("y1"), (50, 5, 0), "tool_calls"),
-            ("model-b", 1) => completion(&model, Some("Sunny, 18C."), &[], (60, 5, 0), "stop"),
-            ("model-b", _) => completion(
-                &model,
-                None,
-                &[("y2", "book_flight", json!({"to": "Paris"}))],
-                (70, 5, 0),
-                "tool_calls",
-            ),
-            _ => completion(&model, Some(other_text), &[], (1, 1, 0), "stop"),
-        })
-    })
-}
-
 fn arm(name: &str, model: &str, endpoint: &str) -> forktrail::Arm {
     forktrail::Arm {
         name: Some(name.into()),
@@ -1122,8 +1036,8 @@ fn element<'h>(html: &'h str, from: &str) -> &'h str {
 #[test]
 fn a_comparison_page_puts_the_arms_side_by_side_with_measured_figures_and_marks_the_divergence() {
     let store = Arc::new(Store::in_memory().unwrap());
-    let root = trip(&store, "trip");
-    let stub = two_models("unused");
+    let root = travel::session(&store, "trip");
+    let stub = travel::two_models("unused");
     let mut options = forktrail::CompareOptions {
         at: 2,
         arms: vec![
@@ -1252,8 +1166,8 @@ fn a_comparison_page_puts_the_arms_side_by_side_with_measured_figures_and_marks_
 #[test]
 fn hostile_arm_names_and_answers_on_a_comparison_page_are_text() {
     let store = Arc::new(Store::in_memory().unwrap());
-    let root = trip(&store, "hostile");
-    let stub = two_models("<img src=x onerror=alert(2)>\"'&");
+    let root = travel::session(&store, "hostile");
+    let stub = travel::two_models("<img src=x onerror=alert(2)>\"'&");
     let options = forktrail::CompareOptions {
         at: 2,
         arms: vec![arm("<script>alert(1)</script>\"", "model-x", &stub.url)],
@@ -1298,17 +1212,10 @@ fn compare_post(
 
 #[test]
 fn compare_models_from_here_estimates_then_begins_and_follows_the_comparison_to_its_figures() {
-    let stub = two_models("unused");
+    let stub = travel::two_models("unused");
     let store = Arc::new(Store::in_memory().unwrap());
-    let ui = start_with(
-        Arc::clone(&store),
-        ServerConfig {
-            token: Some(TOKEN.into()),
-            model_endpoints: vec![stub.url.clone()],
-            ..ServerConfig::default()
-        },
-    );
-    let root = trip(&store, "trip");
+    let ui = with_endpoint(&store, &stub.url);
+    let root = travel::session(&store, "trip");
     // Each turn offers it: a user turn is answered after, a model's turn anew.
     let (_, _, playback) = page(&ui, &format!("/ui/sessions/{root}"));
     let user = element(&playback, "<li class=\"turn\" id=\"turn-1\"");
@@ -1420,25 +1327,7 @@ fn compare_models_from_here_estimates_then_begins_and_follows_the_comparison_to_
     let (status, location, _) = compare_post(&ui, &root, &chosen(&[("confirm", "1")]), Some(TOKEN));
     assert_eq!(status, 303);
     assert!(location.starts_with("/ui/comparisons/"), "{location}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let html = loop {
-        let r = get(format!("{}{location}", ui.base)).unwrap();
-        let refresh = r.headers().contains_key("refresh");
-        let html = r.text().unwrap();
-        if html.contains("data-status=\"ended\"") {
-            assert!(!refresh, "an ended comparison stops reloading");
-            break html;
-        }
-        assert!(
-            html.contains("data-status=\"running\"") && refresh,
-            "{html}"
-        );
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still running: {html}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let html = followed_until(&ui, &location, "ended");
     let figure = |arm: &str, key: &str, value: &str| {
         format!("<td class=\"number\" data-arm=\"{arm}\" data-figure=\"{key}\">{value}</td>")
     };
@@ -1479,15 +1368,8 @@ fn a_running_comparison_can_be_cancelled_from_its_page() {
         Reply::ok(completion("slow", Some("late"), &[], (1, 1, 0), "stop"))
     });
     let store = Arc::new(Store::in_memory().unwrap());
-    let ui = start_with(
-        Arc::clone(&store),
-        ServerConfig {
-            token: Some(TOKEN.into()),
-            model_endpoints: vec![stub.url.clone()],
-            ..ServerConfig::default()
-        },
-    );
-    let root = trip(&store, "trip");
+    let ui = with_endpoint(&store, &stub.url);
+    let root = travel::session(&store, "trip");
     let (status, location, _) = compare_post(
         &ui,
         &root,
@@ -1539,7 +1421,7 @@ fn an_endpoint_off_this_machine_needs_the_server_to_allow_it_and_a_budget_with_p
                 ..ServerConfig::default()
             },
         );
-        let root = trip(&store, "trip");
+        let root = travel::session(&store, "trip");
         let before = common::quads(&store);
         let (status, _, html) = compare_post(&ui, &root, &fields(&[]), Some(TOKEN));
         assert_eq!(status, 400);

@@ -7,12 +7,13 @@
 
 use crate::common;
 
+use common::cli::{forktrail, succeeds};
 use common::*;
 use forktrail::{ImportFormat, Store, TranscriptOptions};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
@@ -25,12 +26,8 @@ struct Watch {
 
 impl Watch {
     fn start(store: &Path, dir: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-            .arg("--store")
-            .arg(store)
-            .args(["watch", "--json", "--settle-ms", "150"])
+        let mut child = forktrail(store, &["watch", "--json", "--settle-ms", "150"])
             .arg(dir)
-            .env_remove("FORKTRAIL_STORE")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -98,13 +95,9 @@ fn cc_of(session: &str, uuid: &str, parent: Option<&str>, text: &str) -> String 
 /// A `forktrail watch --once --json` of `dirs` into `store`, given a minute at most (a
 /// watch that walks out of its folders may never end): its reports and its stderr.
 fn watch_once(store: &Path, dirs: &[&Path], extra: &[&str]) -> (Vec<Value>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .arg("--store")
-        .arg(store)
-        .args(["watch", "--once", "--json"])
+    let mut child = forktrail(store, &["watch", "--once", "--json"])
         .args(extra)
         .args(dirs)
-        .env_remove("FORKTRAIL_STORE")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -235,18 +228,9 @@ fn watch_once_imports_the_default_folders_under_home() {
         "{\"type\":\"assistant\",\"uuid\":\"a1\"",
     );
     let store = home.path().join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .arg("--store")
-        .arg(&store)
-        .args(["watch", "--once"])
-        .env("HOME", home.path())
-        .env_remove("FORKTRAIL_STORE")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        forktrail(&store, &["watch", "--once"]).env("HOME", home.path()),
+        "watch --once",
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.starts_with("imported w1 from "), "{stdout}");
@@ -255,12 +239,8 @@ fn watch_once_imports_the_default_folders_under_home() {
 
     // No folder to watch: said.
     let empty = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_forktrail"))
-        .arg("--store")
-        .arg(empty.path().join("store"))
-        .args(["watch", "--once"])
+    let out = forktrail(empty.path().join("store"), &["watch", "--once"])
         .env("HOME", empty.path())
-        .env_remove("FORKTRAIL_STORE")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
