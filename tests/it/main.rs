@@ -1,6 +1,6 @@
 //! forktrail's integration tests, as one test binary: each file beside this one is a
 //! module and tests one surface or concern (its module doc says which). One binary
-//! links RocksDB, tantivy and axum once, where a binary per file linked them 38 times.
+//! links RocksDB, tantivy and axum once, where a binary per file linked them 41 times.
 //!
 //! Three tests keep binaries of their own: `tests/https.rs` and `tests/whatif.rs` set
 //! process environment variables (`SSL_CERT_FILE`, `ANTHROPIC_*`) that the other tests
