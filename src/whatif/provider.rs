@@ -569,6 +569,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_endpoint_that_never_answers_is_a_timeout_that_may_have_been_billed() {
+        // Takes the connection and the request, and says nothing.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}/v1", listener.local_addr().unwrap());
+        let held = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            std::thread::sleep(Duration::from_secs(3));
+            drop(stream);
+        });
+        let failure = post(Provider::Openai, &endpoint, "{}", 1).unwrap_err();
+        assert!(
+            failure.message.contains("within 1 s (--timeout)"),
+            "{}",
+            failure.message
+        );
+        assert!(failure.maybe_billed);
+        held.join().unwrap();
+    }
+
+    #[test]
+    fn a_connection_refused_is_not_a_timeout_and_was_not_billed() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let failure = post(
+            Provider::Openai,
+            &format!("http://127.0.0.1:{port}/v1"),
+            "{}",
+            1,
+        )
+        .unwrap_err();
+        assert!(
+            !failure.message.contains("--timeout"),
+            "{}",
+            failure.message
+        );
+        assert!(!failure.maybe_billed);
+    }
+
+    #[test]
     fn canonical_arguments_ignore_key_order_and_spacing() {
         let a = ToolCall {
             id: "1".into(),
