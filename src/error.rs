@@ -97,6 +97,10 @@ pub enum Error {
     )]
     JobNotFound { job: String },
 
+    /// No model call with this id was recorded in this session (see `forktrail calls`).
+    #[error("session {session} holds no model call {call} (see `forktrail calls {session}`)")]
+    CallNotFound { session: String, call: String },
+
     /// A caller who is not the operator (a REST or MCP request) asked for a model
     /// endpoint the operator did not offer: its context, and a key, could go anywhere.
     #[error(

@@ -30,6 +30,7 @@ mod io;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod model;
+mod proxy;
 mod query;
 mod rdf;
 pub mod secrets;
@@ -55,12 +56,14 @@ pub use io::{
     TranscriptReport, MAX_LINE_BYTES,
 };
 pub use model::{
-    Agent, AnchorInfo, ArmStatus, BranchInfo, ComparisonStatus, DeleteOptions, DeletePlan,
-    DeletedSession, DetachOptions, DetachPlan, ForkOptions, ForkPlan, FoundBy, Job, JobStatus,
-    Kind, Label, Limits, MergeOptions, MergePlan, MovedSession, NewSession, NewTurn, ReplayRecord,
-    Role, RunStatus, SessionDiff, SessionId, SessionInfo, SubAgentInfo, TokenTotals, TreeNode,
-    Turn, TurnRef, TurnSpan, UpgradeReport, WhatIfInfo, MAX_FORK_DEPTH,
+    Agent, AnchorInfo, Api, ArmStatus, BranchInfo, CallOutcome, ComparisonStatus, DeleteOptions,
+    DeletePlan, DeletedSession, DetachOptions, DetachPlan, ForkOptions, ForkPlan, FoundBy, Job,
+    JobStatus, Kind, Label, Limits, MergeOptions, MergePlan, ModelCallInfo, MovedSession,
+    NewSession, NewTurn, ReplayRecord, Role, RunStatus, SessionDiff, SessionId, SessionInfo,
+    SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan, UpgradeReport, WhatIfInfo,
+    MAX_FORK_DEPTH,
 };
+pub use proxy::{Captured, ProxyConfig, UpstreamKind};
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};
 pub use rdf::{turn_digest, DigestVersion, DEFAULT_BASE_IRI};
 pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};

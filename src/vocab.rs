@@ -43,6 +43,11 @@ pub mod ft {
         FORKED_FROM_ID = "forkedFromId",
         LEASE = "Lease", LEASE_OF = "leaseOf", LEASE_EXPIRES = "leaseExpires",
         STORE = "Store", DIGEST_VERSION = "digestVersion",
+        PROXIED_CALL = "ProxiedCall", CALL_ID = "callId", API = "api", OUTCOME = "outcome",
+        REQUEST_TURNS = "requestTurns", REQUEST_CONTEXT = "requestContext",
+        CONTEXT_JSON = "contextJson", MESSAGE_OVERRIDES = "messageOverrides",
+        FIRST_BYTE_MS = "firstByteMs", UPSTREAM_STATUS = "upstreamStatus",
+        INCOMPLETE = "incomplete",
     }
 }
 

@@ -262,6 +262,18 @@ enum Command {
     /// token.
     #[cfg(feature = "server")]
     Serve(serve::ServeArgs),
+    /// Record agents as their model endpoint: `serve` with the model proxy on, its
+    /// upstreams the providers' own APIs unless --upstream says otherwise.
+    ///
+    /// Point an agent's base URL at it and run the agent as usual:
+    /// `ANTHROPIC_BASE_URL=http://127.0.0.1:7878/proxy/anthropic claude`, or
+    /// `OPENAI_BASE_URL=http://127.0.0.1:7878/proxy/openai/v1` for OpenAI clients and
+    /// Codex. Each call goes on to the upstream with the agent's own key (never stored)
+    /// and is recorded as it is answered: a request that carries a stored session's
+    /// turns extends it, one that shares a prefix forks it there, one that shares
+    /// nothing starts a root. `forktrail calls SESSION` lists a session's calls.
+    #[cfg(feature = "server")]
+    Proxy(serve::ProxyArgs),
     /// Serve the store to an MCP client (an agent or its host) over standard input and
     /// output.
     ///
@@ -484,6 +496,8 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Watch(args) => args.run(out, &store),
         #[cfg(feature = "server")]
         Command::Serve(args) => args.run(out, store),
+        #[cfg(feature = "server")]
+        Command::Proxy(args) => args.run(out, store),
         #[cfg(feature = "mcp")]
         Command::Mcp(args) => args.run(store),
         Command::Export(args) => args.run(out, &store),
@@ -499,7 +513,7 @@ impl Command {
         match self {
             Command::Demo | Command::New(_) | Command::Import(_) | Command::Watch(_) => true,
             #[cfg(feature = "server")]
-            Command::Serve(_) => true,
+            Command::Serve(_) | Command::Proxy(_) => true,
             #[cfg(feature = "mcp")]
             Command::Mcp(_) => true,
             _ => false,

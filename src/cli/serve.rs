@@ -54,6 +54,51 @@ pub(super) struct ServeArgs {
     /// provider's API or the endpoint its *_BASE_URL names.
     #[arg(long = "model-endpoint", value_name = "URL")]
     model_endpoints: Vec<String>,
+    /// Record agents: forward /proxy/NAME/… to URL and record each model call
+    /// (`anthropic=https://api.anthropic.com`, `openai=https://api.openai.com`); repeat
+    /// for both. An agent is recorded by pointing its ANTHROPIC_BASE_URL at
+    /// http://HOST:PORT/proxy/anthropic or its OPENAI_BASE_URL at
+    /// http://HOST:PORT/proxy/openai/v1; its key goes on to URL and is never stored.
+    #[arg(long = "upstream", value_name = "NAME=URL", value_parser = parse_upstream)]
+    upstreams: Vec<(forktrail::UpstreamKind, String)>,
+    /// The price of a model, for the cost of each recorded call: MODEL=IN/OUT or
+    /// MODEL=IN/OUT/CACHED, US dollars per million tokens (repeat for more).
+    #[arg(long = "price", value_name = "MODEL=IN/OUT", value_parser = parse_price)]
+    prices: Vec<(String, forktrail::Price)>,
+    /// How long an upstream may stay silent before a proxied call fails (504).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    upstream_timeout: std::time::Duration,
+}
+
+fn parse_upstream(text: &str) -> Result<(forktrail::UpstreamKind, String), String> {
+    forktrail::ProxyConfig::parse_upstream(text).map_err(|e| e.to_string())
+}
+
+fn parse_price(text: &str) -> Result<(String, forktrail::Price), String> {
+    forktrail::Price::parse(text).map_err(|e| e.to_string())
+}
+
+/// `proxy`: `serve` with its upstreams defaulting to the providers' own APIs.
+#[derive(Args)]
+pub(super) struct ProxyArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+impl ProxyArgs {
+    pub(super) fn run(mut self, out: Out, store: Store) -> CliResult {
+        if self.serve.upstreams.is_empty() {
+            for kind in [
+                forktrail::UpstreamKind::Anthropic,
+                forktrail::UpstreamKind::Openai,
+            ] {
+                self.serve
+                    .upstreams
+                    .push((kind, kind.default_url().to_string()));
+            }
+        }
+        self.serve.run(out, store)
+    }
 }
 
 impl ServeArgs {
@@ -90,7 +135,18 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             allow_remote_models: self.allow_remote_models,
             model_endpoints: self.model_endpoints,
+            proxy: forktrail::ProxyConfig {
+                upstreams: self.upstreams.into_iter().collect(),
+                prices: self.prices.into_iter().collect(),
+                timeout: Some(self.upstream_timeout),
+            },
         };
+        let proxied: Vec<(forktrail::UpstreamKind, String)> = config
+            .proxy
+            .upstreams
+            .iter()
+            .map(|(k, u)| (*k, u.clone()))
+            .collect();
         let writable = config.token.is_some();
         // Where a command refused the store (it is held here) learns where to go.
         let url_file = store.path().map(|dir| dir.join(forktrail::SERVER_FILE));
@@ -105,7 +161,7 @@ impl ServeArgs {
                 if let Some(file) = &announce {
                     let _ = std::fs::write(file, format!("http://{addr}/sparql\n"));
                 }
-                banner(addr, writable, first_tree.as_ref())
+                banner(addr, writable, first_tree.as_ref(), &proxied)
             },
         ));
         if let Some(file) = url_file {
@@ -119,7 +175,12 @@ impl ServeArgs {
 }
 
 /// What `serve` prints once it listens: where, whether it takes writes, what to try.
-fn banner(addr: std::net::SocketAddr, writable: bool, tree: Option<&forktrail::SessionId>) {
+fn banner(
+    addr: std::net::SocketAddr,
+    writable: bool,
+    tree: Option<&forktrail::SessionId>,
+    proxied: &[(forktrail::UpstreamKind, String)],
+) {
     // Written, not println!: nobody reading stdout must not stop the server.
     let mut out = std::io::stdout();
     let mode = if writable {
@@ -147,5 +208,15 @@ fn banner(addr: std::net::SocketAddr, writable: bool, tree: Option<&forktrail::S
     let _ = writeln!(out, "     curl http://{addr}/sessions");
     let _ = writeln!(out, "     curl http://{addr}/queries");
     let _ = writeln!(out, "MCP clients (Streamable HTTP): http://{addr}/mcp");
+    for (kind, upstream) in proxied {
+        let (variable, path) = match kind {
+            forktrail::UpstreamKind::Anthropic => ("ANTHROPIC_BASE_URL", "/proxy/anthropic"),
+            forktrail::UpstreamKind::Openai => ("OPENAI_BASE_URL", "/proxy/openai/v1"),
+        };
+        let _ = writeln!(
+            out,
+            "record an agent: {variable}=http://{addr}{path} (calls go on to {upstream})"
+        );
+    }
     let _ = out.flush();
 }

@@ -42,6 +42,26 @@ pub(crate) fn check_turn(limits: &Limits, id: &str, turn: &NewTurn) -> Result<Op
 impl Store {
     /// Creates a root session and returns its id.
     pub fn create_session(&self, options: NewSession) -> Result<SessionId> {
+        let iri = match &options.id {
+            Some(id) => self.session_iri(&SessionId::new(id.clone())?),
+            None => self.session_iri(&SessionId::generate()),
+        };
+        let options = NewSession {
+            id: Some(self.iris.name_of(iri.as_ref())),
+            ..options
+        };
+        let mut tx = self.write_on(std::slice::from_ref(&iri))?;
+        let facts = self.create_in(&mut tx, options)?;
+        tx.commit()?;
+        Ok(facts.id)
+    }
+
+    /// Adds a new root session to `tx`: its facts as they will be once committed.
+    pub(crate) fn create_in(
+        &self,
+        tx: &mut WriteTx<'_>,
+        options: NewSession,
+    ) -> Result<SessionNode> {
         let id = match options.id {
             Some(id) => SessionId::new(id)?,
             None => SessionId::generate(),
@@ -51,7 +71,6 @@ impl Store {
         self.limits
             .check(id.as_str(), "title", SizeClass::Field, title)?;
         let iri = self.session_iri(&id);
-        let mut tx = self.write_on(std::slice::from_ref(&iri))?;
         if self.exists(&id)? {
             return Err(Error::Conflict(format!("session {id} already exists")));
         }
@@ -78,8 +97,7 @@ impl Store {
         facts.title = options.title.clone();
         facts.created = Some(created.value().to_string());
         tx.created(&facts, None);
-        tx.commit()?;
-        Ok(id)
+        Ok(facts)
     }
 
     /// Appends a turn to `id` and returns the index it was given (the session's length

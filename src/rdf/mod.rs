@@ -31,6 +31,7 @@ mod job;
 mod lease;
 mod listing;
 pub(crate) mod prov;
+mod proxied;
 mod session;
 mod turn;
 mod version;
@@ -49,6 +50,7 @@ pub use iri::DEFAULT_BASE_IRI;
 pub(crate) use job::{JobNode, JobRecord};
 pub(crate) use lease::{expiry as lease_expiry, fence_condition, lease_quads};
 pub(crate) use listing::SessionFilter;
+pub(crate) use proxied::ProxiedCallRecord;
 pub(crate) use session::{
     adopt_change, awaited_parent_quad, detach_change, fork_request_quads, repointed, session_quads,
     sub_agent_quads, Adoption, ForkRecord, SessionNode, SessionRecord, SubAgentFacts,

@@ -62,6 +62,9 @@ pub struct ServerConfig {
     /// other (empty: each provider's default, `$OPENAI_BASE_URL` or the local Ollama
     /// port and `$ANTHROPIC_BASE_URL` or Anthropic's API; the web UI offers the first).
     pub model_endpoints: Vec<String>,
+    /// The recording model proxy: `/proxy/anthropic` and `/proxy/openai` forward to
+    /// these upstreams and record each call (none: no proxy).
+    pub proxy: crate::proxy::ProxyConfig,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +80,7 @@ impl Default for ServerConfig {
             max_body_bytes: 64 * 1024 * 1024,
             allow_remote_models: false,
             model_endpoints: Vec::new(),
+            proxy: crate::proxy::ProxyConfig::default(),
         }
     }
 }
@@ -89,19 +93,29 @@ pub(crate) struct AppState {
     /// takes another's slots.
     pub(crate) admission: Admission,
     pub(crate) metrics: Metrics,
+    /// The model proxy, when the server has upstreams.
+    pub(crate) proxy: Option<Arc<crate::proxy::ProxyState>>,
 }
 
 type Shared = State<Arc<AppState>>;
 
 /// The routes, for embedding in another axum application or serving with [`serve`].
-pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
+pub fn router(store: Arc<Store>, config: ServerConfig) -> Router {
+    build(store, config).0
+}
+
+/// The routes and the state they share.
+fn build(store: Arc<Store>, mut config: ServerConfig) -> (Router, Arc<AppState>) {
     // An empty token would let a request without any header through.
     config.token = config.token.filter(|t| !t.is_empty());
     // Outside text this server stores or shows never carries its token.
     if let Some(token) = &config.token {
         crate::secrets::hold(token);
     }
+    let proxy = (!config.proxy.upstreams.is_empty())
+        .then(|| crate::proxy::routes(Arc::clone(&store), config.proxy.clone()));
     let state = Arc::new(AppState {
+        proxy: proxy.as_ref().map(|(_, state)| Arc::clone(state)),
         admission: Admission::new(
             config.max_concurrent_queries,
             config.max_queued,
@@ -111,7 +125,11 @@ pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
         store,
         config: config.clone(),
     });
-    Router::new()
+    let mut routes = Router::new();
+    if let Some((proxied, _)) = proxy {
+        routes = routes.nest_service("/proxy", proxied);
+    }
+    let router = routes
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics::handler))
         .merge(sparql::routes())
@@ -133,7 +151,8 @@ pub fn router(store: Arc<Store>, mut config: ServerConfig) -> Router {
             Arc::clone(&state),
             host::guard,
         ))
-        .with_state(state)
+        .with_state(Arc::clone(&state));
+    (router, state)
 }
 
 /// Every error leaves in the JSON shape `{"error", "message"}`, including those axum
@@ -153,7 +172,9 @@ async fn json_errors(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t.starts_with("application/json") || t.starts_with("text/html"));
-    if !(status.is_client_error() || status.is_server_error()) || shaped {
+    // The proxy's answers are the upstream's (or in the shape of its API).
+    let proxied = path.starts_with("/proxy/");
+    if !(status.is_client_error() || status.is_server_error()) || shaped || proxied {
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -208,19 +229,34 @@ pub async fn serve(
     }
     ready(addr);
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router(store, config)).with_graceful_shutdown(async {
+    let (app, state) = build(store, config);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async {
         shutdown_signal().await;
         let _ = stopping.send(());
     });
     // Requests in flight get a few seconds after the signal, then the server stops
     // whatever they are doing (the caller drops the runtime without waiting for them).
-    tokio::select! {
+    let served = tokio::select! {
         served = server => served,
         () = async {
             let _ = stopped.await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => Ok(()),
+    };
+    // Calls the proxy answered are recorded before the process ends.
+    if let Some(proxy) = &state.proxy {
+        let proxy = Arc::clone(proxy);
+        let settled =
+            tokio::task::spawn_blocking(move || proxy.recorder.settle(Duration::from_secs(60)))
+                .await
+                .unwrap_or(false);
+        if !settled {
+            eprintln!(
+                "warning: some model calls were still being recorded when the server stopped"
+            );
+        }
     }
+    served
 }
 
 /// How long requests in flight may run on after SIGINT or SIGTERM.
@@ -357,6 +393,7 @@ impl From<Error> for ApiError {
             Error::Cancelled(_) => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
             Error::StoreLocked { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_locked"),
             Error::JobNotFound { .. } => (StatusCode::NOT_FOUND, "job_not_found"),
+            Error::CallNotFound { .. } => (StatusCode::NOT_FOUND, "call_not_found"),
             Error::EndpointNotOffered { .. } => (StatusCode::FORBIDDEN, "endpoint_not_allowed"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };

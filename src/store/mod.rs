@@ -88,6 +88,7 @@
 //! - `tree_within` — engine/read.rs: `tree`, breadth first, within a limit
 //!
 //! - `create_session` — engine/write.rs: creates a root session
+//! - `create_in` — engine/write.rs: adds a root session to a write
 //! - `append` — engine/write.rs: appends a turn
 //! - `append_with` — engine/write.rs: `append` with extra quads about the turn
 //! - `append_many` — engine/write.rs: appends turns in one transaction
@@ -163,6 +164,9 @@
 //! - `run_job` — whatif/regenerate.rs: runs a `running` job
 //! - `cancel_job` — whatif/regenerate.rs: asks a running job to stop
 //! - `jobs` — whatif/regenerate.rs: every regeneration job
+//! - `capture` — proxy/record.rs: records a call of the model proxy
+//! - `model_calls` — proxy/record.rs: a session's calls through the model proxy
+//! - `rebuilt_request` — proxy/record.rs: a proxied call's request, rebuilt from the store
 //! - `job` — whatif/regenerate.rs: one job by id
 //! - `cancel_file` — whatif/call.rs: the file that asks another process's job to stop
 //!

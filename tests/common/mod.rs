@@ -7,6 +7,7 @@ pub mod cli;
 pub mod server;
 pub mod stub;
 pub mod travel;
+pub mod upstream;
 
 use forktrail::{Error, ForkOptions, NewSession, NewTurn, RemoteConfig, Role, SessionId, Store};
 use oxigraph::sparql::QueryResults;

@@ -243,6 +243,7 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["io"],
     &["whatif"],
+    &["proxy"],
     &["html"],
     &["mcp"],
     &["server"],

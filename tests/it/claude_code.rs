@@ -16,12 +16,12 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PROMPT: &str = "Print one and two, and have an agent print alpha, beta and gamma.";
-const SUB_PROMPT: &str = "Print alpha, beta and gamma with echo.";
+pub(crate) const PROMPT: &str = "Print one and two, and have an agent print alpha, beta and gamma.";
+pub(crate) const SUB_PROMPT: &str = "Print alpha, beta and gamma with echo.";
 const MODEL: &str = "claude-sonnet-4-5";
 
 /// Where `make claude-code` installed the `claude` binary.
-fn claude() -> Option<PathBuf> {
+pub(crate) fn claude() -> Option<PathBuf> {
     installed("FORKTRAIL_CLAUDE_CODE", "Claude Code (npm)", "claude-code")
 }
 
@@ -29,7 +29,7 @@ fn claude() -> Option<PathBuf> {
 /// step (how many answers the request already holds): the main one makes three calls
 /// at once (the sub-agent among them) with its text, then two without text, then ends;
 /// the sub-agent makes three calls at once, then ends.
-fn script(request: &Value) -> Value {
+pub(crate) fn script(request: &Value) -> Value {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let answered = messages.iter().filter(|m| m["role"] == "assistant").count();
     let bash = |id: &str, word: &str| {
@@ -85,7 +85,7 @@ fn script(request: &Value) -> Value {
 }
 
 /// The first thing the user said in a conversation, Claude Code's reminders aside.
-fn first_prompt(messages: &[Value]) -> Option<String> {
+pub(crate) fn first_prompt(messages: &[Value]) -> Option<String> {
     let first = messages.iter().find(|m| m["role"] == "user")?;
     let turns = api_turns(std::slice::from_ref(first));
     turns.into_iter().next().map(|t| t.content)

@@ -37,6 +37,7 @@ mod otel;
 mod otlp;
 mod pi;
 mod provenance;
+mod proxy;
 mod python;
 mod queries;
 mod readme;

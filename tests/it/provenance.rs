@@ -206,8 +206,9 @@ fn every_term_written_is_declared_in_the_ontology_and_every_declared_term_is_use
         })
     };
     let s = rich_store();
+    let proxied = crate::proxy::proxied_store();
     let mut used = BTreeSet::new();
-    for q in s.oxigraph().iter() {
+    for q in s.oxigraph().iter().chain(proxied.oxigraph().iter()) {
         let q = q.unwrap();
         used.insert(q.predicate.clone());
         if q.predicate.as_str() == "http://www.w3.org/1999/02/22-rdf-syntax-ns#type" {

@@ -1,0 +1,453 @@
+//! The proxy's HTTP side: `/proxy/anthropic/…` and `/proxy/openai/…`, mounted by
+//! `forktrail serve` when it has upstreams. A call to a recorded endpoint
+//! (`/v1/messages`, `/v1/chat/completions`, `/v1/responses`) is forwarded and recorded;
+//! anything else under a prefix (`count_tokens`, `/v1/models`) is forwarded only.
+
+use super::forward::{self, Head, Tee};
+use super::wire::{self, Reply};
+use super::{Capture, Hint, ProxyConfig, Recorder, UpstreamKind};
+use crate::model::{Api, CallOutcome, ModelCallInfo, SessionId};
+use crate::store::Store;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::{json, Value};
+use std::io::Read;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the proxy's handlers share.
+pub(crate) struct ProxyState {
+    config: ProxyConfig,
+    pub(crate) recorder: Recorder,
+}
+
+/// The proxy's routes (to nest under `/proxy`), and its state (to settle the recorder
+/// when the server stops).
+pub(crate) fn routes(store: Arc<Store>, config: ProxyConfig) -> (Router, Arc<ProxyState>) {
+    let state = Arc::new(ProxyState {
+        config,
+        recorder: Recorder::start(store),
+    });
+    let router = Router::new()
+        .route("/{upstream}/{*rest}", axum::routing::any(handle))
+        .with_state(Arc::clone(&state));
+    (router, state)
+}
+
+/// An error in the shape of the API the client speaks.
+fn refusal(kind: UpstreamKind, status: StatusCode, message: &str) -> Response {
+    let body = match kind {
+        UpstreamKind::Anthropic => json!({
+            "type": "error",
+            "error": {"type": if status.is_server_error() { "api_error" } else { "invalid_request_error" }, "message": message},
+        }),
+        UpstreamKind::Openai => json!({
+            "error": {"message": message, "type": if status.is_server_error() { "server_error" } else { "invalid_request_error" }, "code": null},
+        }),
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+/// Which API a request speaks, if it is one the proxy records.
+fn recorded(kind: UpstreamKind, method: &Method, rest: &str) -> Option<Api> {
+    if method != Method::POST {
+        return None;
+    }
+    match kind {
+        UpstreamKind::Anthropic if rest == "/v1/messages" => Some(Api::AnthropicMessages),
+        UpstreamKind::Openai if rest.ends_with("/chat/completions") => Some(Api::OpenaiChat),
+        UpstreamKind::Openai if rest.ends_with("/responses") => Some(Api::OpenaiResponses),
+        _ => None,
+    }
+}
+
+/// A call being recorded: what is known before the answer.
+struct Pending {
+    conversation: wire::Conversation,
+    info: ModelCallInfo,
+    hint: Hint,
+    started: Instant,
+}
+
+impl Pending {
+    /// The call as recorded, once it ended.
+    fn ended(
+        self,
+        reply: Reply,
+        outcome: CallOutcome,
+        status: Option<u16>,
+        error: Option<String>,
+        first_byte: Option<Duration>,
+        config: &ProxyConfig,
+    ) -> Capture {
+        let mut info = self.info;
+        let model = reply.model.clone().or(info.model.take());
+        let model = model.filter(|m| crate::model::Agent::model(m.clone()).is_ok());
+        info.outcome = outcome;
+        info.upstream_status = status;
+        info.error = error;
+        info.input_tokens = reply.usage.input;
+        info.output_tokens = reply.usage.output;
+        info.cached_tokens = reply.usage.cached;
+        info.stop_reason = reply.stop_reason;
+        info.latency_ms = self.started.elapsed().as_millis() as u64;
+        info.first_byte_ms = first_byte.map(|d| d.as_millis() as u64);
+        info.cost_usd = match (
+            model.as_ref().and_then(|m| config.prices.get(m)),
+            reply.usage.input,
+            reply.usage.output,
+        ) {
+            (Some(price), Some(input), Some(output)) => {
+                Some(price.cost(input, output, reply.usage.cached.unwrap_or(0)))
+            }
+            _ => None,
+        };
+        info.model = model.clone();
+        let reply_turn = reply.turn.map(|t| match &model {
+            Some(m) => t.model(m.clone()),
+            None => t,
+        });
+        Capture {
+            conversation: self.conversation,
+            reply_turn,
+            info,
+            hint: self.hint,
+        }
+    }
+}
+
+async fn handle(
+    State(proxy): State<Arc<ProxyState>>,
+    Path((upstream, rest)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let kind = match upstream.as_str() {
+        "anthropic" => UpstreamKind::Anthropic,
+        "openai" => UpstreamKind::Openai,
+        _ => {
+            return refusal(
+                UpstreamKind::Openai,
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "no proxy /proxy/{upstream}: the proxy has /proxy/anthropic and /proxy/openai"
+                ),
+            )
+        }
+    };
+    let Some(base) = proxy.config.upstreams.get(&kind) else {
+        return refusal(
+            kind,
+            StatusCode::NOT_FOUND,
+            &format!(
+                "this server forwards no {} calls: start it with --upstream {}=URL",
+                kind.as_str(),
+                kind.as_str()
+            ),
+        );
+    };
+    let rest = format!("/{rest}");
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let key = header("x-api-key").or_else(|| {
+        header("authorization")
+            .and_then(|a| a.strip_prefix("Bearer ").or(a.strip_prefix("bearer ")))
+    });
+    // The client's key goes on to the upstream and nowhere else: any outside text this
+    // process keeps or shows from now on has it taken out.
+    if let Some(key) = key {
+        crate::secrets::hold(key);
+    }
+    let mut forwarded = Vec::new();
+    for (name, value) in &headers {
+        if let (true, Ok(v)) = (forward::passes(name.as_str()), value.to_str()) {
+            forwarded.push((name.as_str().to_string(), v.to_string()));
+        }
+    }
+    let url = forward::target(base, &rest, uri.query());
+    let pending = match recorded(kind, &method, &rest) {
+        Some(api) => match pending(api, &headers, key, &body) {
+            Ok(p) => p,
+            Err(message) => return refusal(kind, StatusCode::BAD_REQUEST, &message),
+        },
+        None => None,
+    };
+    let timeout = proxy.config.timeout.unwrap_or(Duration::from_secs(600));
+    let (head_tx, head_rx) = tokio::sync::oneshot::channel::<Result<Head, forward::Unanswered>>();
+    let (chunks, chunk_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    let worker = Arc::clone(&proxy);
+    let call = Outgoing {
+        method: method.as_str().to_string(),
+        url,
+        headers: forwarded,
+        body,
+        timeout,
+    };
+    tokio::task::spawn_blocking(move || relay(&worker, call, pending, head_tx, chunks));
+    let head = match head_rx.await {
+        Ok(Ok(head)) => head,
+        Ok(Err(unanswered)) => {
+            let status = StatusCode::from_u16(unanswered.status).unwrap_or(StatusCode::BAD_GATEWAY);
+            return refusal(kind, status, &unanswered.message);
+        }
+        Err(_) => {
+            return refusal(
+                kind,
+                StatusCode::BAD_GATEWAY,
+                "the proxy's upstream call stopped",
+            )
+        }
+    };
+    let mut response = Response::builder()
+        .status(StatusCode::from_u16(head.status).unwrap_or(StatusCode::BAD_GATEWAY));
+    for (name, value) in &head.headers {
+        response = response.header(name, value);
+    }
+    let stream = futures_util::stream::unfold(chunk_rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|chunk| (Ok::<_, std::io::Error>(chunk), rx))
+    });
+    response
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| {
+            refusal(
+                kind,
+                StatusCode::BAD_GATEWAY,
+                "the upstream's headers could not be passed on",
+            )
+        })
+}
+
+/// How an answer that ended ended: whole, begun and not finished, or not an answer of
+/// its API at all.
+fn judged(reply: &Reply, api: Api) -> (CallOutcome, Option<String>) {
+    if reply.complete {
+        (CallOutcome::Complete, None)
+    } else if reply.turn.is_some() {
+        let why = "the upstream's answer ended before it was whole";
+        (CallOutcome::Incomplete, Some(why.into()))
+    } else {
+        let why = format!(
+            "the upstream's answer is not one of the {} API",
+            api.as_str()
+        );
+        (CallOutcome::Failed, Some(why))
+    }
+}
+
+/// A request to send on.
+struct Outgoing {
+    method: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Bytes,
+    timeout: Duration,
+}
+
+/// Sends `call` upstream and passes its answer on as it arrives (the head through
+/// `head_tx`, the body through `chunks`), teeing it into the record of `pending`; on a
+/// blocking thread.
+fn relay(
+    worker: &ProxyState,
+    call: Outgoing,
+    pending: Option<Pending>,
+    head_tx: tokio::sync::oneshot::Sender<Result<Head, forward::Unanswered>>,
+    chunks: tokio::sync::mpsc::Sender<Vec<u8>>,
+) {
+    let sent = forward::send(
+        &call.method,
+        &call.url,
+        &call.headers,
+        &call.body,
+        call.timeout,
+    );
+    let (head, mut reader) = match sent {
+        Ok(answer) => answer,
+        Err(unanswered) => {
+            if let Some(p) = pending {
+                let capture = p.ended(
+                    Reply::default(),
+                    CallOutcome::Failed,
+                    None,
+                    Some(unanswered.message.clone()),
+                    None,
+                    &worker.config,
+                );
+                worker.recorder.push(capture);
+            }
+            let _ = head_tx.send(Err(unanswered));
+            return;
+        }
+    };
+    let status = head.status;
+    let api = pending.as_ref().map(|p| p.info.api);
+    let mut tee = match (api, status < 400) {
+        (Some(api), true) => Some(Tee::new(api, &head)),
+        _ => None,
+    };
+    if status >= 400 {
+        // An error: read whole (it is short), keys taken out, then passed on.
+        let mut text = Vec::new();
+        let _ = reader.by_ref().take(1024 * 1024).read_to_end(&mut text);
+        let text = crate::secrets::scrub(&String::from_utf8_lossy(&text));
+        if let Some(p) = pending {
+            let error = format!(
+                "the upstream answered {status}: {}",
+                crate::secrets::excerpt(&text)
+            );
+            let capture = p.ended(
+                Reply::default(),
+                CallOutcome::Failed,
+                Some(status),
+                Some(error),
+                None,
+                &worker.config,
+            );
+            worker.recorder.push(capture);
+        }
+        let _ = head_tx.send(Ok(head));
+        let _ = chunks.blocking_send(text.into_bytes());
+        return;
+    }
+    let _ = head_tx.send(Ok(head));
+    let mut pending = pending;
+    let (mut first_byte, mut cut, mut gone) = (None, false, false);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(_) => {
+                cut = true;
+                break;
+            }
+        };
+        let started = pending.as_ref().map(|p| p.started);
+        first_byte = first_byte.or(started.map(|s| s.elapsed()));
+        if let Some(t) = tee.as_mut() {
+            t.feed(&buf[..n]);
+            if t.complete() {
+                // Queued before the answer's last bytes go out: the client may send
+                // its next call as soon as it has them.
+                let reply = tee.take().map(Tee::finish).unwrap_or_default();
+                if let Some(p) = pending.take() {
+                    let (outcome, error) = judged(&reply, p.info.api);
+                    let c = p.ended(
+                        reply,
+                        outcome,
+                        Some(status),
+                        error,
+                        first_byte,
+                        &worker.config,
+                    );
+                    worker.recorder.push(c);
+                }
+            }
+        }
+        if chunks.blocking_send(buf[..n].to_vec()).is_err() {
+            gone = true;
+            break;
+        }
+    }
+    if let Some(p) = pending {
+        let reply = tee.map(Tee::finish).unwrap_or_default();
+        let (outcome, error) = if gone {
+            let why = "the client went away before the answer was whole";
+            (CallOutcome::Incomplete, Some(why.to_string()))
+        } else if cut {
+            let why = "the upstream's answer was cut off";
+            (CallOutcome::Incomplete, Some(why.to_string()))
+        } else {
+            judged(&reply, p.info.api)
+        };
+        let c = p.ended(
+            reply,
+            outcome,
+            Some(status),
+            error,
+            first_byte,
+            &worker.config,
+        );
+        worker.recorder.push(c);
+    }
+}
+
+/// A call to record, read from its request: `Ok(None)` when its body is not one the
+/// proxy can read (it is forwarded all the same, and the upstream judges it).
+fn pending(
+    api: Api,
+    headers: &HeaderMap,
+    key: Option<&str>,
+    body: &[u8],
+) -> Result<Option<Pending>, String> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let principal = super::principal(header("x-forktrail-principal"), key)
+        .map_err(|e| format!("x-forktrail-principal: {e}"))?;
+    let mut hint = Hint::default();
+    for (name, slot) in [
+        ("x-forktrail-session", &mut hint.session),
+        ("x-forktrail-parent", &mut hint.parent),
+    ] {
+        if let Some(value) = header(name) {
+            SessionId::new(value).map_err(|e| format!("{name}: {e}"))?;
+            *slot = Some(value.to_string());
+        }
+    }
+    let unread = |why: &str| {
+        eprintln!(
+            "forktrail: a call of the {} API is forwarded but not recorded: {}",
+            api.as_str(),
+            crate::secrets::excerpt(why)
+        );
+        Ok(None)
+    };
+    let value = match serde_json::from_slice::<Value>(body) {
+        Ok(value) => value,
+        Err(e) => return unread(&format!("its body is not JSON ({e})")),
+    };
+    let read = match api {
+        Api::AnthropicMessages => wire::anthropic::read_request(&value),
+        Api::OpenaiChat => wire::openai::read_request(&value),
+        Api::OpenaiResponses => wire::responses::read_request(&value),
+    };
+    let conversation = match read {
+        Ok(c) => c,
+        Err(why) => return unread(&why),
+    };
+    let id = uuid::Uuid::now_v7().to_string();
+    Ok(Some(Pending {
+        conversation,
+        info: ModelCallInfo {
+            id,
+            session: SessionId::generate(),
+            api,
+            outcome: CallOutcome::Incomplete,
+            model: value
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            principal,
+            request_turns: 0,
+            answer_index: None,
+            input_tokens: None,
+            output_tokens: None,
+            cached_tokens: None,
+            stop_reason: None,
+            latency_ms: 0,
+            first_byte_ms: None,
+            upstream_status: None,
+            cost_usd: None,
+            error: None,
+            started_at: Some(
+                chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            ),
+        },
+        hint,
+        started: Instant::now(),
+    }))
+}
