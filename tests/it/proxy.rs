@@ -1,12 +1,16 @@
 //! The recording model proxy (`serve --upstream`, `forktrail proxy`), driven by clients
 //! nobody here wrote: the real Claude Code (npm, pinned) through `/proxy/anthropic` to
-//! a scripted Anthropic stub; what is recorded is checked against what the stub
-//! received, request by request, field by field.
+//! a scripted Anthropic stub, Codex CLI (npm, pinned) through `/proxy/openai` and the
+//! Responses API, the `openai` Python package streaming and not; what is recorded is
+//! checked against what the upstream received, request by request, field by field. And
+//! what goes wrong: a client gone mid-stream, an upstream cut short, failing, silent,
+//! absent or answering garbage.
 
 use crate::claude_code::{self, PROMPT};
 use crate::common;
 
 use common::anthropic::{self, AnthropicStub};
+use common::installed;
 use common::server::Server;
 use common::upstream::{self, Answer, Upstream};
 use forktrail::server::ServerConfig;
@@ -515,4 +519,234 @@ fn an_upstream_that_fails_answers_garbage_is_silent_or_absent_reaches_the_agent_
         );
         assert!(!dump(&server.store).contains(KEY));
     }
+}
+
+/// The Responses API's events for a response whose output is `items`.
+fn response_events(items: &[Value]) -> Vec<(&'static str, Value)> {
+    let response = json!({"id": "resp_1", "object": "response", "created_at": 1, "status": "completed",
+        "model": "gpt-5", "output": items,
+        "usage": {"input_tokens": 40, "output_tokens": 6, "total_tokens": 46, "input_tokens_details": {"cached_tokens": 8}}});
+    let mut events = vec![(
+        "response.created",
+        json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "model": "gpt-5", "output": []}}),
+    )];
+    for (n, item) in items.iter().enumerate() {
+        events.push((
+            "response.output_item.added",
+            json!({"type": "response.output_item.added", "output_index": n, "item": item}),
+        ));
+        events.push((
+            "response.output_item.done",
+            json!({"type": "response.output_item.done", "output_index": n, "item": item}),
+        ));
+    }
+    events.push((
+        "response.completed",
+        json!({"type": "response.completed", "response": response}),
+    ));
+    events
+}
+
+/// Codex's model: two commands at once, then, once their outputs are in, a word.
+fn codex_script(_: &str, body: &Value) -> Answer {
+    let input = body["input"].as_array().cloned().unwrap_or_default();
+    let ran = input.iter().any(|i| i["type"] == "function_call_output");
+    let call = |n: &str| {
+        json!({"type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
+        "name": "exec_command", "arguments": json!({"cmd": format!("echo {n}")}).to_string(), "status": "completed"})
+    };
+    let items = if ran {
+        vec![
+            json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": "Printed both.", "annotations": []}]}),
+        ]
+    } else {
+        vec![call("one"), call("two")]
+    };
+    Answer::events(&response_events(&items), Duration::ZERO)
+}
+
+#[test]
+fn codex_through_the_responses_api_is_recorded_as_the_model_saw_it() {
+    let Some(codex) = installed("FORKTRAIL_CODEX", "Codex CLI (npm)", "codex") else {
+        return;
+    };
+    let up = upstream::start(codex_script);
+    let server = proxy_to(UpstreamKind::Openai, &up.url);
+    let store = &server.store;
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let base = server.url("/proxy/openai/v1");
+    let out = Command::new(&codex)
+        .args(["exec", "--skip-git-repo-check", "-m", "gpt-5"])
+        .args([
+            "-c",
+            "model_provider=forktrail",
+            "-c",
+            "model_providers.forktrail.name=\"forktrail\"",
+        ])
+        .args([
+            "-c",
+            &format!("model_providers.forktrail.base_url=\"{base}\""),
+        ])
+        .args(["-c", "model_providers.forktrail.env_key=\"OPENAI_API_KEY\""])
+        .args(["-c", "model_providers.forktrail.wire_api=\"responses\""])
+        .arg("Print one and two.")
+        .current_dir(&project)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("OPENAI_API_KEY", KEY)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("Printed both."),
+        "codex failed: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent = up.bodies();
+    assert_eq!(sent.len(), 2, "Codex made other calls: {sent:#?}");
+    let calls = recorded(store, 2);
+    for (body, call) in sent.iter().zip(&calls) {
+        assert_eq!(
+            &store.rebuilt_request(&call.session, &call.id).unwrap(),
+            body
+        );
+        assert_eq!(call.api, forktrail::Api::OpenaiResponses);
+        assert_eq!((call.input_tokens, call.cached_tokens), (Some(40), Some(8)));
+    }
+    // One conversation: the second call extended the first's session; the two
+    // commands are one step, their outputs (which Codex really ran) two tool turns.
+    assert_eq!(calls[0].session, calls[1].session);
+    let sessions = store.list().unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:#?}");
+    let turns = store.load(&calls[0].session, None).unwrap();
+    let n = turns.len();
+    assert_eq!(turns[n - 1].content, "Printed both.");
+    assert_eq!(
+        (turns[n - 2].role, turns[n - 3].role),
+        (Role::Tool, Role::Tool)
+    );
+    assert!(turns[n - 2].content.contains("two") && turns[n - 3].content.contains("one"));
+    assert_eq!(turns[n - 4].kind, Kind::ToolCall);
+    let calls_made: Value =
+        serde_json::from_str(turns[n - 4].tool_calls.as_deref().unwrap()).unwrap();
+    assert_eq!(calls_made.as_array().unwrap().len(), 2);
+    assert!(!dump(store).contains(KEY));
+}
+
+/// The `openai` Python package (what the Agents SDK and most apps call through): a
+/// tool call answered without streaming, its result sent back, the answer streamed.
+const OPENAI_CLIENT: &str = r#"
+import json, sys, openai
+client = openai.OpenAI(base_url=sys.argv[1], api_key=sys.argv[2])
+messages = [{"role": "system", "content": "You add numbers."}, {"role": "user", "content": "What is 2 + 3?"}]
+tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}]
+first = client.chat.completions.create(model="gpt-x", messages=messages, tools=tools)
+call = first.choices[0].message.tool_calls[0]
+messages.append(first.choices[0].message.model_dump(exclude_none=True))
+messages.append({"role": "tool", "tool_call_id": call.id, "content": "5"})
+text = ""
+for chunk in client.chat.completions.create(model="gpt-x", messages=messages, tools=tools, stream=True, stream_options={"include_usage": True}):
+    if chunk.choices and chunk.choices[0].delta.content:
+        text += chunk.choices[0].delta.content
+print(json.dumps({"answer": text}))
+"#;
+
+/// The model of the OpenAI client's conversation: a call of `add`, then "2 + 3 = 5."
+/// streamed a word at a time.
+fn chat_script(_: &str, body: &Value) -> Answer {
+    let answered = body["messages"]
+        .as_array()
+        .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+    if !answered {
+        return Answer::json(
+            200,
+            &common::stub::completion(
+                "gpt-x",
+                None,
+                &[("call_add", "add", json!({"a": 2, "b": 3}))],
+                (30, 9, 0),
+                "tool_calls",
+            ),
+        );
+    }
+    let mut chunks: Vec<(&str, Value)> = ["2 + 3", " = ", "5."]
+        .iter()
+        .map(|w| ("", json!({"id": "c", "object": "chat.completion.chunk", "model": "gpt-x", "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": null}]})))
+        .collect();
+    chunks.push(("", json!({"id": "c", "object": "chat.completion.chunk", "model": "gpt-x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})));
+    chunks.push(("", json!({"id": "c", "object": "chat.completion.chunk", "model": "gpt-x", "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 4, "total_tokens": 54}})));
+    chunks.push(("", json!("[DONE]")));
+    Answer::events(&chunks, Duration::from_millis(5))
+}
+
+#[test]
+fn the_openai_python_client_streaming_and_not_is_recorded_as_one_conversation() {
+    let python = "python3";
+    let has_openai = Command::new(python)
+        .args(["-c", "import openai"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_openai {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no openai package for {python} (`make python`)"
+        );
+        eprintln!("the openai Python package is not installed (`make python`): skipped");
+        return;
+    }
+    let up = upstream::start(chat_script);
+    let server = proxy_to(UpstreamKind::Openai, &up.url);
+    let store = &server.store;
+    let out = Command::new(python)
+        .args(["-c", OPENAI_CLIENT, &server.url("/proxy/openai/v1"), KEY])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(stdout.trim()).unwrap()["answer"],
+        json!("2 + 3 = 5.")
+    );
+    let sent = up.bodies();
+    let calls = recorded(store, 2);
+    for (body, call) in sent.iter().zip(&calls) {
+        assert_eq!(
+            &store.rebuilt_request(&call.session, &call.id).unwrap(),
+            body
+        );
+        assert_eq!(call.outcome, forktrail::CallOutcome::Complete);
+    }
+    assert_eq!(
+        (calls[1].input_tokens, calls[1].output_tokens),
+        (Some(50), Some(4))
+    );
+    assert_eq!(calls[0].session, calls[1].session, "{calls:#?}");
+    let records = store.replay(&calls[0].session, None).unwrap();
+    let shape: Vec<(Role, &str)> = records
+        .iter()
+        .map(|r| (r.role, r.content.as_str()))
+        .collect();
+    // The system message is the calls' instructions, not a turn.
+    assert_eq!(
+        shape,
+        [
+            (Role::User, "What is 2 + 3?"),
+            (Role::Assistant, ""),
+            (Role::Tool, "5"),
+            (Role::Assistant, "2 + 3 = 5.")
+        ]
+    );
+    assert!(records[1]
+        .tool_calls
+        .as_deref()
+        .is_some_and(|c| c.contains("call_add")));
+    assert!(!dump(store).contains(KEY));
 }
