@@ -6,6 +6,7 @@
 //! method, and [`run`] only picks it. Arguments are typed (session ids, roles,
 //! formats), so clap rejects bad ones before any store is opened or created.
 
+mod calls;
 mod compare;
 mod jobs;
 mod query;
@@ -262,6 +263,11 @@ enum Command {
     /// token.
     #[cfg(feature = "server")]
     Serve(serve::ServeArgs),
+    /// The model calls an agent made through the proxy that a session holds: when,
+    /// which API and model, how each ended, the turns it sent and the one it answered,
+    /// tokens, latency, cost, principal. `--request CALL` prints a call's request as the
+    /// agent sent it, rebuilt from the store.
+    Calls(calls::CallsArgs),
     /// Record agents as their model endpoint: `serve` with the model proxy on, its
     /// upstreams the providers' own APIs unless --upstream says otherwise.
     ///
@@ -490,6 +496,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Compare(args) => args.run(out, store, &path),
         Command::Comparisons(args) => args.run(out, &store),
         Command::Jobs(args) => args.run(out, &store),
+        Command::Calls(args) => args.run(out, &store),
         Command::Diff(args) => args.run(out, &store),
         Command::Query(args) => args.run(out, &store),
         Command::Import(args) => args.run(out, &store),

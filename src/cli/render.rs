@@ -874,3 +874,47 @@ pub fn demo(
     )?;
     Ok(())
 }
+
+/// A session's proxied calls: one row each.
+pub(super) fn model_calls(
+    out: &mut dyn Write,
+    calls: &[forktrail::ModelCallInfo],
+) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = calls
+        .iter()
+        .map(|c| {
+            let number = |n: Option<u64>| n.map_or("-".into(), |n| n.to_string());
+            vec![
+                c.id.clone(),
+                c.started_at.clone().unwrap_or_default(),
+                c.api.to_string(),
+                c.outcome.to_string(),
+                c.model.clone().unwrap_or_else(|| "-".into()),
+                format!("0..{}", c.request_turns),
+                number(c.answer_index),
+                format!("{}/{}", number(c.input_tokens), number(c.output_tokens)),
+                format!("{} ms", c.latency_ms),
+                c.cost_usd.map_or("-".into(), |d| format!("${d:.4}")),
+                c.principal.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    table_or(
+        out,
+        "no model calls recorded in this session (agents are recorded through `forktrail proxy`)",
+        &[
+            "CALL",
+            "STARTED",
+            "API",
+            "OUTCOME",
+            "MODEL",
+            "SENT",
+            "ANSWER",
+            "TOKENS IN/OUT",
+            "LATENCY",
+            "COST",
+            "PRINCIPAL",
+        ],
+        &rows,
+    )
+}

@@ -57,19 +57,25 @@ pub(crate) struct Unanswered {
     pub(crate) status: u16,
 }
 
+/// The client of every upstream call: one pool of connections, kept alive between
+/// calls, so that a call pays no new connection (or TLS handshake).
+pub(crate) fn agent(timeout: Duration) -> ureq::Agent {
+    crate::tls::agent(ureq::AgentBuilder::new())
+        .timeout_connect(Duration::from_secs(10))
+        .timeout_read(timeout)
+        .redirects(0)
+        .max_idle_connections_per_host(64)
+        .build()
+}
+
 /// Sends the request; the answer's head and a reader of its body.
 pub(crate) fn send(
+    agent: &ureq::Agent,
     method: &str,
     url: &str,
     headers: &[(String, String)],
     body: &[u8],
-    timeout: Duration,
 ) -> Result<(Head, Box<dyn Read + Send>), Unanswered> {
-    let agent = crate::tls::agent(ureq::AgentBuilder::new())
-        .timeout_connect(Duration::from_secs(10))
-        .timeout_read(timeout)
-        .redirects(0)
-        .build();
     let mut request = agent.request(method, url);
     for (name, value) in headers {
         request = request.set(name, value);

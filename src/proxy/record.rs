@@ -55,7 +55,24 @@ impl Store {
             digests.push(prev.clone());
         }
         let (shared, owner) = self.stored_prefix(&digests)?;
-        let keys: Vec<NamedNode> = owner.iter().map(|f| f.iri.clone()).collect();
+        // A new root's id is known before the write, so the write holds it: the one the
+        // call named, unless a session has it already (a conversation that shares
+        // nothing with it is not its continuation).
+        let named = hint
+            .session
+            .as_ref()
+            .map(|id| SessionId::new(id.clone()))
+            .transpose()?;
+        let root_id = match (&owner, named) {
+            (Some(_), _) => None,
+            (None, Some(id)) if !self.exists(&id)? => Some(id),
+            (None, _) => Some(SessionId::generate()),
+        };
+        let keys: Vec<NamedNode> = match (&owner, &root_id) {
+            (Some(f), _) => vec![f.iri.clone()],
+            (None, Some(id)) => vec![self.session_iri(id)],
+            (None, None) => Vec::new(),
+        };
         let mut tx = self.write_on(&keys)?;
         let mut forked_from = None;
         let mut facts = match owner {
@@ -78,19 +95,30 @@ impl Store {
                 let root = self.create_in(
                     &mut tx,
                     NewSession {
-                        id: hint.session.clone(),
+                        id: root_id.map(|id| id.to_string()),
                         title,
                         principal: info.principal.clone(),
                     },
                 )?;
                 if let Some(parent) = &hint.parent {
+                    // Derived from the spawning session's last turn, when it is stored.
+                    let spawner = match SessionId::new(parent.clone()) {
+                        Ok(id) if self.exists(&id)? => {
+                            let facts = self.require(&id)?;
+                            match facts.length {
+                                0 => None,
+                                n => Some(self.turn_iri_in(&facts, n - 1)?),
+                            }
+                        }
+                        _ => None,
+                    };
                     tx.insert(rdf::sub_agent_quads(
                         &root.iri,
                         &rdf::SubAgentFacts {
                             agent_id: root.id.as_str(),
                             spawned_in_session: Some(parent.as_str()),
                             tool_call_id: None,
-                            spawned_by: None,
+                            spawned_by: spawner.as_ref(),
                         },
                     ));
                 }

@@ -21,13 +21,16 @@ use std::time::{Duration, Instant};
 /// What the proxy's handlers share.
 pub(crate) struct ProxyState {
     config: ProxyConfig,
+    agent: ureq::Agent,
     pub(crate) recorder: Recorder,
 }
 
 /// The proxy's routes (to nest under `/proxy`), and its state (to settle the recorder
 /// when the server stops).
 pub(crate) fn routes(store: Arc<Store>, config: ProxyConfig) -> (Router, Arc<ProxyState>) {
+    let timeout = config.timeout.unwrap_or(Duration::from_secs(600));
     let state = Arc::new(ProxyState {
+        agent: forward::agent(timeout),
         config,
         recorder: Recorder::start(store),
     });
@@ -176,7 +179,6 @@ async fn handle(
         },
         None => None,
     };
-    let timeout = proxy.config.timeout.unwrap_or(Duration::from_secs(600));
     let (head_tx, head_rx) = tokio::sync::oneshot::channel::<Result<Head, forward::Unanswered>>();
     let (chunks, chunk_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
     let worker = Arc::clone(&proxy);
@@ -185,7 +187,6 @@ async fn handle(
         url,
         headers: forwarded,
         body,
-        timeout,
     };
     tokio::task::spawn_blocking(move || relay(&worker, call, pending, head_tx, chunks));
     let head = match head_rx.await {
@@ -246,7 +247,6 @@ struct Outgoing {
     url: String,
     headers: Vec<(String, String)>,
     body: Bytes,
-    timeout: Duration,
 }
 
 /// Sends `call` upstream and passes its answer on as it arrives (the head through
@@ -260,11 +260,11 @@ fn relay(
     chunks: tokio::sync::mpsc::Sender<Vec<u8>>,
 ) {
     let sent = forward::send(
+        &worker.agent,
         &call.method,
         &call.url,
         &call.headers,
         &call.body,
-        call.timeout,
     );
     let (head, mut reader) = match sent {
         Ok(answer) => answer,

@@ -750,3 +750,106 @@ fn the_openai_python_client_streaming_and_not_is_recorded_as_one_conversation() 
         .is_some_and(|c| c.contains("call_add")));
     assert!(!dump(store).contains(KEY));
 }
+
+/// Sends `messages` through the proxy of `server`, with `headers`; the answer's text.
+fn converse(server: &Server, messages: &Value, headers: &[(&str, &str)]) -> String {
+    let mut request = server
+        .http
+        .post(server.url("/proxy/anthropic/v1/messages"))
+        .header("x-api-key", KEY);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let answer: Value = request
+        .json(&json!({"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": messages}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    answer["content"][0]["text"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_edited_message_and_a_retried_step_fork_where_they_diverge_and_headers_name_and_link_sessions()
+{
+    // The upstream says "answer N" for its Nth call: a retry is answered otherwise.
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&count);
+    let up = upstream::start(move |_, _| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Answer::json(
+            200,
+            &json!({"type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": format!("answer {n}")}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 5, "output_tokens": 2}}),
+        )
+    });
+    let server = proxy_to(UpstreamKind::Anthropic, &up.url);
+    let store = &server.store;
+    let user = |text: &str| json!({"role": "user", "content": text});
+    let said =
+        |text: &str| json!({"role": "assistant", "content": [{"type": "text", "text": text}]});
+    let first = converse(
+        &server,
+        &json!([user("plan a trip")]),
+        &[("x-forktrail-session", "trip")],
+    );
+    let second = converse(
+        &server,
+        &json!([user("plan a trip"), said(&first), user("to Lisbon")]),
+        &[],
+    );
+    // The same history goes on: one session, named by the header.
+    recorded(store, 2);
+    let trip = SessionId::new("trip").unwrap();
+    assert_eq!(store.load(&trip, None).unwrap().len(), 4);
+    // The user edits their second message: a fork at 2, sharing the first two turns.
+    converse(
+        &server,
+        &json!([user("plan a trip"), said(&first), user("to Porto")]),
+        &[],
+    );
+    // The step is retried and answered otherwise: a fork at 3.
+    converse(
+        &server,
+        &json!([user("plan a trip"), said(&first), user("to Lisbon")]),
+        &[],
+    );
+    // Retried again... and the upstream's answer is new each time; and a sub-agent
+    // starts a root linked to the session that spawned it.
+    converse(
+        &server,
+        &json!([user("find flights")]),
+        &[("x-forktrail-parent", "trip")],
+    );
+    let calls = recorded(store, 5);
+    let forks: Vec<(u64, String)> = store
+        .branches(&trip)
+        .unwrap()
+        .into_iter()
+        .map(|b| {
+            let turns = store.load(&b.session, None).unwrap();
+            (
+                b.forked_at_index,
+                turns[b.forked_at_index as usize].content.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(forks.len(), 2, "{forks:?}");
+    assert!(forks.contains(&(2, "to Porto".into())), "{forks:?}");
+    assert!(forks.contains(&(3, "answer 3".into())), "{forks:?}");
+    assert_eq!(store.load(&trip, None).unwrap()[3].content, second);
+    let sub = calls
+        .iter()
+        .find(|c| c.session != trip && store.info(&c.session).unwrap().parent.is_none())
+        .unwrap();
+    let info = store.info(&sub.session).unwrap();
+    let link = info.subagent.expect("a sub-agent link");
+    assert_eq!(link.spawned_in_session.as_deref(), Some("trip"));
+    // Derived from the turn the spawning session had reached.
+    assert_eq!(
+        link.spawned_by.map(|t| (t.session, t.index)),
+        Some((trip.clone(), 3))
+    );
+    assert!(store.verify(None).unwrap().is_clean());
+}

@@ -59,10 +59,11 @@ pub(super) async fn playback(
         let figures = store.turn_figures(&turns)?;
         let root = store.tree(&info.fork_root)?;
         let anchors = store.anchors(&read_id)?;
-        Ok((info, (turns, figures), root, anchors))
+        let calls = store.model_calls(&read_id)?;
+        Ok((info, (turns, figures, calls), root, anchors))
     })
     .await?;
-    let (turns, figures) = turns;
+    let (turns, figures, calls) = turns;
     let points = html::sibling_points(&root, &id);
     let writable = state.config.token.is_some();
     let links = Links::Server;
@@ -120,6 +121,7 @@ pub(super) async fn playback(
             (turn_items(&state, &info, &turns, &figures, &points, writable))
         }
         (pages)
+        (model_calls(&base, &calls))
         @if writable && last_page {
             (composer(&info, &state))
         }
@@ -131,6 +133,48 @@ pub(super) async fn playback(
         &format!("{} ({})", info.session, info.branch),
         body,
     ))
+}
+
+/// The calls an agent made through the model proxy that extended this session, newest
+/// last: a recording in progress shows each call as it is recorded.
+fn model_calls(base: &str, calls: &[crate::ModelCallInfo]) -> Markup {
+    let number = |n: Option<u64>| n.map_or_else(|| "–".to_string(), |n| n.to_string());
+    html! {
+        @if !calls.is_empty() {
+            section aria-labelledby="calls-heading" {
+                h2 #calls-heading { "Model calls (" (calls.len()) ")" }
+                div.scroll {
+                    table {
+                        thead { tr {
+                            th scope="col" { "Started" } th scope="col" { "Model" }
+                            th scope="col" { "Outcome" } th scope="col" { "Sent" }
+                            th scope="col" { "Answer" } th scope="col" { "Tokens in / out" }
+                            th scope="col" { "Latency" } th scope="col" { "Cost" }
+                        } }
+                        tbody {
+                            @for c in calls {
+                                tr {
+                                    td { (c.started_at.as_deref().unwrap_or("–")) }
+                                    td { (c.model.as_deref().unwrap_or("–")) }
+                                    td { (c.outcome.as_str()) @if let Some(e) = &c.error { " — " (e) } }
+                                    td { (c.request_turns) " turns" }
+                                    td {
+                                        @match c.answer_index {
+                                            Some(i) => a href=(format!("{base}?turn={i}")) { "turn " (i) },
+                                            None => "–",
+                                        }
+                                    }
+                                    td { (number(c.input_tokens)) " / " (number(c.output_tokens)) }
+                                    td { (c.latency_ms) " ms" }
+                                    td { (c.cost_usd.map_or_else(|| "–".to_string(), |d| format!("${d:.4}"))) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The list items of `turns` of session `info`, as playback shows them.
