@@ -228,6 +228,11 @@ pub async fn serve(
         );
     }
     ready(addr);
+    // Answers go out as they are written: without TCP_NODELAY a response written in
+    // parts (a head, then a streamed body) can wait 40 ms for the client's delayed ACK.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
     let (app, state) = build(store, config);
     let server = axum::serve(listener, app).with_graceful_shutdown(async {
