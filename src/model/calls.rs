@@ -68,3 +68,30 @@ pub struct ModelCallInfo {
     pub error: Option<String>,
     pub started_at: Option<String>,
 }
+
+impl ModelCallInfo {
+    /// A call known by its id, API and session alone; what it did is filled in as it
+    /// ends and as it is read.
+    pub(crate) fn blank(id: String, api: Api, session: SessionId) -> Self {
+        Self {
+            id,
+            session,
+            api,
+            outcome: CallOutcome::Incomplete,
+            model: None,
+            principal: None,
+            request_turns: 0,
+            answer_index: None,
+            input_tokens: None,
+            output_tokens: None,
+            cached_tokens: None,
+            stop_reason: None,
+            latency_ms: 0,
+            first_byte_ms: None,
+            upstream_status: None,
+            cost_usd: None,
+            error: None,
+            started_at: None,
+        }
+    }
+}

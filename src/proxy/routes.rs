@@ -423,29 +423,12 @@ fn pending(
     Ok(Some(Pending {
         conversation,
         info: ModelCallInfo {
-            id,
-            session: SessionId::generate(),
-            api,
-            outcome: CallOutcome::Incomplete,
-            model: value
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            model: wire::text_field(&value, "model"),
             principal,
-            request_turns: 0,
-            answer_index: None,
-            input_tokens: None,
-            output_tokens: None,
-            cached_tokens: None,
-            stop_reason: None,
-            latency_ms: 0,
-            first_byte_ms: None,
-            upstream_status: None,
-            cost_usd: None,
-            error: None,
             started_at: Some(
                 chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             ),
+            ..ModelCallInfo::blank(id, api, SessionId::generate())
         },
         hint,
         started: Instant::now(),

@@ -182,26 +182,7 @@ impl Rdf<'_> {
         graph: &NamedNode,
     ) -> Result<Option<StoredCall>> {
         let quads = self.about(iri.as_ref(), graph.as_ref())?;
-        let mut info = ModelCallInfo {
-            id: String::new(),
-            session: id.clone(),
-            api: Api::AnthropicMessages,
-            outcome: CallOutcome::Complete,
-            model: None,
-            principal: None,
-            request_turns: 0,
-            answer_index: None,
-            input_tokens: None,
-            output_tokens: None,
-            cached_tokens: None,
-            stop_reason: None,
-            latency_ms: 0,
-            first_byte_ms: None,
-            upstream_status: None,
-            cost_usd: None,
-            error: None,
-            started_at: None,
-        };
+        let mut info = ModelCallInfo::blank(String::new(), Api::AnthropicMessages, id.clone());
         let (mut context, mut overrides, mut found) = (None, None, false);
         for q in &quads {
             let p = q.predicate.as_ref();

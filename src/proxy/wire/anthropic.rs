@@ -216,14 +216,8 @@ pub(crate) fn read_answer(value: &Value) -> Reply {
             .and_then(Value::as_object)
             .map(usage)
             .unwrap_or_default(),
-        stop_reason: value
-            .get("stop_reason")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        model: value
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        stop_reason: super::text_field(value, "stop_reason"),
+        model: super::text_field(value, "model"),
         complete: value.get("type").and_then(Value::as_str) == Some("message"),
     }
 }

@@ -125,6 +125,11 @@ pub(crate) fn normalized(message: &Value) -> Value {
     Value::Object(out)
 }
 
+/// The string field `key` of `value`, if it has one.
+pub(crate) fn text_field(value: &Value, key: &str) -> Option<String> {
+    value.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
 /// The text of `value`: a string as itself, a list of blocks as their `text` fields
 /// joined by blank lines.
 pub(crate) fn text_of(value: Option<&Value>) -> String {

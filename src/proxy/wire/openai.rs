@@ -82,10 +82,7 @@ pub(crate) fn read_answer(value: &Value) -> Reply {
             .pointer("/choices/0/finish_reason")
             .and_then(Value::as_str)
             .map(str::to_string),
-        model: value
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        model: super::text_field(value, "model"),
         complete: message.is_some(),
     }
 }

@@ -207,14 +207,8 @@ pub(crate) fn read_answer(value: &Value) -> Reply {
             output: n("/usage/output_tokens"),
             cached: n("/usage/input_tokens_details/cached_tokens"),
         },
-        stop_reason: value
-            .get("status")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        model: value
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        stop_reason: super::text_field(value, "status"),
+        model: super::text_field(value, "model"),
         complete: value.get("status").and_then(Value::as_str) == Some("completed"),
     }
 }
