@@ -803,6 +803,10 @@ fn an_edited_message_and_a_retried_step_fork_where_they_diverge_and_headers_name
     recorded(store, 2);
     let trip = SessionId::new("trip").unwrap();
     assert_eq!(store.load(&trip, None).unwrap().len(), 4);
+    // The playback page shows the calls as they are recorded, each with its answer.
+    let page = server.get("/ui/sessions/trip", "text/html").text().unwrap();
+    assert!(page.contains("Model calls (2)"), "{page}");
+    assert!(page.contains("/ui/sessions/trip?turn=3"), "{page}");
     // The user edits their second message: a fork at 2, sharing the first two turns.
     converse(
         &server,
