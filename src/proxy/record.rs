@@ -87,43 +87,7 @@ impl Store {
                 let (_, child) = self.fork_in(&mut tx, &f.id, options)?;
                 child.ok_or_else(|| Error::Conflict(format!("session {}: no fork made", f.id)))?
             }
-            None => {
-                let title = all
-                    .iter()
-                    .find(|t| t.role == crate::Role::User && !t.content.trim().is_empty())
-                    .map(|t| t.content.chars().take(80).collect::<String>());
-                let root = self.create_in(
-                    &mut tx,
-                    NewSession {
-                        id: root_id.map(|id| id.to_string()),
-                        title,
-                        principal: info.principal.clone(),
-                    },
-                )?;
-                if let Some(parent) = &hint.parent {
-                    // Derived from the spawning session's last turn, when it is stored.
-                    let spawner = match SessionId::new(parent.clone()) {
-                        Ok(id) if self.exists(&id)? => {
-                            let facts = self.require(&id)?;
-                            match facts.length {
-                                0 => None,
-                                n => Some(self.turn_iri_in(&facts, n - 1)?),
-                            }
-                        }
-                        _ => None,
-                    };
-                    tx.insert(rdf::sub_agent_quads(
-                        &root.iri,
-                        &rdf::SubAgentFacts {
-                            agent_id: root.id.as_str(),
-                            spawned_in_session: Some(parent.as_str()),
-                            tool_call_id: None,
-                            spawned_by: spawner.as_ref(),
-                        },
-                    ));
-                }
-                root
-            }
+            None => self.root_in(&mut tx, &all, root_id, &info, &hint)?,
         };
         let appended = (all.len() - shared) as u64;
         let mut answer_turn = None;
@@ -205,6 +169,53 @@ impl Store {
         }
         .write(&self.iris, &mut w);
         Ok(w.quads)
+    }
+
+    /// Adds to `tx` the root a conversation that shares nothing stored starts, titled by
+    /// its first words, linked to the session `hint` names as its spawner.
+    fn root_in(
+        &self,
+        tx: &mut crate::store::WriteTx<'_>,
+        all: &[crate::NewTurn],
+        root_id: Option<SessionId>,
+        info: &ModelCallInfo,
+        hint: &super::Hint,
+    ) -> Result<SessionNode> {
+        let title = all
+            .iter()
+            .find(|t| t.role == crate::Role::User && !t.content.trim().is_empty())
+            .map(|t| t.content.chars().take(80).collect::<String>());
+        let root = self.create_in(
+            tx,
+            NewSession {
+                id: root_id.map(|id| id.to_string()),
+                title,
+                principal: info.principal.clone(),
+            },
+        )?;
+        if let Some(parent) = &hint.parent {
+            // Derived from the spawning session's last turn, when it is stored.
+            let spawner = match SessionId::new(parent.clone()) {
+                Ok(id) if self.exists(&id)? => {
+                    let facts = self.require(&id)?;
+                    match facts.length {
+                        0 => None,
+                        n => Some(self.turn_iri_in(&facts, n - 1)?),
+                    }
+                }
+                _ => None,
+            };
+            tx.insert(rdf::sub_agent_quads(
+                &root.iri,
+                &rdf::SubAgentFacts {
+                    agent_id: root.id.as_str(),
+                    spawned_in_session: Some(parent.as_str()),
+                    tool_call_id: None,
+                    spawned_by: spawner.as_ref(),
+                },
+            ));
+        }
+        Ok(root)
     }
 
     /// How many of the turns whose chained digests are `digests` the store holds (a

@@ -241,6 +241,35 @@ fn judged(reply: &Reply, api: Api) -> (CallOutcome, Option<String>) {
     }
 }
 
+/// An upstream's error answer, read whole (it is short) with every secret taken out, to
+/// be passed on; the call recorded as failed with it.
+fn failed(
+    worker: &ProxyState,
+    pending: Option<Pending>,
+    status: u16,
+    reader: &mut (dyn Read + Send),
+) -> String {
+    let mut text = Vec::new();
+    let _ = reader.take(1024 * 1024).read_to_end(&mut text);
+    let text = crate::secrets::scrub(&String::from_utf8_lossy(&text));
+    if let Some(p) = pending {
+        let error = format!(
+            "the upstream answered {status}: {}",
+            crate::secrets::excerpt(&text)
+        );
+        let capture = p.ended(
+            Reply::default(),
+            CallOutcome::Failed,
+            Some(status),
+            Some(error),
+            None,
+            &worker.config,
+        );
+        worker.recorder.push(capture);
+    }
+    text
+}
+
 /// A request to send on.
 struct Outgoing {
     method: String,
@@ -291,25 +320,7 @@ fn relay(
         _ => None,
     };
     if status >= 400 {
-        // An error: read whole (it is short), keys taken out, then passed on.
-        let mut text = Vec::new();
-        let _ = reader.by_ref().take(1024 * 1024).read_to_end(&mut text);
-        let text = crate::secrets::scrub(&String::from_utf8_lossy(&text));
-        if let Some(p) = pending {
-            let error = format!(
-                "the upstream answered {status}: {}",
-                crate::secrets::excerpt(&text)
-            );
-            let capture = p.ended(
-                Reply::default(),
-                CallOutcome::Failed,
-                Some(status),
-                Some(error),
-                None,
-                &worker.config,
-            );
-            worker.recorder.push(capture);
-        }
+        let text = failed(worker, pending, status, reader.as_mut());
         let _ = head_tx.send(Ok(head));
         let _ = chunks.blocking_send(text.into_bytes());
         return;
