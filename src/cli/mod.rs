@@ -259,8 +259,8 @@ enum Command {
     /// playback, diff, provenance). Routes: / and /ui/… (the web UI), /sparql, /query,
     /// /update, /store (SPARQL 1.1 Protocol and Graph Store read), /queries, /sessions,
     /// /import, /v1/traces (OpenTelemetry traces in), /mcp (MCP over Streamable HTTP;
-    /// writes with the token), /jobs, /health, /metrics. Read-only unless started with a
-    /// token.
+    /// writes with the token), /jobs, /health, /metrics, and with --upstream the model
+    /// proxy (/proxy/anthropic, /proxy/openai). Read-only unless started with a token.
     #[cfg(feature = "server")]
     Serve(serve::ServeArgs),
     /// The model calls an agent made through the proxy that a session holds: when,
@@ -273,8 +273,8 @@ enum Command {
     ///
     /// Point an agent's base URL at it and run the agent as usual:
     /// `ANTHROPIC_BASE_URL=http://127.0.0.1:7878/proxy/anthropic claude`, or
-    /// `OPENAI_BASE_URL=http://127.0.0.1:7878/proxy/openai/v1` for OpenAI clients and
-    /// Codex. Each call goes on to the upstream with the agent's own key (never stored)
+    /// `OPENAI_BASE_URL=http://127.0.0.1:7878/proxy/openai/v1` for OpenAI clients (Codex
+    /// takes it as a model provider's `base_url`, see the README). Each call goes on to the upstream with the agent's own key (never stored)
     /// and is recorded as it is answered: a request that carries a stored session's
     /// turns extends it, one that shares a prefix forks it there, one that shares
     /// nothing starts a root. `forktrail calls SESSION` lists a session's calls.
