@@ -128,7 +128,9 @@ pub(crate) struct Hint {
 
 /// One call to record.
 pub(crate) struct Capture {
-    pub(crate) conversation: wire::Conversation,
+    /// The request's body as the client sent it: read by the recorder, off the path of
+    /// the answer.
+    pub(crate) request: Vec<u8>,
     /// The answer's turn (with its model), when there is one.
     pub(crate) reply_turn: Option<NewTurn>,
     /// What is known of the call (its session, turns and answer index are filled in

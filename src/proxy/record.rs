@@ -34,11 +34,25 @@ impl Store {
     /// Records one proxied call (see the module docs).
     pub(crate) fn capture(&self, capture: Capture) -> Result<Captured> {
         let Capture {
-            conversation,
-            reply_turn,
+            request,
+            mut reply_turn,
             mut info,
             hint,
         } = capture;
+        // The request is read here, on the recorder's thread, not on the answer's path.
+        let (conversation, asked) = wire::read_request(info.api, &request).map_err(|why| {
+            Error::InvalidInput(format!(
+                "its {} request is not one forktrail reads: {why}",
+                info.api
+            ))
+        })?;
+        let asked = asked.filter(|m| Agent::model(m.clone()).is_ok());
+        if info.model.is_none() {
+            info.model = asked;
+        }
+        if let (Some(turn), Some(model)) = (reply_turn.as_mut(), &info.model) {
+            turn.model.get_or_insert_with(|| model.clone());
+        }
         let Conversation {
             turns,
             context,

@@ -4,7 +4,7 @@
 //! anything else under a prefix (`count_tokens`, `/v1/models`) is forwarded only.
 
 use super::forward::{self, Head, Tee};
-use super::wire::{self, Reply};
+use super::wire::Reply;
 use super::{Capture, Hint, ProxyConfig, Recorder, UpstreamKind};
 use crate::model::{Api, CallOutcome, ModelCallInfo, SessionId};
 use crate::store::Store;
@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,13 +69,28 @@ fn recorded(kind: UpstreamKind, method: &Method, rest: &str) -> Option<Api> {
 
 /// A call being recorded: what is known before the answer.
 struct Pending {
-    conversation: wire::Conversation,
+    /// The request's body, read when the call is recorded.
+    body: Bytes,
     info: ModelCallInfo,
     hint: Hint,
     started: Instant,
 }
 
 impl Pending {
+    /// Queues the call, ended, for the recorder.
+    fn record(
+        self,
+        worker: &ProxyState,
+        reply: Reply,
+        outcome: CallOutcome,
+        status: Option<u16>,
+        error: Option<String>,
+        first_byte: Option<Duration>,
+    ) {
+        let capture = self.ended(reply, outcome, status, error, first_byte, &worker.config);
+        worker.recorder.push(capture);
+    }
+
     /// The call as recorded, once it ended.
     fn ended(
         self,
@@ -87,8 +102,10 @@ impl Pending {
         config: &ProxyConfig,
     ) -> Capture {
         let mut info = self.info;
-        let model = reply.model.clone().or(info.model.take());
-        let model = model.filter(|m| crate::model::Agent::model(m.clone()).is_ok());
+        let model = reply
+            .model
+            .clone()
+            .filter(|m| crate::model::Agent::model(m.clone()).is_ok());
         info.outcome = outcome;
         info.upstream_status = status;
         info.error = error;
@@ -114,7 +131,7 @@ impl Pending {
             None => t,
         });
         Capture {
-            conversation: self.conversation,
+            request: self.body.to_vec(),
             reply_turn,
             info,
             hint: self.hint,
@@ -174,7 +191,7 @@ async fn handle(
     let url = forward::target(base, &rest, uri.query());
     let pending = match recorded(kind, &method, &rest) {
         Some(api) => match pending(api, &headers, key, &body) {
-            Ok(p) => p,
+            Ok(p) => Some(p),
             Err(message) => return refusal(kind, StatusCode::BAD_REQUEST, &message),
         },
         None => None,
@@ -257,15 +274,14 @@ fn failed(
             "the upstream answered {status}: {}",
             crate::secrets::excerpt(&text)
         );
-        let capture = p.ended(
+        p.record(
+            worker,
             Reply::default(),
             CallOutcome::Failed,
             Some(status),
             Some(error),
             None,
-            &worker.config,
         );
-        worker.recorder.push(capture);
     }
     text
 }
@@ -299,15 +315,14 @@ fn relay(
         Ok(answer) => answer,
         Err(unanswered) => {
             if let Some(p) = pending {
-                let capture = p.ended(
+                p.record(
+                    worker,
                     Reply::default(),
                     CallOutcome::Failed,
                     None,
                     Some(unanswered.message.clone()),
                     None,
-                    &worker.config,
                 );
-                worker.recorder.push(capture);
             }
             let _ = head_tx.send(Err(unanswered));
             return;
@@ -348,15 +363,7 @@ fn relay(
                 let reply = tee.take().map(Tee::finish).unwrap_or_default();
                 if let Some(p) = pending.take() {
                     let (outcome, error) = judged(&reply, p.info.api);
-                    let c = p.ended(
-                        reply,
-                        outcome,
-                        Some(status),
-                        error,
-                        first_byte,
-                        &worker.config,
-                    );
-                    worker.recorder.push(c);
+                    p.record(worker, reply, outcome, Some(status), error, first_byte);
                 }
             }
         }
@@ -376,26 +383,19 @@ fn relay(
         } else {
             judged(&reply, p.info.api)
         };
-        let c = p.ended(
-            reply,
-            outcome,
-            Some(status),
-            error,
-            first_byte,
-            &worker.config,
-        );
-        worker.recorder.push(c);
+        p.record(worker, reply, outcome, Some(status), error, first_byte);
     }
 }
 
-/// A call to record, read from its request: `Ok(None)` when its body is not one the
-/// proxy can read (it is forwarded all the same, and the upstream judges it).
+/// A call to record, as its headers describe it (its body is read when it is recorded:
+/// one the proxy cannot read is forwarded all the same, the upstream judges it, and the
+/// recorder says it was not recorded); an error names a header forktrail cannot take.
 fn pending(
     api: Api,
     headers: &HeaderMap,
     key: Option<&str>,
-    body: &[u8],
-) -> Result<Option<Pending>, String> {
+    body: &Bytes,
+) -> Result<Pending, String> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let principal = super::principal(header("x-forktrail-principal"), key)
         .map_err(|e| format!("x-forktrail-principal: {e}"))?;
@@ -409,32 +409,10 @@ fn pending(
             *slot = Some(value.to_string());
         }
     }
-    let unread = |why: &str| {
-        eprintln!(
-            "forktrail: a call of the {} API is forwarded but not recorded: {}",
-            api.as_str(),
-            crate::secrets::excerpt(why)
-        );
-        Ok(None)
-    };
-    let value = match serde_json::from_slice::<Value>(body) {
-        Ok(value) => value,
-        Err(e) => return unread(&format!("its body is not JSON ({e})")),
-    };
-    let read = match api {
-        Api::AnthropicMessages => wire::anthropic::read_request(&value),
-        Api::OpenaiChat => wire::openai::read_request(&value),
-        Api::OpenaiResponses => wire::responses::read_request(&value),
-    };
-    let conversation = match read {
-        Ok(c) => c,
-        Err(why) => return unread(&why),
-    };
     let id = uuid::Uuid::now_v7().to_string();
-    Ok(Some(Pending {
-        conversation,
+    Ok(Pending {
+        body: body.clone(),
         info: ModelCallInfo {
-            model: wire::text_field(&value, "model"),
             principal,
             started_at: Some(
                 chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -443,5 +421,5 @@ fn pending(
         },
         hint,
         started: Instant::now(),
-    }))
+    })
 }

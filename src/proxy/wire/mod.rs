@@ -34,6 +34,22 @@ pub(crate) struct Conversation {
     pub(crate) overrides: Vec<(usize, Value)>,
 }
 
+/// The conversation of a request's body in `api`, and the model it asks for.
+pub(crate) fn read_request(
+    api: crate::model::Api,
+    body: &[u8],
+) -> Result<(Conversation, Option<String>), String> {
+    use crate::model::Api;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("its body is not JSON ({e})"))?;
+    let conversation = match api {
+        Api::AnthropicMessages => anthropic::read_request(&value),
+        Api::OpenaiChat => openai::read_request(&value),
+        Api::OpenaiResponses => responses::read_request(&value),
+    }?;
+    Ok((conversation, text_field(&value, "model")))
+}
+
 /// What the API reported about a call's usage.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Usage {
