@@ -25,6 +25,8 @@
 
 mod engine;
 mod error;
+#[cfg(feature = "server")]
+mod experiment;
 mod html;
 mod io;
 #[cfg(feature = "mcp")]
@@ -41,6 +43,8 @@ mod store;
 mod tls;
 pub mod vocab;
 mod whatif;
+#[cfg(feature = "server")]
+pub use experiment::{ExperimentOptions, DEFAULT_AGENT_TIMEOUT_SECS};
 
 pub use engine::demo;
 pub use engine::diff::{word_diff, AlignedRow, RowKind, WordRuns};
@@ -57,11 +61,11 @@ pub use io::{
 };
 pub use model::{
     Agent, AnchorInfo, Api, ArmStatus, BranchInfo, CallOutcome, ComparisonStatus, DeleteOptions,
-    DeletePlan, DeletedSession, DetachOptions, DetachPlan, ForkOptions, ForkPlan, FoundBy, Job,
-    JobStatus, Kind, Label, Limits, MergeOptions, MergePlan, ModelCallInfo, MovedSession,
-    NewSession, NewTurn, ReplayRecord, Role, RunStatus, SessionDiff, SessionId, SessionInfo,
-    SubAgentInfo, TokenTotals, TreeNode, Turn, TurnRef, TurnSpan, UpgradeReport, WhatIfInfo,
-    MAX_FORK_DEPTH,
+    DeletePlan, DeletedSession, DetachOptions, DetachPlan, Drift, ExperimentSpec, ForkOptions,
+    ForkPlan, FoundBy, Job, JobStatus, Kind, Label, Limits, MergeOptions, MergePlan, ModelCallInfo,
+    MovedSession, NewSession, NewTurn, OnDrift, ReplayRecord, Role, RunStatus, SampleOutcome,
+    Sandbox, SessionDiff, SessionId, SessionInfo, SubAgentInfo, TokenTotals, TreeNode, Turn,
+    TurnRef, TurnSpan, UpgradeReport, Verdict, WhatIfInfo, MAX_FORK_DEPTH,
 };
 pub use proxy::{Captured, ProxyConfig, UpstreamKind};
 pub use query::{binding_value, queries, NamedQuery, QueryOptions};
@@ -70,11 +74,11 @@ pub use storage::{RemoteAuth, RemoteConfig, SERVER_FILE};
 pub use store::Durability;
 pub use store::Store;
 pub use whatif::{
-    check_offered, offered_endpoints, Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell,
-    CompareOptions, ComparePlan, Comparison, CostStatus, DiffRow, Figures, Price, Provider,
-    RegenerateOptions, RegeneratePlan, TurnFigures, ANTHROPIC_ENDPOINT, BASELINE, DEFAULT_ENDPOINT,
-    DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_STEPS, ESTIMATE_METHOD,
-    OPENAI_API,
+    check_offered, offered_endpoints, wilson_interval, Arm, ArmPlan, ArmReport, ArmStats,
+    CallFigures, CallReport, Cell, CompareOptions, ComparePlan, Comparison, CostStatus, DiffRow,
+    Figures, Price, Provider, RegenerateOptions, RegeneratePlan, Summary, TurnFigures,
+    ANTHROPIC_ENDPOINT, BASELINE, DEFAULT_ENDPOINT, DEFAULT_MAX_CONTEXT_TOKENS,
+    DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_STEPS, ESTIMATE_METHOD, OPENAI_API,
 };
 
 #[cfg(doctest)]

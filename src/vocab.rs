@@ -48,6 +48,10 @@ pub mod ft {
         CONTEXT_JSON = "contextJson", MESSAGE_OVERRIDES = "messageOverrides",
         FIRST_BYTE_MS = "firstByteMs", UPSTREAM_STATUS = "upstreamStatus",
         INCOMPLETE = "incomplete",
+        SAMPLE = "sample", VERDICT = "verdict", AGENT_EXIT_CODE = "agentExitCode",
+        VERIFY_EXIT_CODE = "verifyExitCode", VERIFY_OUTPUT = "verifyOutput",
+        AGENT_OUTPUT = "agentOutput", WALL_MS = "wallMs", REPLAYED_CALLS = "replayedCalls",
+        DRIFT_CALL = "driftCall", DRIFT_INDEX = "driftIndex", DRIFT_DETAIL = "driftDetail",
     }
 }
 

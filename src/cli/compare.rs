@@ -15,6 +15,33 @@ pub(super) struct CompareArgs {
     /// turns from K on are the baseline.
     #[arg(long, value_name = "K")]
     at: u64,
+    #[command(flatten)]
+    arms: ArmFlags,
+    /// The longest wait for one answer, in seconds (default 300).
+    #[arg(long = "timeout", value_name = "SECONDS")]
+    timeout_secs: Option<u64>,
+    /// Refuse contexts estimated above this many tokens (characters / 4; default
+    /// 32768).
+    #[arg(long, value_name = "N")]
+    max_context_tokens: Option<u64>,
+    /// Print each arm's estimated steps, tokens and cost, the total and the budget;
+    /// call nothing and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the comparison (or, with --dry-run, the plan) as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Print the comparison id at once; a worker process runs the arms (the store is
+    /// in use until it ends). Follow it with `forktrail jobs show ID`, stop it with
+    /// `forktrail jobs cancel ID`.
+    #[arg(long, conflicts_with = "dry_run")]
+    background: bool,
+}
+
+/// The flags a comparison and an experiment share: arms, prices, the money cap, steps,
+/// samples.
+#[derive(Args)]
+pub(super) struct ArmFlags {
     /// One arm, as key=value pairs separated by commas: model (required), name,
     /// provider (openai or anthropic), endpoint, temperature, max-tokens, and
     /// system-prompt=FILE and tools=FILE (a JSON array of OpenAI tool definitions;
@@ -53,29 +80,45 @@ pub(super) struct CompareArgs {
     #[arg(long, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     parallel: Option<usize>,
-    /// The longest wait for one answer, in seconds (default 300).
-    #[arg(long = "timeout", value_name = "SECONDS")]
-    timeout_secs: Option<u64>,
-    /// Refuse contexts estimated above this many tokens (characters / 4; default
-    /// 32768).
+    /// Runs per arm, each its own fork (default 1); the figures are then given per
+    /// arm over its samples: mean, median and 95 % interval.
     #[arg(long, value_name = "N")]
-    max_context_tokens: Option<u64>,
-    /// Run anew even if an identical comparison (same session, fork point, arms and
-    /// step limit) exists; without it that one is printed and no model is called.
+    samples: Option<u64>,
+    /// Run anew even if an identical comparison (same session, fork point, arms, step
+    /// limit and samples) exists; without it that one is printed and no model is called.
     #[arg(long)]
     again: bool,
-    /// Print each arm's estimated steps, tokens and cost, the total and the budget;
-    /// call nothing and write nothing.
-    #[arg(long)]
-    dry_run: bool,
-    /// Print the comparison (or, with --dry-run, the plan) as JSON.
-    #[arg(long)]
-    json: bool,
-    /// Print the comparison id at once; a worker process runs the arms (the store is
-    /// in use until it ends). Follow it with `forktrail jobs show ID`, stop it with
-    /// `forktrail jobs cancel ID`.
-    #[arg(long, conflicts_with = "dry_run")]
-    background: bool,
+}
+
+impl ArmFlags {
+    /// The comparison's options these flags give.
+    pub(super) fn options(&self, at: u64) -> Result<CompareOptions, Box<dyn std::error::Error>> {
+        let mut arms = self.arms.clone();
+        if let Some(file) = &self.arms_file {
+            arms.extend(json_file::<Vec<Arm>>(file, "--arms")?);
+        }
+        let mut prices: BTreeMap<String, Price> = match &self.prices_file {
+            Some(file) => json_file(file, "--prices")?,
+            None => BTreeMap::new(),
+        };
+        prices.extend(self.prices.iter().cloned());
+        Ok(CompareOptions {
+            at,
+            arms,
+            max_steps: self.max_steps,
+            prices,
+            budget_usd: self.budget_usd,
+            allow_remote: self.allow_remote,
+            again: self.again,
+            parallel: self.parallel,
+            samples: self.samples,
+            ..CompareOptions::default()
+        })
+    }
+
+    pub(super) fn parallel(&self) -> usize {
+        self.parallel.unwrap_or(1)
+    }
 }
 
 fn parse_arm(text: &str) -> Result<Arm, String> {
@@ -102,27 +145,11 @@ fn json_file<T: serde::de::DeserializeOwned>(
 
 impl CompareArgs {
     fn options(&self) -> Result<CompareOptions, Box<dyn std::error::Error>> {
-        let mut arms = self.arms.clone();
-        if let Some(file) = &self.arms_file {
-            arms.extend(json_file::<Vec<Arm>>(file, "--arms")?);
-        }
-        let mut prices: BTreeMap<String, Price> = match &self.prices_file {
-            Some(file) => json_file(file, "--prices")?,
-            None => BTreeMap::new(),
-        };
-        prices.extend(self.prices.iter().cloned());
         Ok(CompareOptions {
-            at: self.at,
-            arms,
-            max_steps: self.max_steps,
-            prices,
-            budget_usd: self.budget_usd,
-            allow_remote: self.allow_remote,
-            again: self.again,
-            parallel: self.parallel,
             timeout_secs: self.timeout_secs,
             max_context_tokens: self.max_context_tokens,
             dry_run: self.dry_run,
+            ..self.arms.options(self.at)?
         })
     }
 
@@ -153,7 +180,7 @@ impl CompareArgs {
             );
             eprintln!("{}", never_executed(&begun));
         }
-        let parallel = self.parallel.unwrap_or(1);
+        let parallel = self.arms.parallel();
         if self.background {
             // The worker needs the store this process holds.
             drop(store);
@@ -210,14 +237,23 @@ impl ComparisonsArgs {
 /// what each run committed, and prints the comparison.
 pub(super) fn resume(out: Out, store: &Store, id: &str, parallel: usize, json: bool) -> CliResult {
     let comparison = store.comparison(id)?;
-    if comparison.status == forktrail::ComparisonStatus::Running && !json {
+    if comparison.status == forktrail::ComparisonStatus::Running
+        && !json
+        && comparison.experiment.is_none()
+    {
         eprintln!(
             "resuming comparison {}: {}",
             comparison.comparison,
             never_executed(&comparison)
         );
     }
-    let done = store.run_comparison(id, parallel)?;
+    let done = match &comparison.experiment {
+        Some(spec) => {
+            super::experiment::warn_unsandboxed(spec);
+            store.run_experiment(id, parallel)?
+        }
+        None => store.run_comparison(id, parallel)?,
+    };
     if json {
         print_json(out, &done)
     } else {

@@ -8,6 +8,7 @@
 
 mod calls;
 mod compare;
+mod experiment;
 mod jobs;
 mod query;
 mod render;
@@ -218,6 +219,19 @@ enum Command {
     /// printed, not run again (--again runs anew). Exits 0 once the arms have run,
     /// whatever they stopped on.
     Compare(compare::CompareArgs),
+    /// A live what-if: the agent's own harness replays the recording and runs each
+    /// arm's tools in a copy of its workspace; a verify command judges.
+    ///
+    /// Per arm and sample (--samples N): a fresh copy of --workspace, the --agent
+    /// command started in it with its base URL on this experiment's model endpoint. Its
+    /// calls whose answers lie before turn K are answered from the recording (matched on
+    /// their conversation), so its harness runs the recorded tool calls for real; from K
+    /// on, the arm's model answers, under the money cap (--budget-usd), each sample
+    /// stored as a fork at K. When the agent exits (or at --max-steps or --timeout),
+    /// --verify runs in the copy: exit 0 is a pass. Prints each arm's pass rate with its
+    /// 95 % Wilson interval and each figure's mean, median and 95 % interval, then every
+    /// sample. WITHOUT --sandbox bwrap THE AGENT'S TOOLS RUN WITH YOUR RIGHTS.
+    Experiment(experiment::ExperimentArgs),
     /// List every comparison: its id, session, fork point, status and arms.
     Comparisons(compare::ComparisonsArgs),
     /// List regeneration jobs, or show, cancel or resume a job, comparison or run.
@@ -494,6 +508,7 @@ fn run(cli: Cli, out: Out) -> CliResult {
         Command::Merge(args) => args.run(out, &store),
         Command::Regenerate(args) => args.run(out, store, &path),
         Command::Compare(args) => args.run(out, store, &path),
+        Command::Experiment(args) => args.run(out, store, &path),
         Command::Comparisons(args) => args.run(out, &store),
         Command::Jobs(args) => args.run(out, &store),
         Command::Calls(args) => args.run(out, &store),

@@ -388,7 +388,15 @@ pub fn comparison(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
              anew)"
         )?;
     }
+    if let Some(e) = &c.experiment {
+        writeln!(out, "agent       {}", e.agent)?;
+        writeln!(out, "verify      {}", e.verify)?;
+        writeln!(out, "sandbox     {} (on drift: {})", e.sandbox, e.on_drift)?;
+    }
     writeln!(out)?;
+    if c.samples > 1 || c.experiment.is_some() {
+        return sampled(out, c);
+    }
     let mut headers = vec![""];
     headers.extend(c.arms.iter().map(|a| a.name.as_str()));
     write!(out, "{}", table(&headers, &figure_rows(&c.arms)))?;
@@ -412,6 +420,113 @@ pub fn comparison(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
         match &arm.detail {
             Some(detail) => writeln!(out, "arm {} stopped {}: {detail}", arm.name, arm.status)?,
             None => writeln!(out, "arm {} stopped {}", arm.name, arm.status)?,
+        }
+    }
+    Ok(())
+}
+
+/// A comparison with samples: each arm over its samples (pass rate with its 95 %
+/// Wilson interval; each figure's mean, median and the 95 % interval of the mean), then
+/// every sample.
+fn sampled(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
+    let summary = |s: &Option<forktrail::Summary>, show: &dyn Fn(f64) -> String| match s {
+        Some(s) if s.n > 1 => format!(
+            "{} (median {}, 95% {}–{})",
+            show(s.mean),
+            show(s.median),
+            show(s.low.max(0.0)),
+            show(s.high)
+        ),
+        Some(s) => show(s.mean),
+        None => "-".into(),
+    };
+    let n = |v: f64| format!("{v:.1}");
+    let ms = |v: f64| format!("{:.1} s", v / 1000.0);
+    let rows: Vec<Vec<String>> = c
+        .stats
+        .iter()
+        .map(|a| {
+            let pass = match (a.pass_rate, a.pass_interval) {
+                (Some(rate), Some((lo, hi))) => format!(
+                    "{}/{} = {:.2} (95% {:.2}–{:.2})",
+                    a.passed, a.judged, rate, lo, hi
+                ),
+                _ => "not judged".into(),
+            };
+            vec![
+                a.name.clone(),
+                a.samples.to_string(),
+                pass,
+                summary(&a.steps, &n),
+                summary(&a.tokens, &|v| format!("{v:.0}")),
+                summary(&a.cost_usd, &|v| usd(v)),
+                summary(&a.wall_ms, &ms),
+            ]
+        })
+        .collect();
+    let headers = [
+        "ARM",
+        "SAMPLES",
+        "PASS RATE",
+        "STEPS",
+        "TOKENS",
+        "COST",
+        "WALL",
+    ];
+    write!(out, "{}", table(&headers, &rows))?;
+    writeln!(out)?;
+    let rows: Vec<Vec<String>> = c
+        .arms
+        .iter()
+        .filter(|a| a.sample.is_some())
+        .map(|a| {
+            let f = &a.figures;
+            let o = a.outcome.as_ref();
+            vec![
+                a.name.clone(),
+                a.sample.map_or(String::new(), |s| s.to_string()),
+                a.status.to_string(),
+                o.map_or("-".into(), |o| o.verdict.to_string()),
+                f.steps.to_string(),
+                match (f.input_tokens, f.output_tokens) {
+                    (Some(i), Some(o)) => format!("{i}+{o}"),
+                    _ => "-".into(),
+                },
+                f.cost_usd.map_or("-".into(), usd),
+                o.map_or("-".into(), |o| ms(o.wall_ms as f64)),
+                f.first_divergence.map_or("-".into(), |d| d.to_string()),
+                o.and_then(|o| o.drift.as_ref()).map_or(String::new(), |d| {
+                    format!("call {}, turn {}", d.call, d.index)
+                }),
+                a.session.as_ref().map_or(String::new(), |s| s.to_string()),
+            ]
+        })
+        .collect();
+    let headers = [
+        "ARM",
+        "SAMPLE",
+        "STATUS",
+        "VERDICT",
+        "STEPS",
+        "TOKENS IN+OUT",
+        "COST",
+        "WALL",
+        "DIVERGES AT",
+        "DRIFT",
+        "SESSION",
+    ];
+    write!(out, "{}", table(&headers, &rows))?;
+    for a in c.arms.iter().filter(|a| a.sample.is_some()) {
+        if let Some(d) = a.outcome.as_ref().and_then(|o| o.drift.as_ref()) {
+            writeln!(
+                out,
+                "{} sample {}: the environment diverged at call {} (turn {}): {}",
+                a.name,
+                a.sample.unwrap_or(0),
+                d.call,
+                d.index,
+                d.detail
+            )?;
         }
     }
     Ok(())

@@ -684,7 +684,7 @@ impl Store {
     }
 
     /// The digest of the turn before `index` in session `f` (empty before index 0).
-    fn digest_before(&self, f: &SessionNode, index: u64) -> Result<String> {
+    pub(crate) fn digest_before(&self, f: &SessionNode, index: u64) -> Result<String> {
         if index == 0 {
             return Ok(String::new());
         }

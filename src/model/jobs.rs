@@ -42,6 +42,13 @@ named! {
         Failed = "failed",
         /// Stopped by a caller.
         Cancelled = "cancelled",
+        /// An experiment's agent ran past its time and was stopped.
+        TimedOut = "timed_out",
+        /// An experiment's environment diverged from the recording before the fork
+        /// point (`--on-drift stop`).
+        Drifted = "drifted",
+        /// An experiment's agent exited on its own.
+        Exited = "exited",
     }
     unknown(text) => Error::Corrupt {
         session: "(a what-if run)".into(),

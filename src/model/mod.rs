@@ -1,11 +1,13 @@
 //! The crate's value types, by kind: validated names and the `named!` enums
 //! (`names.rs`), turns and their records (`turn.rs`), what a caller asks for
 //! (`options.rs`), what an operation answers (`results.rs`), regeneration jobs, what-if
-//! runs and comparisons (`jobs.rs`), model calls recorded by the proxy (`calls.rs`), and tool calls as turns store them
+//! runs and comparisons (`jobs.rs`), model calls recorded by the proxy (`calls.rs`), live experiments' samples
+//! (`experiment.rs`), and tool calls as turns store them
 //! (`tool_call.rs`). Every type is re-exported here, so `crate::model::X` names it
 //! wherever it is defined.
 
 mod calls;
+mod experiment;
 mod jobs;
 mod names;
 mod options;
@@ -14,6 +16,7 @@ pub(crate) mod tool_call;
 mod turn;
 
 pub use calls::{Api, CallOutcome, ModelCallInfo};
+pub use experiment::{Drift, ExperimentSpec, OnDrift, SampleOutcome, Sandbox, Verdict};
 pub use jobs::{ArmStatus, CallFigures, ComparisonStatus, Job, JobStatus, RunStatus, WhatIfInfo};
 pub use names::{Agent, Label, SessionId};
 pub use options::{

@@ -14,10 +14,10 @@
 //! Responses); `forward.rs` is the upstream call and the tee; `routes.rs` the HTTP side.
 
 #[cfg(feature = "server")]
-mod forward;
+pub(crate) mod forward;
 mod record;
 #[cfg(feature = "server")]
-mod routes;
+pub(crate) mod routes;
 pub(crate) mod wire;
 
 pub use record::Captured;

@@ -104,32 +104,13 @@ impl Store {
             None => self.root_in(&mut tx, &all, root_id, &info, &hint)?,
         };
         let appended = (all.len() - shared) as u64;
-        let mut answer_turn = None;
-        for (i, turn) in all.into_iter().enumerate().skip(shared) {
-            let prev = if i == 0 {
-                String::new()
-            } else {
-                digests[i - 1].clone()
-            };
-            let (index, _) = self.append_after(&mut tx, &facts, turn, Some(prev), |_, _, _| {})?;
-            facts.length += 1;
-            if answered && i as u64 == request_turns {
-                answer_turn = Some(index);
-            }
-        }
-        // A retried call answered alike generated no new turn: it is recorded beside
-        // the turn it repeated.
-        if answered && answer_turn.is_none() {
-            answer_turn = Some(request_turns);
-        }
-        info.session = facts.id.clone();
-        info.request_turns = request_turns;
-        info.answer_index = answer_turn;
-        let turn_iri = match answer_turn {
-            Some(index) => Some(self.turn_iri_in(&facts, index)?),
-            None => None,
+        let prev = match shared {
+            0 => String::new(),
+            n => digests[n - 1].clone(),
         };
-        let quads = self.call_quads(&facts, &info, turn_iri.as_ref(), &context, overrides)?;
+        let answered = answered.then_some(request_turns);
+        self.record_call(&mut tx, &mut facts, all, shared, prev, answered, &mut info)?;
+        let quads = self.call_quads(&facts, &info, &context, overrides)?;
         tx.insert(quads);
         tx.commit()?;
         Ok(Captured {
@@ -140,15 +121,102 @@ impl Store {
         })
     }
 
+    /// Records a call whose conversation belongs to session `fork`, whatever its
+    /// digests say: the request's turns past the session's length, then the answer, are
+    /// appended to it (a what-if sample's fork, whose first turns the agent was given
+    /// from the recording). `money` (inserts, removes) goes in the same transaction: the
+    /// call's reservation replaced by its charge. What the call added.
+    pub(crate) fn capture_into(
+        &self,
+        fork: &SessionId,
+        capture: Capture,
+        money: (Vec<oxigraph::model::Quad>, Vec<oxigraph::model::Quad>),
+    ) -> Result<Captured> {
+        let Capture {
+            request,
+            reply_turn,
+            mut info,
+            hint: _,
+        } = capture;
+        let (conversation, _) = wire::read_request(info.api, &request).map_err(|why| {
+            Error::InvalidInput(format!(
+                "its {} request is not one forktrail reads: {why}",
+                info.api
+            ))
+        })?;
+        let Conversation {
+            turns: mut all,
+            context,
+            overrides,
+        } = conversation;
+        let request_turns = all.len() as u64;
+        let answered = reply_turn.is_some().then_some(request_turns);
+        all.extend(reply_turn);
+        let mut tx = self.write_on(&[self.session_iri(fork)])?;
+        let mut facts = self.require(fork)?;
+        let shared = (facts.length as usize).min(all.len());
+        let prev = self.digest_before(&facts, facts.length)?;
+        let appended = (all.len() - shared) as u64;
+        self.record_call(&mut tx, &mut facts, all, shared, prev, answered, &mut info)?;
+        let quads = self.call_quads(&facts, &info, &context, overrides)?;
+        tx.insert(quads);
+        tx.insert(money.0);
+        tx.remove(money.1);
+        tx.commit()?;
+        Ok(Captured {
+            session: facts.id,
+            call: info.id,
+            forked_from: None,
+            appended,
+        })
+    }
+
+    /// Appends `all[shared..]` to session `facts` in `tx` (their digests chained from
+    /// `prev`, the digest of the turn before them), and fills in where call `info`
+    /// belongs: its session, its request's turns, and the index of its answer (the turn
+    /// at `answered`, or the one it repeated).
+    #[allow(clippy::too_many_arguments)]
+    fn record_call(
+        &self,
+        tx: &mut crate::store::WriteTx<'_>,
+        facts: &mut SessionNode,
+        all: Vec<crate::NewTurn>,
+        shared: usize,
+        mut prev: String,
+        answered: Option<u64>,
+        info: &mut ModelCallInfo,
+    ) -> Result<()> {
+        let request_turns = answered.unwrap_or(all.len() as u64);
+        let mut answer_turn = None;
+        for (i, turn) in all.into_iter().enumerate().skip(shared) {
+            let (index, digest) = self.append_after(tx, facts, turn, Some(prev), |_, _, _| {})?;
+            prev = digest;
+            facts.length += 1;
+            if answered == Some(i as u64) {
+                answer_turn = Some(index);
+            }
+        }
+        // A retried call answered alike generated no new turn: it is recorded beside
+        // the turn it repeated.
+        info.session = facts.id.clone();
+        info.request_turns = request_turns;
+        info.answer_index = answer_turn.or(answered);
+        Ok(())
+    }
+
     /// The quads of call `info`, recorded in session `facts`.
     fn call_quads(
         &self,
         facts: &SessionNode,
         info: &ModelCallInfo,
-        turn_iri: Option<&NamedNode>,
         context: &Value,
         overrides: Vec<(usize, Value)>,
     ) -> Result<Vec<oxigraph::model::Quad>> {
+        let turn_iri = match info.answer_index {
+            Some(index) => Some(self.turn_iri_in(facts, index)?),
+            None => None,
+        };
+        let turn_iri = turn_iri.as_ref();
         let context_text = context.to_string();
         let context_iri = self.iris.request_context(facts.id.as_str(), &context_text);
         let context_stored = self.rdf().has_context(&context_iri, &facts.iri)?;
@@ -294,6 +362,25 @@ impl Store {
             .into_iter()
             .map(|c| c.info)
             .collect())
+    }
+
+    /// The calls through the model proxy whose answers session `id`'s history holds,
+    /// its ancestors' included, oldest first.
+    pub(crate) fn chain_calls(&self, id: &SessionId) -> Result<Vec<ModelCallInfo>> {
+        let chain = self.chain(id)?;
+        let mut out = Vec::new();
+        for (level, node) in chain.levels().iter().enumerate() {
+            let limit = chain.visible_limit(level);
+            out.extend(
+                self.rdf()
+                    .proxied_calls(&node.id, &node.iri)?
+                    .into_iter()
+                    .map(|c| c.info)
+                    .filter(|c| c.answer_index.is_some_and(|i| i < limit)),
+            );
+        }
+        out.sort_by_key(|c| c.answer_index);
+        Ok(out)
     }
 
     /// The request call `call` of session `id` sent, rebuilt from the stored session: its

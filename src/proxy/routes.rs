@@ -41,7 +41,7 @@ pub(crate) fn routes(store: Arc<Store>, config: ProxyConfig) -> (Router, Arc<Pro
 }
 
 /// An error in the shape of the API the client speaks.
-fn refusal(kind: UpstreamKind, status: StatusCode, message: &str) -> Response {
+pub(crate) fn refusal(kind: UpstreamKind, status: StatusCode, message: &str) -> Response {
     let body = match kind {
         UpstreamKind::Anthropic => json!({
             "type": "error",
@@ -55,7 +55,7 @@ fn refusal(kind: UpstreamKind, status: StatusCode, message: &str) -> Response {
 }
 
 /// Which API a request speaks, if it is one the proxy records.
-fn recorded(kind: UpstreamKind, method: &Method, rest: &str) -> Option<Api> {
+pub(crate) fn recorded(kind: UpstreamKind, method: &Method, rest: &str) -> Option<Api> {
     if method != Method::POST {
         return None;
     }
@@ -78,30 +78,52 @@ struct Pending {
 
 impl Pending {
     /// Queues the call, ended, for the recorder.
-    fn record(
-        self,
-        worker: &ProxyState,
-        reply: Reply,
-        outcome: CallOutcome,
-        status: Option<u16>,
-        error: Option<String>,
-        first_byte: Option<Duration>,
-    ) {
-        let capture = self.ended(reply, outcome, status, error, first_byte, &worker.config);
+    fn record(self, worker: &ProxyState, ended: Ended) {
+        let capture = Capture {
+            request: self.body.to_vec(),
+            hint: self.hint,
+            ..ended.capture(self.info, self.started, &worker.config.prices)
+        };
         worker.recorder.push(capture);
     }
+}
 
-    /// The call as recorded, once it ended.
-    fn ended(
+/// How a relayed call ended.
+pub(crate) struct Ended {
+    pub(crate) reply: Reply,
+    pub(crate) outcome: CallOutcome,
+    pub(crate) status: Option<u16>,
+    pub(crate) error: Option<String>,
+    pub(crate) first_byte: Option<Duration>,
+}
+
+impl Ended {
+    /// A call that failed before any answer: `error` says why.
+    fn failed(status: Option<u16>, error: String) -> Self {
+        Self {
+            outcome: CallOutcome::Failed,
+            status,
+            error: Some(error),
+            reply: Reply::default(),
+            first_byte: None,
+        }
+    }
+
+    /// The call as recorded (its request left empty): `info` filled in with what the
+    /// answer reported, its cost at `prices`.
+    pub(crate) fn capture(
         self,
-        reply: Reply,
-        outcome: CallOutcome,
-        status: Option<u16>,
-        error: Option<String>,
-        first_byte: Option<Duration>,
-        config: &ProxyConfig,
+        mut info: ModelCallInfo,
+        started: Instant,
+        prices: &std::collections::BTreeMap<String, crate::whatif::Price>,
     ) -> Capture {
-        let mut info = self.info;
+        let Ended {
+            reply,
+            outcome,
+            status,
+            error,
+            first_byte,
+        } = self;
         let model = reply
             .model
             .clone()
@@ -113,10 +135,10 @@ impl Pending {
         info.output_tokens = reply.usage.output;
         info.cached_tokens = reply.usage.cached;
         info.stop_reason = reply.stop_reason;
-        info.latency_ms = self.started.elapsed().as_millis() as u64;
+        info.latency_ms = started.elapsed().as_millis() as u64;
         info.first_byte_ms = first_byte.map(|d| d.as_millis() as u64);
         info.cost_usd = match (
-            model.as_ref().and_then(|m| config.prices.get(m)),
+            model.as_ref().and_then(|m| prices.get(m)),
             reply.usage.input,
             reply.usage.output,
         ) {
@@ -131,10 +153,10 @@ impl Pending {
             None => t,
         });
         Capture {
-            request: self.body.to_vec(),
+            request: Vec::new(),
             reply_turn,
             info,
-            hint: self.hint,
+            hint: Hint::default(),
         }
     }
 }
@@ -196,8 +218,6 @@ async fn handle(
         },
         None => None,
     };
-    let (head_tx, head_rx) = tokio::sync::oneshot::channel::<Result<Head, forward::Unanswered>>();
-    let (chunks, chunk_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
     let worker = Arc::clone(&proxy);
     let call = Outgoing {
         method: method.as_str().to_string(),
@@ -205,7 +225,38 @@ async fn handle(
         headers: forwarded,
         body,
     };
-    tokio::task::spawn_blocking(move || relay(&worker, call, pending, head_tx, chunks));
+    relayed(kind, move |head_tx, chunks| {
+        let api = pending.as_ref().map(|p| p.info.api);
+        let started = pending.as_ref().map(|p| p.started);
+        let state = &worker;
+        let on_end = pending.map(|p| move |ended: Ended| p.record(state, ended));
+        relay(&state.agent, &call, api, started, on_end, head_tx, chunks);
+    })
+    .await
+}
+
+/// The head of an answer, and its body's chunks, as a blocking relay sends them.
+pub(crate) type HeadSender = tokio::sync::oneshot::Sender<Result<Head, forward::Unanswered>>;
+pub(crate) type ChunkSender = tokio::sync::mpsc::Sender<Vec<u8>>;
+
+/// The answer `work` gives on a blocking thread (its head, then its body's chunks as
+/// they come), passed on to the client as it arrives.
+pub(crate) async fn relayed(
+    kind: UpstreamKind,
+    work: impl FnOnce(HeadSender, ChunkSender) + Send + 'static,
+) -> Response {
+    let (head_tx, head_rx) = tokio::sync::oneshot::channel();
+    let (chunks, chunk_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    tokio::task::spawn_blocking(move || work(head_tx, chunks));
+    answer(kind, head_rx, chunk_rx).await
+}
+
+/// The response whose head and body chunks arrive through `head_rx` and `chunk_rx`.
+pub(crate) async fn answer(
+    kind: UpstreamKind,
+    head_rx: tokio::sync::oneshot::Receiver<Result<Head, forward::Unanswered>>,
+    chunk_rx: tokio::sync::mpsc::Receiver<Vec<u8>>,
+) -> Response {
     let head = match head_rx.await {
         Ok(Ok(head)) => head,
         Ok(Err(unanswered)) => {
@@ -243,8 +294,8 @@ async fn handle(
 
 /// How an answer that ended ended: whole, begun and not finished, or not an answer of
 /// its API at all.
-fn judged(reply: &Reply, api: Api) -> (CallOutcome, Option<String>) {
-    if reply.complete {
+fn judged(reply: Reply, api: Api, status: u16, first_byte: Option<Duration>) -> Ended {
+    let (outcome, error) = if reply.complete {
         (CallOutcome::Complete, None)
     } else if reply.turn.is_some() {
         let why = "the upstream's answer ended before it was whole";
@@ -255,93 +306,82 @@ fn judged(reply: &Reply, api: Api) -> (CallOutcome, Option<String>) {
             api.as_str()
         );
         (CallOutcome::Failed, Some(why))
+    };
+    Ended {
+        reply,
+        outcome,
+        status: Some(status),
+        error,
+        first_byte,
     }
 }
 
 /// An upstream's error answer, read whole (it is short) with every secret taken out, to
-/// be passed on; the call recorded as failed with it.
+/// be passed on; `on_end` told the call failed with it.
 fn failed(
-    worker: &ProxyState,
-    pending: Option<Pending>,
+    on_end: Option<impl FnOnce(Ended)>,
     status: u16,
     reader: &mut (dyn Read + Send),
 ) -> String {
     let mut text = Vec::new();
     let _ = reader.take(1024 * 1024).read_to_end(&mut text);
     let text = crate::secrets::scrub(&String::from_utf8_lossy(&text));
-    if let Some(p) = pending {
+    if let Some(end) = on_end {
         let error = format!(
             "the upstream answered {status}: {}",
             crate::secrets::excerpt(&text)
         );
-        p.record(
-            worker,
-            Reply::default(),
-            CallOutcome::Failed,
-            Some(status),
-            Some(error),
-            None,
-        );
+        end(Ended::failed(Some(status), error));
     }
     text
 }
 
 /// A request to send on.
-struct Outgoing {
-    method: String,
-    url: String,
-    headers: Vec<(String, String)>,
-    body: Bytes,
+pub(crate) struct Outgoing {
+    pub(crate) method: String,
+    pub(crate) url: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Bytes,
 }
 
-/// Sends `call` upstream and passes its answer on as it arrives (the head through
-/// `head_tx`, the body through `chunks`), teeing it into the record of `pending`; on a
-/// blocking thread.
-fn relay(
-    worker: &ProxyState,
-    call: Outgoing,
-    pending: Option<Pending>,
-    head_tx: tokio::sync::oneshot::Sender<Result<Head, forward::Unanswered>>,
-    chunks: tokio::sync::mpsc::Sender<Vec<u8>>,
+/// Sends `call` upstream with `agent` and passes its answer on as it arrives (the head
+/// through `head_tx`, the body through `chunks`), teeing an answer of `api` (a call
+/// begun at `started`) and telling `on_end` how it ended: before the answer's last bytes
+/// go out when it is whole (the client may send its next call as soon as it has them),
+/// else when it stops. On a blocking thread.
+pub(crate) fn relay(
+    agent: &ureq::Agent,
+    call: &Outgoing,
+    api: Option<Api>,
+    started: Option<Instant>,
+    on_end: Option<impl FnOnce(Ended)>,
+    head_tx: HeadSender,
+    chunks: ChunkSender,
 ) {
-    let sent = forward::send(
-        &worker.agent,
-        &call.method,
-        &call.url,
-        &call.headers,
-        &call.body,
-    );
+    let sent = forward::send(agent, &call.method, &call.url, &call.headers, &call.body);
     let (head, mut reader) = match sent {
         Ok(answer) => answer,
         Err(unanswered) => {
-            if let Some(p) = pending {
-                p.record(
-                    worker,
-                    Reply::default(),
-                    CallOutcome::Failed,
-                    None,
-                    Some(unanswered.message.clone()),
-                    None,
-                );
+            if let Some(end) = on_end {
+                end(Ended::failed(None, unanswered.message.clone()));
             }
             let _ = head_tx.send(Err(unanswered));
             return;
         }
     };
     let status = head.status;
-    let api = pending.as_ref().map(|p| p.info.api);
-    let mut tee = match (api, status < 400) {
+    let mut tee = match (api.filter(|_| on_end.is_some()), status < 400) {
         (Some(api), true) => Some(Tee::new(api, &head)),
         _ => None,
     };
     if status >= 400 {
-        let text = failed(worker, pending, status, reader.as_mut());
+        let text = failed(on_end, status, reader.as_mut());
         let _ = head_tx.send(Ok(head));
         let _ = chunks.blocking_send(text.into_bytes());
         return;
     }
     let _ = head_tx.send(Ok(head));
-    let mut pending = pending;
+    let mut on_end = on_end;
     let (mut first_byte, mut cut, mut gone) = (None, false, false);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -353,17 +393,13 @@ fn relay(
                 break;
             }
         };
-        let started = pending.as_ref().map(|p| p.started);
         first_byte = first_byte.or(started.map(|s| s.elapsed()));
         if let Some(t) = tee.as_mut() {
             t.feed(&buf[..n]);
             if t.complete() {
-                // Queued before the answer's last bytes go out: the client may send
-                // its next call as soon as it has them.
                 let reply = tee.take().map(Tee::finish).unwrap_or_default();
-                if let Some(p) = pending.take() {
-                    let (outcome, error) = judged(&reply, p.info.api);
-                    p.record(worker, reply, outcome, Some(status), error, first_byte);
+                if let (Some(end), Some(api)) = (on_end.take(), api) {
+                    end(judged(reply, api, status, first_byte));
                 }
             }
         }
@@ -372,18 +408,25 @@ fn relay(
             break;
         }
     }
-    if let Some(p) = pending {
+    if let (Some(end), Some(api)) = (on_end, api) {
         let reply = tee.map(Tee::finish).unwrap_or_default();
-        let (outcome, error) = if gone {
-            let why = "the client went away before the answer was whole";
-            (CallOutcome::Incomplete, Some(why.to_string()))
+        let why = if gone {
+            Some("the client went away before the answer was whole")
         } else if cut {
-            let why = "the upstream's answer was cut off";
-            (CallOutcome::Incomplete, Some(why.to_string()))
+            Some("the upstream's answer was cut off")
         } else {
-            judged(&reply, p.info.api)
+            None
         };
-        p.record(worker, reply, outcome, Some(status), error, first_byte);
+        end(match why {
+            Some(why) => Ended {
+                reply,
+                outcome: CallOutcome::Incomplete,
+                status: Some(status),
+                error: Some(why.to_string()),
+                first_byte,
+            },
+            None => judged(reply, api, status, first_byte),
+        });
     }
 }
 

@@ -66,6 +66,8 @@ pub(crate) struct RunRecord<'a> {
     pub(crate) session: &'a NamedNode,
     pub(crate) fork: &'a SessionNode,
     pub(crate) arm_index: u64,
+    /// Which sample of the arm, from 1.
+    pub(crate) sample: u64,
     pub(crate) name: &'a str,
     pub(crate) spec: &'a str,
     pub(crate) model: &'a Agent,
@@ -84,6 +86,7 @@ impl RunRecord<'_> {
         w.add(&iri, dcterms::IS_PART_OF, self.comparison.clone());
         w.add(&iri, prov::USED, self.session.clone());
         w.add(&iri, ft::ARM_INDEX, Literal::from(self.arm_index));
+        w.add(&iri, ft::SAMPLE, Literal::from(self.sample));
         w.add(&iri, ft::ARM_NAME, literal(self.name));
         w.add(&iri, ft::ARM_SPEC, literal(self.spec));
         w.add(&iri, prov::WAS_ASSOCIATED_WITH, model);
@@ -169,6 +172,31 @@ impl Node {
         (inserts, vec![running])
     }
 
+    /// An experiment sample's outcome, written as it ends (every text in it with no
+    /// secret left).
+    pub(crate) fn outcome(&self, o: &crate::model::SampleOutcome) -> Vec<Quad> {
+        let text = |t: &str| literal(&crate::secrets::scrub(t));
+        let mut out = vec![
+            self.quad(ft::VERDICT, literal(o.verdict.as_str())),
+            self.quad(ft::VERIFY_OUTPUT, text(&o.verify_output)),
+            self.quad(ft::AGENT_OUTPUT, text(&o.agent_output)),
+            self.quad(ft::WALL_MS, Literal::from(o.wall_ms)),
+            self.quad(ft::REPLAYED_CALLS, Literal::from(o.replayed_calls)),
+        ];
+        if let Some(code) = o.agent_exit {
+            out.push(self.quad(ft::AGENT_EXIT_CODE, Literal::from(code)));
+        }
+        if let Some(code) = o.verify_exit {
+            out.push(self.quad(ft::VERIFY_EXIT_CODE, Literal::from(code)));
+        }
+        if let Some(d) = &o.drift {
+            out.push(self.quad(ft::DRIFT_CALL, Literal::from(d.call)));
+            out.push(self.quad(ft::DRIFT_INDEX, Literal::from(d.index)));
+            out.push(self.quad(ft::DRIFT_DETAIL, text(&d.detail)));
+        }
+        out
+    }
+
     /// The reservation of a call about to be made: `amount` dollars held by the budget
     /// until the call's charge is recorded (replacing any `held` before).
     pub(crate) fn reserve(&self, amount: f64, held: &[Quad]) -> (Vec<Quad>, Vec<Quad>) {
@@ -219,9 +247,13 @@ pub(crate) struct StoredRun {
     pub(crate) node: Node,
     pub(crate) id: String,
     pub(crate) arm_index: u64,
+    /// From 1 (runs stored before samples were: 1).
+    pub(crate) sample: u64,
     pub(crate) name: String,
     pub(crate) spec: String,
     pub(crate) status: RunStatus,
+    /// An experiment sample's outcome, once it ended.
+    pub(crate) outcome: Option<crate::model::SampleOutcome>,
     pub(crate) detail: Option<String>,
     pub(crate) started_at: Option<String>,
     pub(crate) ended_at: Option<String>,
@@ -334,7 +366,7 @@ impl Rdf<'_> {
         for part in self.parts(&node.iri)? {
             out.push(self.run(&part)?);
         }
-        out.sort_by_key(|r| r.arm_index);
+        out.sort_by_key(|r| (r.arm_index, r.sample));
         Ok(out)
     }
 
@@ -370,20 +402,28 @@ impl Rdf<'_> {
             node: node.clone(),
             id: String::new(),
             arm_index: 0,
+            sample: 1,
             name: String::new(),
             spec: String::new(),
             status: RunStatus::Running,
+            outcome: None,
             detail: None,
             started_at: None,
             ended_at: None,
             reserved_usd: None,
             lost_usd: 0.0,
         };
+        let mut outcome = OutcomeFields::default();
         for quad in self.about(node.iri.as_ref(), node.graph.as_ref())? {
             let v = text(&quad.object).unwrap_or_default().to_string();
             let p = quad.predicate.as_ref();
+            if outcome.take(p, &v)? {
+                continue;
+            }
             if p == ft::JOB_ID {
                 out.id = v;
+            } else if p == ft::SAMPLE {
+                out.sample = v.parse().unwrap_or(1);
             } else if p == ft::ARM_INDEX {
                 out.arm_index = v.parse().unwrap_or(0);
             } else if p == ft::ARM_NAME {
@@ -404,6 +444,7 @@ impl Rdf<'_> {
                 out.lost_usd += v.parse::<f64>().unwrap_or(0.0);
             }
         }
+        out.outcome = outcome.finish();
         Ok(out)
     }
 
@@ -620,5 +661,70 @@ impl Rdf<'_> {
             }
         }
         Ok(Some(out))
+    }
+}
+
+/// An experiment sample's outcome as its quads are read.
+#[derive(Default)]
+struct OutcomeFields {
+    verdict: Option<crate::model::Verdict>,
+    agent_exit: Option<i64>,
+    verify_exit: Option<i64>,
+    verify_output: String,
+    agent_output: String,
+    wall_ms: u64,
+    replayed_calls: u64,
+    drift: (Option<u64>, Option<u64>, Option<String>),
+}
+
+impl OutcomeFields {
+    /// Takes the value `v` of `p` if `p` is an outcome's; whether it was.
+    fn take(&mut self, p: NamedNodeRef<'_>, v: &str) -> Result<bool> {
+        let n = || v.parse::<u64>().ok();
+        if p == ft::VERDICT {
+            self.verdict = Some(v.parse()?);
+        } else if p == ft::AGENT_EXIT_CODE {
+            self.agent_exit = v.parse().ok();
+        } else if p == ft::VERIFY_EXIT_CODE {
+            self.verify_exit = v.parse().ok();
+        } else if p == ft::VERIFY_OUTPUT {
+            self.verify_output = v.to_string();
+        } else if p == ft::AGENT_OUTPUT {
+            self.agent_output = v.to_string();
+        } else if p == ft::WALL_MS {
+            self.wall_ms = n().unwrap_or(0);
+        } else if p == ft::REPLAYED_CALLS {
+            self.replayed_calls = n().unwrap_or(0);
+        } else if p == ft::DRIFT_CALL {
+            self.drift.0 = n();
+        } else if p == ft::DRIFT_INDEX {
+            self.drift.1 = n();
+        } else if p == ft::DRIFT_DETAIL {
+            self.drift.2 = Some(v.to_string());
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn finish(self) -> Option<crate::model::SampleOutcome> {
+        let drift = match self.drift {
+            (Some(call), Some(index), detail) => Some(crate::model::Drift {
+                call,
+                index,
+                detail: detail.unwrap_or_default(),
+            }),
+            _ => None,
+        };
+        Some(crate::model::SampleOutcome {
+            verdict: self.verdict?,
+            agent_exit: self.agent_exit,
+            verify_exit: self.verify_exit,
+            verify_output: self.verify_output,
+            agent_output: self.agent_output,
+            wall_ms: self.wall_ms,
+            replayed_calls: self.replayed_calls,
+            drift,
+        })
     }
 }

@@ -41,7 +41,7 @@ static RUNNING: Mutex<BTreeMap<String, Weak<Budget>>> = Mutex::new(BTreeMap::new
 impl Budget {
     /// The budget of comparison `id` this process already runs, else a new one with
     /// `charged()` counted.
-    pub(super) fn shared(
+    pub(crate) fn shared(
         id: &str,
         cap: Option<f64>,
         charged: impl FnOnce() -> Result<f64>,

@@ -36,7 +36,7 @@ impl Store {
 
     /// Registers job (or run) `id` as run by this process and returns the flag that
     /// stops it; `None` if this process already runs it.
-    pub(super) fn claim_job(&self, id: &str) -> Option<Arc<AtomicBool>> {
+    pub(crate) fn claim_job(&self, id: &str) -> Option<Arc<AtomicBool>> {
         let mut running = self.running_jobs();
         if running.contains_key(id) {
             return None;
@@ -48,7 +48,7 @@ impl Store {
 
     /// Forgets job (or run) `id` as run by this process, and the cancel file asking it
     /// to stop.
-    pub(super) fn release_job(&self, id: &str) {
+    pub(crate) fn release_job(&self, id: &str) {
         self.running_jobs().remove(id);
         if let Some(path) = self.path() {
             let _ = std::fs::remove_file(Store::cancel_file(path, id));
@@ -56,7 +56,7 @@ impl Store {
     }
 
     /// Raises the flag of job (or run) `id`, if this process runs it.
-    pub(super) fn signal_cancel(&self, id: &str) {
+    pub(crate) fn signal_cancel(&self, id: &str) {
         let flag = self.running_jobs().get(id).cloned();
         if let Some(flag) = flag {
             flag.store(true, Ordering::SeqCst);
@@ -65,7 +65,7 @@ impl Store {
 
     /// Whether a job was asked to stop, in this process or through the cancel file of
     /// one of `ids` (a run's own, or its comparison's).
-    pub(super) fn cancel_requested(&self, ids: &[&str], flag: &AtomicBool) -> bool {
+    pub(crate) fn cancel_requested(&self, ids: &[&str], flag: &AtomicBool) -> bool {
         flag.load(Ordering::SeqCst)
             || self
                 .path()

@@ -5,14 +5,15 @@ use super::budget::Budget;
 use super::provider::{self, is_loopback, tool_calls};
 use super::run::{InFlight, Recording};
 use super::{
-    Arm, ArmPlan, ArmReport, CallReport, Cell, CompareOptions, ComparePlan, Comparison, CostStatus,
-    DiffRow, Figures, Settings, BASELINE, DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS,
-    DEFAULT_MAX_STEPS, PLAN_METHOD,
+    stats, Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell, CompareOptions, ComparePlan,
+    Comparison, CostStatus, DiffRow, Figures, Settings, BASELINE, DEFAULT_MAX_CONTEXT_TOKENS,
+    DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_STEPS, PLAN_METHOD, RECORDING_MODEL,
 };
 use crate::engine::listing::{keyset, Page};
 use crate::error::{Error, Result};
 use crate::model::{
-    Agent, ArmStatus, ComparisonStatus, ForkOptions, Role, RunStatus, SessionId, SizeClass, Turn,
+    Agent, ArmStatus, ComparisonStatus, ForkOptions, ModelCallInfo, Role, RunStatus, SessionId,
+    SizeClass, Turn,
 };
 use crate::rdf::{self, instant, ComparisonRecord, RunRecord, StoredRun, WhatIfNode};
 use crate::store::{micros, Store};
@@ -22,6 +23,8 @@ use std::sync::Mutex;
 
 /// The longest a step limit may be.
 const MAX_STEPS_LIMIT: u64 = 10_000;
+/// The most samples per arm.
+const MAX_SAMPLES: u64 = 1_000;
 /// The default wait for one answer, in seconds.
 const DEFAULT_TIMEOUT_SECS: u64 = 300;
 
@@ -51,6 +54,12 @@ impl Store {
         if options.parallel == Some(0) {
             return Err(Error::InvalidInput("parallel must be at least 1".into()));
         }
+        let samples = options.samples.unwrap_or(1);
+        if !(1..=MAX_SAMPLES).contains(&samples) {
+            return Err(Error::InvalidInput(format!(
+                "samples {samples} is outside 1..={MAX_SAMPLES}"
+            )));
+        }
         let context = self.load(session, Some(at - 1))?;
         let max_context_tokens = options
             .max_context_tokens
@@ -74,6 +83,8 @@ impl Store {
             budget_usd: options.budget_usd,
             timeout_secs: options.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
             max_context_tokens,
+            samples,
+            experiment: options.experiment.clone(),
         })
     }
 
@@ -149,7 +160,8 @@ impl Store {
         let body =
             provider::request(arm.provider, context, &sampling).map_err(|e| bad(e.to_string()))?;
         let estimated = provider::estimate_tokens(&body);
-        if estimated > max_context_tokens {
+        // An experiment's requests are its agent's own, not built from this context.
+        if estimated > max_context_tokens && options.experiment.is_none() {
             return Err(bad(format!(
                 "the context of session {session} up to index {at} is about {estimated} \
                  tokens, above the limit of {max_context_tokens}: raise \
@@ -252,14 +264,16 @@ impl Store {
             ));
         }
         let settings = self.settings(session, options)?;
-        let key = rdf::sha256_hex(&[json!([
+        let mut key = json!([
             session.as_str(),
             settings.at,
             settings.arms,
             settings.max_steps
-        ])
-        .to_string()
-        .as_bytes()]);
+        ]);
+        if settings.samples > 1 || settings.experiment.is_some() {
+            key = json!([key, settings.samples, settings.experiment]);
+        }
+        let key = rdf::sha256_hex(&[key.to_string().as_bytes()]);
         let mut tx = self.write()?;
         if !options.again {
             if let Some(id) = self.comparison_of_key(&key)? {
@@ -281,30 +295,48 @@ impl Store {
         }
         .quads(&self.iris);
         tx.insert(quads);
-        for (n, arm) in settings.arms.iter().enumerate() {
-            let fork_options = ForkOptions {
-                at: Some(settings.at),
-                reason: Some("what-if".into()),
-                ..Default::default()
-            };
-            let (_, fork) = self.fork_in(&mut tx, session, fork_options)?;
-            let fork = fork.expect("a fork that is not a dry run has facts");
-            let spec =
-                serde_json::to_string(arm).map_err(|e| Error::InvalidInput(e.to_string()))?;
-            let (_, quads) = RunRecord {
-                id: &uuid::Uuid::now_v7().to_string(),
-                comparison: &node.iri,
-                session: &facts.iri,
-                fork: &fork,
-                arm_index: n as u64 + 1,
-                name: arm.name.as_deref().unwrap_or(&arm.model),
-                spec: &spec,
-                model: &Agent::model(arm.model.clone())?,
-                provider: arm.provider.as_str(),
-                endpoint: &arm.resolved_endpoint(),
+        // An experiment's baseline samples replay the whole recording: arm 0, forked
+        // at its end.
+        let baseline = settings
+            .experiment
+            .as_ref()
+            .filter(|e| e.verify_baseline)
+            .map(|_| Arm {
+                name: Some(BASELINE.into()),
+                model: RECORDING_MODEL.into(),
+                ..Arm::default()
+            });
+        let arms = baseline
+            .iter()
+            .map(|a| (0, a, facts.length))
+            .chain((settings.arms.iter().enumerate()).map(|(n, a)| (n as u64 + 1, a, settings.at)));
+        for (arm_index, arm, at) in arms {
+            for sample in 1..=settings.samples {
+                let fork_options = ForkOptions {
+                    at: Some(at),
+                    reason: Some("what-if".into()),
+                    ..Default::default()
+                };
+                let (_, fork) = self.fork_in(&mut tx, session, fork_options)?;
+                let fork = fork.expect("a fork that is not a dry run has facts");
+                let spec =
+                    serde_json::to_string(arm).map_err(|e| Error::InvalidInput(e.to_string()))?;
+                let (_, quads) = RunRecord {
+                    id: &uuid::Uuid::now_v7().to_string(),
+                    comparison: &node.iri,
+                    session: &facts.iri,
+                    fork: &fork,
+                    arm_index,
+                    sample,
+                    name: arm.name.as_deref().unwrap_or(&arm.model),
+                    spec: &spec,
+                    model: &Agent::model(arm.model.clone())?,
+                    provider: arm.provider.as_str(),
+                    endpoint: &arm.resolved_endpoint(),
+                }
+                .quads(&self.iris);
+                tx.insert(quads);
             }
-            .quads(&self.iris);
-            tx.insert(quads);
         }
         tx.commit()?;
         Ok((id, false))
@@ -320,7 +352,7 @@ impl Store {
                 Ok(s) => s,
                 Err(_) => continue,
             };
-            if rdf.runs(&node)?.len() != settings.arms.len() {
+            if rdf.runs(&node)?.len() as u64 != settings.run_count() {
                 continue; // An arm's fork was deleted since.
             }
             let when = instant(stored.created_at.as_deref());
@@ -351,6 +383,13 @@ impl Store {
         let rdf = self.rdf();
         let stored = rdf.comparison(&node)?;
         let settings = self.stored_settings(&node, &stored.request)?;
+        if settings.experiment.is_some() {
+            return Err(Error::InvalidInput(format!(
+                "comparison {} is an experiment: run it with `forktrail jobs resume {}` (or \
+                 Store::run_experiment)",
+                stored.id, stored.id
+            )));
+        }
         let session = self.compared_session(&node)?;
         let runs = rdf.runs(&node)?;
         // Running it is asked for now: a cancel file an earlier canceller left behind
@@ -452,8 +491,16 @@ impl Store {
         Ok(self.rdf().whatif_node(id)?.is_some())
     }
 
+    /// The settings comparison `id` (or the comparison run `id` is part of) was
+    /// stored with.
+    pub(crate) fn comparison_settings(&self, id: &str) -> Result<Settings> {
+        let node = self.comparison_node(id)?;
+        let stored = self.rdf().comparison(&node)?;
+        self.stored_settings(&node, &stored.request)
+    }
+
     /// The comparison node `id` names, directly or through one of its runs.
-    fn comparison_node(&self, id: &str) -> Result<WhatIfNode> {
+    pub(crate) fn comparison_node(&self, id: &str) -> Result<WhatIfNode> {
         let missing = || Error::JobNotFound {
             job: id.to_string(),
         };
@@ -502,9 +549,13 @@ impl Store {
         let at = settings.at;
         let original = self.load(&session, None)?;
         let baseline = &original[(at as usize).min(original.len())..];
+        let mut recorded = self.recorded_figures(baseline, &settings)?;
+        self.add_recorded_calls(&session, at, &mut recorded)?;
         let mut arms = vec![ArmReport {
             name: BASELINE.into(),
             baseline: true,
+            sample: None,
+            outcome: None,
             run: None,
             session: Some(session.clone()),
             provider: None,
@@ -512,80 +563,36 @@ impl Store {
             endpoint: None,
             status: ArmStatus::Recorded,
             detail: None,
-            figures: self.recorded_figures(baseline, &settings)?,
+            figures: recorded.clone(),
             calls: Vec::new(),
             diff: Vec::new(),
         }];
         let mut charged = 0.0;
         let mut running = false;
         for run in rdf.runs(&node)? {
-            let arm: Arm = serde_json::from_str(&run.spec).unwrap_or_default();
-            let fork = self.iris.session_id(run.node.graph.as_ref());
-            let turns = match &fork {
-                Some(fork) => self.load(fork, None)?,
-                None => Vec::new(),
-            };
-            let own = &turns[(at as usize).min(turns.len())..];
-            let calls: Vec<CallReport> = rdf
-                .calls(&run.node)?
-                .into_iter()
-                .map(|c| CallReport {
-                    index: c.index,
-                    figures: c.figures,
-                })
-                .collect();
-            charged += calls.iter().map(|c| c.figures.charged_usd).sum::<f64>() + run.lost_usd;
             running |= run.status == RunStatus::Running;
-            let mut figures = self.recorded_figures(own, &settings)?;
-            let sum = |f: fn(&CallReport) -> Option<u64>| calls.iter().map(f).sum::<Option<u64>>();
-            figures.steps = calls.len() as u64;
-            figures.answered_from_recording =
-                Some(own.iter().filter(|t| t.role == Role::Tool).count() as u64);
-            figures.unanswered_tool_calls =
-                Some(u64::from(run.status == RunStatus::UnansweredToolCall));
-            figures.input_tokens = sum(|c| c.figures.input_tokens);
-            figures.output_tokens = sum(|c| c.figures.output_tokens);
-            figures.cached_tokens = sum(|c| c.figures.cached_tokens);
-            figures.latency_ms = Some(calls.iter().map(|c| c.figures.latency_ms).sum());
-            figures.finish_reasons = calls
-                .iter()
-                .map(|c| {
-                    c.figures
-                        .finish_reason
-                        .clone()
-                        .unwrap_or_else(|| "not reported".into())
-                })
-                .collect();
-            (figures.cost, figures.cost_usd) = if !settings.prices.contains_key(&arm.model) {
-                (CostStatus::Unpriced, None)
-            } else {
-                match calls
-                    .iter()
-                    .map(|c| c.figures.cost_usd)
-                    .sum::<Option<f64>>()
-                {
-                    Some(cost) => (CostStatus::Priced, Some(cost)),
-                    None => (CostStatus::NotMeasured, None),
+            charged += run.lost_usd;
+            let report = if run.arm_index == 0 {
+                // A baseline sample: the recording replayed, judged.
+                ArmReport {
+                    sample: Some(run.sample),
+                    outcome: run.outcome.clone(),
+                    run: Some(run.id.clone()),
+                    status: ArmStatus::Run(run.status),
+                    detail: run.detail.clone(),
+                    ..arms[0].clone()
                 }
+            } else {
+                self.arm_report(&run, &settings, baseline)?
             };
-            figures.reached_end = run.status == RunStatus::Complete;
-            let diff = diff(baseline, own, at)?;
-            figures.first_divergence = diff.iter().find(|r| !r.same).map(|r| r.index);
-            arms.push(ArmReport {
-                name: run.name.clone(),
-                baseline: false,
-                run: Some(run.id.clone()),
-                session: fork,
-                provider: Some(arm.provider),
-                endpoint: arm.endpoint.clone(),
-                model: Some(arm.model),
-                status: ArmStatus::Run(run.status),
-                detail: run.detail.clone(),
-                figures,
-                calls,
-                diff,
-            });
+            charged += report
+                .calls
+                .iter()
+                .map(|c| c.figures.charged_usd)
+                .sum::<f64>();
+            arms.push(report);
         }
+        let stats = stats::of_arms(&arms);
         Ok(Comparison {
             comparison: stored.id,
             session,
@@ -599,9 +606,145 @@ impl Store {
             max_steps: settings.max_steps,
             budget_usd: settings.budget_usd,
             charged_usd: charged,
+            samples: settings.samples.max(1),
+            experiment: settings.experiment.clone(),
             arms,
+            stats,
             reused: false,
         })
+    }
+
+    /// Run `run` of a comparison as an arm: its fork's turns from the fork point, its
+    /// calls and figures, and its turns against the recording's (`baseline`).
+    fn arm_report(
+        &self,
+        run: &StoredRun,
+        settings: &Settings,
+        baseline: &[Turn],
+    ) -> Result<ArmReport> {
+        let at = settings.at;
+        let arm: Arm = serde_json::from_str(&run.spec).unwrap_or_default();
+        let fork = self.iris.session_id(run.node.graph.as_ref());
+        let turns = match &fork {
+            Some(fork) => self.load(fork, None)?,
+            None => Vec::new(),
+        };
+        let own = &turns[(at as usize).min(turns.len())..];
+        let calls: Vec<CallReport> = match (&settings.experiment, &fork) {
+            // An experiment's calls are the agent's, recorded by the proxy in the fork.
+            (Some(_), Some(fork)) => self.proxied_reports(fork)?,
+            (Some(_), None) => Vec::new(),
+            (None, _) => self
+                .rdf()
+                .calls(&run.node)?
+                .into_iter()
+                .map(|c| CallReport {
+                    index: c.index,
+                    figures: c.figures,
+                })
+                .collect(),
+        };
+        let mut figures = self.recorded_figures(own, settings)?;
+        let sum = |f: fn(&CallReport) -> Option<u64>| calls.iter().map(f).sum::<Option<u64>>();
+        figures.steps = calls.len() as u64;
+        if settings.experiment.is_none() {
+            figures.answered_from_recording =
+                Some(own.iter().filter(|t| t.role == Role::Tool).count() as u64);
+            figures.unanswered_tool_calls =
+                Some(u64::from(run.status == RunStatus::UnansweredToolCall));
+        }
+        figures.input_tokens = sum(|c| c.figures.input_tokens);
+        figures.output_tokens = sum(|c| c.figures.output_tokens);
+        figures.cached_tokens = sum(|c| c.figures.cached_tokens);
+        figures.latency_ms = Some(calls.iter().map(|c| c.figures.latency_ms).sum());
+        figures.finish_reasons = calls
+            .iter()
+            .map(|c| {
+                c.figures
+                    .finish_reason
+                    .clone()
+                    .unwrap_or_else(|| "not reported".into())
+            })
+            .collect();
+        (figures.cost, figures.cost_usd) = if !settings.prices.contains_key(&arm.model) {
+            (CostStatus::Unpriced, None)
+        } else {
+            match calls
+                .iter()
+                .map(|c| c.figures.cost_usd)
+                .sum::<Option<f64>>()
+            {
+                Some(cost) => (CostStatus::Priced, Some(cost)),
+                None => (CostStatus::NotMeasured, None),
+            }
+        };
+        figures.reached_end = matches!(run.status, RunStatus::Complete | RunStatus::Exited);
+        let diff = diff(baseline, own, at)?;
+        figures.first_divergence = diff.iter().find(|r| !r.same).map(|r| r.index);
+        Ok(ArmReport {
+            name: run.name.clone(),
+            baseline: false,
+            sample: (settings.samples > 1 || settings.experiment.is_some()).then_some(run.sample),
+            outcome: run.outcome.clone(),
+            run: Some(run.id.clone()),
+            session: fork,
+            provider: Some(arm.provider),
+            endpoint: arm.endpoint.clone(),
+            model: Some(arm.model),
+            status: ArmStatus::Run(run.status),
+            detail: run.detail.clone(),
+            figures,
+            calls,
+            diff,
+        })
+    }
+
+    /// The calls an experiment sample's agent made to its arm's model, as the proxy
+    /// recorded them in the sample's fork.
+    fn proxied_reports(&self, fork: &SessionId) -> Result<Vec<CallReport>> {
+        Ok(self
+            .model_calls(fork)?
+            .into_iter()
+            .map(|c| CallReport {
+                index: c.answer_index.unwrap_or(c.request_turns),
+                figures: CallFigures {
+                    input_tokens: c.input_tokens,
+                    output_tokens: c.output_tokens,
+                    cached_tokens: c.cached_tokens,
+                    latency_ms: c.latency_ms,
+                    finish_reason: c.stop_reason,
+                    charged_usd: c.cost_usd.unwrap_or(0.0),
+                    cost_usd: c.cost_usd,
+                },
+            })
+            .collect())
+    }
+
+    /// Adds to the recording's figures from `at` on what the model proxy recorded of
+    /// their calls (tokens, latency, cost), when it recorded them.
+    fn add_recorded_calls(
+        &self,
+        session: &SessionId,
+        at: u64,
+        figures: &mut Figures,
+    ) -> Result<()> {
+        let calls: Vec<ModelCallInfo> = self
+            .chain_calls(session)?
+            .into_iter()
+            .filter(|c| c.answer_index.is_some_and(|i| i >= at))
+            .collect();
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let sum = |f: fn(&ModelCallInfo) -> Option<u64>| calls.iter().map(f).sum::<Option<u64>>();
+        figures.input_tokens = sum(|c| c.input_tokens);
+        figures.output_tokens = sum(|c| c.output_tokens);
+        figures.cached_tokens = sum(|c| c.cached_tokens);
+        figures.latency_ms = Some(calls.iter().map(|c| c.latency_ms).sum());
+        if let Some(cost) = calls.iter().map(|c| c.cost_usd).sum::<Option<f64>>() {
+            (figures.cost, figures.cost_usd) = (CostStatus::Priced, Some(cost));
+        }
+        Ok(())
     }
 
     /// The figures that read off turns alone (the baseline's whole figures).

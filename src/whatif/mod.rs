@@ -23,7 +23,9 @@ mod figures;
 mod provider;
 mod regenerate;
 mod run;
+mod stats;
 
+pub(crate) use budget::{Budget, Refused};
 pub use figures::TurnFigures;
 pub use provider::{
     Provider, ANTHROPIC_ENDPOINT, DEFAULT_ENDPOINT, DEFAULT_MAX_OUTPUT_TOKENS, OPENAI_API,
@@ -31,10 +33,13 @@ pub use provider::{
 pub use regenerate::{
     RegenerateOptions, RegeneratePlan, DEFAULT_MAX_CONTEXT_TOKENS, ESTIMATE_METHOD,
 };
+pub(crate) use run::InFlight;
+pub use stats::{wilson_interval, ArmStats, Summary};
+pub(crate) use Settings as ComparisonSettings;
 
 use crate::error::{Error, Result};
 pub use crate::model::CallFigures;
-use crate::model::{ArmStatus, ComparisonStatus, SessionId};
+use crate::model::{ArmStatus, ComparisonStatus, ExperimentSpec, SampleOutcome, SessionId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -56,7 +61,29 @@ pub(crate) struct Settings {
     pub(crate) budget_usd: Option<f64>,
     pub(crate) timeout_secs: u64,
     pub(crate) max_context_tokens: u64,
+    /// Runs per arm (0 as 1: comparisons stored before samples were).
+    #[serde(default, skip_serializing_if = "is_one")]
+    pub(crate) samples: u64,
+    /// An experiment's agent, workspace and judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) experiment: Option<ExperimentSpec>,
 }
+
+fn is_one(n: &u64) -> bool {
+    *n <= 1
+}
+
+impl Settings {
+    /// How many runs the comparison has: a sample of each arm (and of the replayed
+    /// baseline, when an experiment verifies it).
+    pub(crate) fn run_count(&self) -> u64 {
+        let baseline = self.experiment.as_ref().is_some_and(|e| e.verify_baseline);
+        (self.arms.len() as u64 + u64::from(baseline)) * self.samples.max(1)
+    }
+}
+
+/// The model an experiment's replayed baseline is recorded as running: the recording.
+pub(crate) const RECORDING_MODEL: &str = "recording";
 
 /// One arm of a comparison: a model, where it is served, and what is swapped.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -339,6 +366,12 @@ pub struct CompareOptions {
     pub max_context_tokens: Option<u64>,
     /// Return the plan (estimated cost per arm) and write nothing.
     pub dry_run: bool,
+    /// Runs per arm, each its own fork (default 1): per-arm statistics over them.
+    pub samples: Option<u64>,
+    /// A live experiment's agent, workspace and judge (see `Store::begin_experiment`):
+    /// never taken from a request body, since its commands run on this machine.
+    #[serde(skip)]
+    pub experiment: Option<ExperimentSpec>,
 }
 
 impl CompareOptions {
@@ -421,11 +454,17 @@ pub struct DiffRow {
     pub arm: Option<Cell>,
 }
 
-/// One arm of a comparison and its figures.
+/// One arm of a comparison (one sample of it, when it has several) and its figures.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ArmReport {
     pub name: String,
     pub baseline: bool,
+    /// Which sample of the arm (1-based) this run is; `None` for the recording itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample: Option<u64>,
+    /// How an experiment's sample ended and what its verify command judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<SampleOutcome>,
     /// The run's job id (`None` for the baseline).
     pub run: Option<String>,
     /// The session holding the arm's turns: the compared session for the baseline.
@@ -459,7 +498,16 @@ pub struct Comparison {
     pub budget_usd: Option<f64>,
     /// What the budget counted so far, over every arm.
     pub charged_usd: f64,
+    /// Runs per arm.
+    pub samples: u64,
+    /// For a live experiment: its agent, workspace and judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<ExperimentSpec>,
+    /// The baseline first, then each arm (a sample per entry).
     pub arms: Vec<ArmReport>,
+    /// Each arm over its samples: pass rate and interval, and each figure's mean,
+    /// median and interval.
+    pub stats: Vec<ArmStats>,
     /// True when an identical earlier comparison is returned instead of a new one.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reused: bool,

@@ -196,7 +196,7 @@ impl Store {
 
     /// Ends a running run with `status` (nothing if it already ended), its reservation,
     /// if it holds one, charged or released as `in_flight` says.
-    pub(super) fn end_run(
+    pub(crate) fn end_run(
         &self,
         node: &WhatIfNode,
         status: RunStatus,
@@ -221,7 +221,7 @@ impl Store {
     }
 
     /// Charges the reservation run `node` holds as a lost call.
-    fn end_in_flight(&self, node: &WhatIfNode) -> Result<()> {
+    pub(crate) fn end_in_flight(&self, node: &WhatIfNode) -> Result<()> {
         let mut tx = self.write_on(std::slice::from_ref(&node.graph))?;
         let (inserts, removes) = self.rdf().charge_reservation(node)?;
         tx.insert(inserts);
@@ -231,7 +231,7 @@ impl Store {
 
     /// Writes run `node`'s reservation of `amount` before its call is made; false when
     /// the run ended meanwhile (nothing is written).
-    fn hold(&self, node: &WhatIfNode, amount: f64) -> Result<bool> {
+    pub(crate) fn hold(&self, node: &WhatIfNode, amount: f64) -> Result<bool> {
         let mut tx = self.write_on(std::slice::from_ref(&node.graph))?;
         if !self.rdf().run_is_running(node)? {
             return Ok(false);
@@ -246,7 +246,7 @@ impl Store {
 
 /// What ending a run does with the reservation of a call it made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum InFlight {
+pub(crate) enum InFlight {
     /// The call may have been billed (it was cancelled or cut off, its answer did not
     /// read, or who ends the run cannot tell): the reservation is charged.
     Charged,

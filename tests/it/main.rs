@@ -23,6 +23,7 @@ mod codex;
 mod compare_cli;
 mod compare_surfaces;
 mod copies;
+mod experiment;
 mod forks;
 mod group;
 mod hostile;

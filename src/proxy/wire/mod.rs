@@ -13,6 +13,7 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod openai;
+pub(crate) mod replayed;
 pub(crate) mod responses;
 mod sse;
 

@@ -1,0 +1,392 @@
+//! Live what-if experiments (`forktrail experiment`) with the real Claude Code CLI (npm,
+//! pinned) as the agent, offline: a run recorded through the model proxy against a
+//! scripted Anthropic stub, then replayed by Claude Code's own harness in copies of a
+//! git workspace, its tools run for real, each arm's (stub) model answering from the
+//! fork point, a verify command judging; drift, the sandbox, the money cap and a
+//! resume after a kill.
+
+use crate::claude_code;
+use crate::common;
+
+use common::anthropic::{self, AnthropicStub};
+use common::server::Server;
+use common::stub::anthropic_message;
+use forktrail::server::ServerConfig;
+use forktrail::{
+    ArmStatus, CompareOptions, Comparison, ExperimentOptions, OnDrift, ProxyConfig, Role,
+    RunStatus, Sandbox, SessionId, Store, UpstreamKind, Verdict,
+};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+const KEY: &str = "sk-ant-experiment-77e0c4d2b9a14f3e8d6c5b4a3f2e1d0c";
+const PROMPT: &str = "Read notes.txt, then create done.txt.";
+/// The arms' models: one that finishes the task, one that does not, one that writes
+/// outside its workspace.
+const GOOD: &str = "stub-good";
+const LAZY: &str = "stub-lazy";
+const ESCAPE: &str = "stub-escape";
+/// What the stub reports per call.
+const USAGE: (u64, u64) = (100, 20);
+
+/// The model's side: read notes.txt (before the fork point), then, by model: create
+/// done.txt and say so (the recording, `good`), say it will not (`lazy`), or write
+/// outside the workspace (`escape`, to `escape`).
+fn script(escape: Option<PathBuf>) -> impl Fn(&Value) -> Value + Send + Sync + 'static {
+    move |request| answer(request, escape.as_deref())
+}
+
+fn answer(request: &Value, escape: Option<&Path>) -> Value {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let answered = messages.iter().filter(|m| m["role"] == "assistant").count();
+    let model = request["model"].as_str().unwrap_or_default();
+    let bash = |id: &str, command: &str| {
+        vec![(
+            id.to_string(),
+            json!({"command": command, "description": "Run it"}),
+        )]
+    };
+    let (text, calls, stop) = match (model, answered) {
+        (_, 0) => (
+            Some("Reading."),
+            bash("toolu_read", "cat notes.txt"),
+            "tool_use",
+        ),
+        (LAZY, _) => (Some("I will not create it."), Vec::new(), "end_turn"),
+        (ESCAPE, 1) => {
+            let target = escape.expect("an escape target").display().to_string();
+            (
+                None,
+                bash("toolu_escape", &format!("touch {target}")),
+                "tool_use",
+            )
+        }
+        (_, 1) => (None, bash("toolu_touch", "touch done.txt"), "tool_use"),
+        _ => (Some("Done."), Vec::new(), "end_turn"),
+    };
+    let calls: Vec<(&str, &str, Value)> = calls
+        .iter()
+        .map(|(id, input)| (id.as_str(), "Bash", input.clone()))
+        .collect();
+    let mut message = anthropic_message(model, text, &calls, (USAGE.0, USAGE.1, 0), stop);
+    message["id"] = json!(format!("msg_{model}_{answered}"));
+    message
+}
+
+/// A temp git repository with notes.txt committed.
+fn workspace(dir: &Path) -> PathBuf {
+    let ws = dir.join("workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "v1\n").unwrap();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(ok.status.success(), "git {args:?}: {ok:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "notes"]);
+    ws
+}
+
+/// The agent's command line: Claude Code in print mode, its tools limited to the
+/// recording's, its home and key given, its base URL the experiment's (set by
+/// forktrail).
+fn agent_command(claude: &Path, home: &Path) -> String {
+    std::fs::create_dir_all(home.join("tmp")).unwrap();
+    std::fs::write(home.join("key"), KEY).unwrap();
+    format!(
+        "env HOME='{home}' TMPDIR='{home}/tmp' ANTHROPIC_API_KEY=\"$(cat '{home}/key')\" \
+         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 '{claude}' -p '{PROMPT}' \
+         --output-format json --max-turns 8 --allowedTools 'Bash(cat:*)' 'Bash(touch:*)'",
+        home = home.display(),
+        claude = claude.display(),
+    )
+}
+
+/// Records Claude Code doing the task in a copy of `ws` through the proxy of a server
+/// on `store`; the recorded session.
+fn record(
+    claude: &Path,
+    store: &Arc<Store>,
+    stub: &AnthropicStub,
+    ws: &Path,
+    home: &Path,
+) -> SessionId {
+    let mut proxy = ProxyConfig::default();
+    proxy
+        .upstreams
+        .insert(UpstreamKind::Anthropic, stub.url.clone());
+    let server = Server::start(
+        Arc::clone(store),
+        ServerConfig {
+            proxy,
+            ..ServerConfig::default()
+        },
+    );
+    std::fs::create_dir_all(home.join("tmp")).unwrap();
+    let run = home.join("recorded-run");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(ws)
+        .arg(&run)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::create_dir_all(home.join("tmp")).unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(agent_command(claude, home))
+        .current_dir(&run)
+        .env("ANTHROPIC_BASE_URL", server.url("/proxy/anthropic"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "claude: {out:?}");
+    assert!(
+        run.join("done.txt").exists(),
+        "the recorded run did the task"
+    );
+    // Recorded as they end, off the answer's path: wait for every call.
+    let sent = stub.messages_requests().len();
+    let start = std::time::Instant::now();
+    while store
+        .list()
+        .unwrap()
+        .iter()
+        .map(|s| store.model_calls(&s.session).unwrap().len())
+        .sum::<usize>()
+        < sent
+    {
+        assert!(start.elapsed().as_secs() < 30, "calls not recorded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(server);
+    let sessions = store.list().unwrap();
+    assert_eq!(sessions.len(), 1, "one conversation: {sessions:?}");
+    let id = sessions[0].session.clone();
+    let turns = store.load(&id, None).unwrap();
+    let roles: Vec<Role> = turns.iter().map(|t| t.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Assistant,
+            Role::Tool,
+            Role::Assistant
+        ],
+        "{turns:#?}"
+    );
+    id
+}
+
+fn options(ws: &Path, agent: String, arms: &[&str], samples: u64, stub: &str) -> ExperimentOptions {
+    let arms = arms
+        .iter()
+        .map(|m| {
+            forktrail::Arm::parse(
+                &format!("model={m},provider=anthropic,endpoint={stub}"),
+                |_| unreachable!(),
+            )
+            .unwrap()
+        })
+        .collect();
+    let mut compare = CompareOptions {
+        at: 3,
+        arms,
+        samples: Some(samples),
+        parallel: Some(2),
+        ..CompareOptions::default()
+    };
+    for m in [GOOD, LAZY, ESCAPE] {
+        compare.prices.insert(m.into(), "3/15".parse().unwrap());
+    }
+    ExperimentOptions {
+        compare,
+        agent,
+        workspace: ws.to_path_buf(),
+        workspace_ref: None,
+        verify: "test -f done.txt".into(),
+        verify_baseline: false,
+        on_drift: OnDrift::Stop,
+        sandbox: Sandbox::None,
+        writable: Vec::new(),
+        agent_timeout_secs: Some(120),
+        work_dir: None,
+        keep_workspaces: false,
+    }
+}
+
+fn samples<'c>(c: &'c Comparison, arm: &str) -> Vec<&'c forktrail::ArmReport> {
+    c.arms
+        .iter()
+        .filter(|a| a.name == arm && a.sample.is_some())
+        .collect()
+}
+
+/// The turns the named graph of session `id` holds itself (a fork holds only its
+/// tail).
+fn own_turns(store: &Store, id: &SessionId) -> usize {
+    let graph = oxigraph::model::Term::from(store.session_iri(id));
+    let results = store
+        .query(
+            "PREFIX ft: <https://w3id.org/forktrail/ns#>
+             SELECT ?g (COUNT(?t) AS ?n) WHERE { GRAPH ?g { ?t a ft:Turn } } GROUP BY ?g",
+            &[("g", graph)],
+        )
+        .unwrap();
+    let oxigraph::sparql::QueryResults::Solutions(mut rows) = results else {
+        panic!("not solutions")
+    };
+    let row = rows.next().unwrap().unwrap();
+    match row.get("n") {
+        Some(oxigraph::model::Term::Literal(l)) => l.value().parse().unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn claude_code_replays_the_recording_and_each_arm_is_judged_over_its_samples() {
+    let Some(claude) = claude_code::claude() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let home = dir.path().join("home");
+    let stub = anthropic::start(script(None));
+    let store = Arc::new(Store::in_memory().unwrap());
+    let session = record(&claude, &store, &stub, &ws, &home);
+    let recorded_requests = stub.messages_requests().len();
+    let recorded_turns = store.load(&session, None).unwrap();
+    assert_eq!(own_turns(&store, &session), 6);
+
+    let mut o = options(
+        &ws,
+        agent_command(&claude, &home),
+        &[GOOD, LAZY],
+        2,
+        &stub.url,
+    );
+    o.keep_workspaces = true;
+    o.work_dir = Some(dir.path().join("copies"));
+    let begun = store.begin_experiment(&session, &o).unwrap();
+    let c = store.run_experiment(&begun.comparison, 2).unwrap();
+
+    // Pass rates 1.0 and 0.0, with their 95 % Wilson intervals (2 of 2: 0.342–1).
+    let stats = |name: &str| c.stats.iter().find(|s| s.name == name).unwrap();
+    let (good, lazy) = (stats(GOOD), stats(LAZY));
+    assert_eq!(
+        (good.samples, good.judged, good.passed),
+        (2, 2, 2),
+        "{c:#?}"
+    );
+    assert_eq!(
+        (lazy.samples, lazy.judged, lazy.passed),
+        (2, 2, 0),
+        "{c:#?}"
+    );
+    assert_eq!(good.pass_rate, Some(1.0));
+    assert_eq!(lazy.pass_rate, Some(0.0));
+    let (lo, hi) = good.pass_interval.unwrap();
+    assert!((lo - 0.3424).abs() < 1e-3 && hi == 1.0, "{lo} {hi}");
+    let (lo, hi) = lazy.pass_interval.unwrap();
+    assert!(lo == 0.0 && (hi - 0.6576).abs() < 1e-3, "{lo} {hi}");
+
+    for arm in [GOOD, LAZY] {
+        let list = samples(&c, arm);
+        assert_eq!(list.len(), 2);
+        for s in list {
+            let o = s.outcome.as_ref().unwrap();
+            assert_eq!(s.status, ArmStatus::Run(RunStatus::Exited), "{s:#?}");
+            assert_eq!(o.agent_exit, Some(0), "{s:#?}");
+            assert!(o.drift.is_none(), "{s:#?}");
+            // The recorded answer before K came from the recording, not a model.
+            assert_eq!(o.replayed_calls, 1, "{s:#?}");
+            // Figures equal the stub's usage: good made 2 calls, lazy 1.
+            let calls = if arm == GOOD { 2 } else { 1 };
+            assert_eq!(s.figures.steps, calls, "{s:#?}");
+            assert_eq!(s.figures.input_tokens, Some(USAGE.0 * calls));
+            assert_eq!(s.figures.output_tokens, Some(USAGE.1 * calls));
+            let cost = (USAGE.0 as f64 * 3.0 + USAGE.1 as f64 * 15.0) / 1e6 * calls as f64;
+            assert!((s.figures.cost_usd.unwrap() - cost).abs() < 1e-12, "{s:#?}");
+            assert_eq!(
+                o.verdict,
+                if arm == GOOD {
+                    Verdict::Pass
+                } else {
+                    Verdict::Fail
+                }
+            );
+            // Each sample a fork at K sharing the recording's prefix: it stores only its
+            // own turns (the lazy arm's answer equals nothing recorded: it diverges at K).
+            let fork = s.session.clone().unwrap();
+            let info = store.info(&fork).unwrap();
+            assert_eq!(info.parent.as_ref(), Some(&session));
+            assert_eq!(info.forked_at_index, Some(3));
+            let turns = store.load(&fork, None).unwrap();
+            assert_eq!(turns.len() as u64, 3 + if arm == GOOD { 3 } else { 1 });
+            assert!(
+                turns[..3].iter().all(|t| t.session == session),
+                "prefix shared"
+            );
+            assert!(turns[3..].iter().all(|t| t.session == fork));
+            assert_eq!(own_turns(&store, &fork), turns.len() - 3);
+            if arm == LAZY {
+                assert_eq!(s.figures.first_divergence, Some(3));
+                assert_eq!(turns[3].content, "I will not create it.");
+            }
+        }
+    }
+    // Every live request went to the arm's model by name, and none before K did.
+    let live = &stub.messages_requests()[recorded_requests..];
+    assert_eq!(live.len(), 2 * 2 + 2, "{live:#?}");
+    assert!(live
+        .iter()
+        .all(|r| r["model"] == GOOD || r["model"] == LAZY));
+    assert!(live
+        .iter()
+        .all(|r| r["messages"].as_array().unwrap().len() >= 3));
+    // The recording's turns are untouched.
+    assert_eq!(store.load(&session, None).unwrap(), recorded_turns);
+    // Separate copies: the good ones hold done.txt, the lazy ones not, the original
+    // neither.
+    assert!(
+        !ws.join("done.txt").exists(),
+        "the original workspace was touched"
+    );
+    let copies: Vec<PathBuf> = std::fs::read_dir(
+        dir.path()
+            .join("copies")
+            .join(format!("forktrail-experiment-{}", c.comparison)),
+    )
+    .unwrap()
+    .map(|e| e.unwrap().path())
+    .filter(|p| p.is_dir())
+    .collect();
+    assert_eq!(copies.len(), 4, "{copies:?}");
+    for copy in &copies {
+        let name = copy.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(
+            copy.join("done.txt").exists(),
+            name.starts_with(GOOD),
+            "{name}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(copy.join("notes.txt")).unwrap(),
+            "v1\n"
+        );
+    }
+    // No key in the store.
+    let mut dump = Vec::new();
+    store
+        .export(None, forktrail::ExportFormat::NQuads, &mut dump)
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&dump).contains(KEY));
+}
