@@ -18,8 +18,10 @@ use forktrail::{
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const KEY: &str = "sk-ant-experiment-77e0c4d2b9a14f3e8d6c5b4a3f2e1d0c";
 const PROMPT: &str = "Read notes.txt, then create done.txt.";
@@ -59,7 +61,10 @@ fn answer(request: &Value, escape: Option<&Path>) -> Value {
             let target = escape.expect("an escape target").display().to_string();
             (
                 None,
-                bash("toolu_escape", &format!("touch {target}")),
+                bash(
+                    "toolu_escape",
+                    &format!("python3 -c \"open('{target}', 'w').write('out')\""),
+                ),
                 "tool_use",
             )
         }
@@ -104,7 +109,7 @@ fn agent_command(claude: &Path, home: &Path) -> String {
     format!(
         "env HOME='{home}' TMPDIR='{home}/tmp' ANTHROPIC_API_KEY=\"$(cat '{home}/key')\" \
          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 '{claude}' -p '{PROMPT}' \
-         --output-format json --max-turns 8 --allowedTools 'Bash(cat:*)' 'Bash(touch:*)'",
+         --output-format json --max-turns 8 --allowedTools 'Bash(cat:*)' 'Bash(touch:*)' 'Bash(python3:*)'",
         home = home.display(),
         claude = claude.display(),
     )
@@ -389,4 +394,360 @@ fn claude_code_replays_the_recording_and_each_arm_is_judged_over_its_samples() {
         .export(None, forktrail::ExportFormat::NQuads, &mut dump)
         .unwrap();
     assert!(!String::from_utf8_lossy(&dump).contains(KEY));
+}
+
+/// Records the task and returns what an experiment needs: the temp dir, the
+/// workspace, the agent's home, the stub and the store with the recorded session.
+struct Recorded {
+    dir: tempfile::TempDir,
+    ws: PathBuf,
+    home: PathBuf,
+    stub: AnthropicStub,
+    store: Arc<Store>,
+    session: SessionId,
+    claude: PathBuf,
+}
+
+fn recorded(escape: Option<PathBuf>) -> Option<Recorded> {
+    let claude = claude_code::claude()?;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let home = dir.path().join("home");
+    let stub = anthropic::start(script(escape));
+    let store = Arc::new(Store::in_memory().unwrap());
+    let session = record(&claude, &store, &stub, &ws, &home);
+    Some(Recorded {
+        dir,
+        ws,
+        home,
+        stub,
+        store,
+        session,
+        claude,
+    })
+}
+
+/// Guards against an environment that drifted being replayed as if it had not: a file
+/// the recorded tool read changed, so the tool result the agent sends differs from the
+/// recording at the call that carries it.
+#[test]
+fn a_tool_result_that_no_longer_matches_is_reported_at_its_call() {
+    let Some(r) = recorded(None) else { return };
+    std::fs::write(r.ws.join("notes.txt"), "v2\n").unwrap();
+    let agent = agent_command(&r.claude, &r.home);
+    let o = options(&r.ws, agent.clone(), &[GOOD], 1, &r.stub.url);
+    let live_before = r.stub.messages_requests().len();
+    let begun = r.store.begin_experiment(&r.session, &o).unwrap();
+    let c = r.store.run_experiment(&begun.comparison, 1).unwrap();
+    let s = samples(&c, GOOD)[0];
+    let outcome = s.outcome.as_ref().unwrap();
+    assert_eq!(s.status, ArmStatus::Run(RunStatus::Drifted), "{s:#?}");
+    assert_eq!(outcome.verdict, Verdict::NotJudged);
+    let drift = outcome.drift.as_ref().expect("a drift");
+    // The second call carries the tool result (turn 2): v1 recorded, v2 now.
+    assert_eq!((drift.call, drift.index), (2, 2), "{drift:?}");
+    assert!(
+        drift.detail.contains("v1") && drift.detail.contains("v2"),
+        "{drift:?}"
+    );
+    assert!(s.detail.as_deref().unwrap().contains("call 2"), "{s:#?}");
+    assert_eq!(
+        r.stub.messages_requests().len(),
+        live_before,
+        "no model was called"
+    );
+    assert_eq!(c.stats[1].judged, 0);
+    assert_eq!(c.stats[1].pass_rate, None);
+
+    // --on-drift continue: recorded, and the arm's model answers all the same.
+    let mut o = options(&r.ws, agent, &[GOOD], 1, &r.stub.url);
+    o.on_drift = OnDrift::Continue;
+    let begun = r.store.begin_experiment(&r.session, &o).unwrap();
+    let c = r.store.run_experiment(&begun.comparison, 1).unwrap();
+    let s = samples(&c, GOOD)[0];
+    let outcome = s.outcome.as_ref().unwrap();
+    assert_eq!(s.status, ArmStatus::Run(RunStatus::Exited), "{s:#?}");
+    assert_eq!(
+        outcome.drift.as_ref().map(|d| (d.call, d.index)),
+        Some((2, 2))
+    );
+    assert_eq!(outcome.verdict, Verdict::Pass, "{s:#?}");
+}
+
+fn bwrap() -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("bwrap").is_file()));
+    if !found && std::env::var_os("CI").is_some() {
+        panic!("no bwrap: .ci/run installs bubblewrap; in CI the test fails rather than skip");
+    }
+    if !found {
+        eprintln!("bwrap is not installed (apt-get install bubblewrap): skipped");
+    }
+    found
+}
+
+/// Guards against a sandbox that lets an agent's tool write outside its copy: the same
+/// step writes the file without the sandbox, and fails under bubblewrap, and the
+/// sample's record says why.
+#[test]
+fn an_agent_step_writing_outside_its_copy_fails_under_bwrap_and_the_sample_says_so() {
+    if !bwrap() {
+        return;
+    }
+    // Outside /tmp, which the sandbox replaces by its own: the write meets the
+    // read-only filesystem itself.
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let target = outside.path().join("escaped.txt");
+    let Some(r) = recorded(Some(target.clone())) else {
+        return;
+    };
+    let agent = agent_command(&r.claude, &r.home);
+    let mut o = options(&r.ws, agent.clone(), &[ESCAPE], 1, &r.stub.url);
+    o.sandbox = Sandbox::Bwrap;
+    o.writable = vec![r.home.clone()];
+    let begun = r.store.begin_experiment(&r.session, &o).unwrap();
+    let c = r.store.run_experiment(&begun.comparison, 1).unwrap();
+    let s = samples(&c, ESCAPE)[0];
+    assert!(
+        !target.exists(),
+        "the sandboxed agent wrote outside its copy"
+    );
+    assert_eq!(s.status, ArmStatus::Run(RunStatus::Exited), "{s:#?}");
+    let fork = s.session.clone().unwrap();
+    let turns = r.store.load(&fork, None).unwrap();
+    let result = turns
+        .iter()
+        .find(|t| t.role == Role::Tool && t.index > 3)
+        .expect("the escape's result");
+    assert!(
+        result.content.contains("Read-only file system"),
+        "the tool result says the write was refused: {result:#?}"
+    );
+
+    // Without the sandbox the very same step writes it.
+    let mut o = options(&r.ws, agent, &[ESCAPE], 1, &r.stub.url);
+    o.sandbox = Sandbox::None;
+    let begun = r.store.begin_experiment(&r.session, &o).unwrap();
+    r.store.run_experiment(&begun.comparison, 1).unwrap();
+    assert!(
+        target.exists(),
+        "the unsandboxed step did not write: the test proves nothing"
+    );
+    let _ = &r.dir;
+}
+
+/// A stub that answers as [`script`] does, counting the arms' requests in flight (the
+/// most at once kept), and holding one `Done.` answer of `GOOD` until `hold` is
+/// cleared, if it is set.
+struct Gauged {
+    stub: AnthropicStub,
+    most: Arc<AtomicUsize>,
+    /// Set: the next `Done.` request of GOOD waits while it stays set.
+    hold: Arc<AtomicBool>,
+    held: Arc<AtomicBool>,
+}
+
+fn gauged() -> Gauged {
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (hold, held) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (n, m, h, d) = (now.clone(), most.clone(), hold.clone(), held.clone());
+    let stub = anthropic::start(move |request: &Value| {
+        let live = request["model"] == GOOD;
+        if live {
+            m.fetch_max(n.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            // A moment in flight, so that calls the cap would let overlap do.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let done = answered(request) == 2;
+        if live && done && h.load(Ordering::SeqCst) && !d.swap(true, Ordering::SeqCst) {
+            while h.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if live {
+            n.fetch_sub(1, Ordering::SeqCst);
+        }
+        answer(request, None)
+    });
+    Gauged {
+        stub,
+        most,
+        hold,
+        held,
+    }
+}
+
+/// How many answers a request's conversation holds.
+fn answered(request: &Value) -> usize {
+    let messages = request["messages"].as_array().unwrap();
+    messages.iter().filter(|m| m["role"] == "assistant").count()
+}
+
+/// The price per million output tokens that makes one call's upper bound $1 (input
+/// free): the bound is then `max_tokens` × that price, whatever the request's size.
+fn dollar_a_call(stub: &AnthropicStub) -> f64 {
+    let max_tokens = stub.messages_requests()[0]["max_tokens"].as_u64().unwrap();
+    1e6 / max_tokens as f64
+}
+
+/// Guards against concurrent samples passing the money cap: each call reserves its
+/// upper bound ($1 here) before it is made, and a cap of $1.50 lets one call be in
+/// flight at a time, however many samples run at once.
+#[test]
+fn concurrent_samples_never_pass_the_money_cap() {
+    let Some(claude) = claude_code::claude() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, home) = (workspace(dir.path()), dir.path().join("home"));
+    let g = gauged();
+    let store = Arc::new(Store::in_memory().unwrap());
+    let session = record(&claude, &store, &g.stub, &ws, &home);
+    let out = dollar_a_call(&g.stub);
+    let mut o = options(&ws, agent_command(&claude, &home), &[GOOD], 3, &g.stub.url);
+    o.compare
+        .prices
+        .insert(GOOD.into(), format!("0/{out}").parse().unwrap());
+    o.compare.budget_usd = Some(1.5);
+    o.compare.parallel = Some(3);
+    let begun = store.begin_experiment(&session, &o).unwrap();
+    let c = store.run_experiment(&begun.comparison, 3).unwrap();
+    let stats = &c.stats[1];
+    assert_eq!((stats.samples, stats.passed), (3, 3), "{c:#?}");
+    assert_eq!(
+        g.most.load(Ordering::SeqCst),
+        1,
+        "two calls were in flight at once"
+    );
+    let cost: f64 = samples(&c, GOOD)
+        .iter()
+        .map(|s| s.figures.cost_usd.unwrap())
+        .sum();
+    assert!(
+        (cost - 6.0 * USAGE.1 as f64 * out / 1e6).abs() < 1e-9,
+        "{cost}"
+    );
+    assert!(
+        (c.charged_usd - cost).abs() < 1e-9 && c.charged_usd <= 1.5,
+        "{c:#?}"
+    );
+}
+
+/// Guards against a resume that asks the model again for a step a killed process had
+/// committed, or counts a sample twice: the killed sample's agent is started anew, its
+/// committed step answered from its fork, and the call in flight at the kill charged.
+#[test]
+fn a_killed_experiment_resumes_from_its_last_committed_step_and_counts_each_sample_once() {
+    let Some(claude) = claude_code::claude() else {
+        return;
+    };
+    let cli = common::cli::Cli::new();
+    let (ws, home) = (workspace(cli.dir()), cli.dir().join("home"));
+    let g = gauged();
+    let memory = Arc::new(Store::in_memory().unwrap());
+    let session = record(&claude, &memory, &g.stub, &ws, &home);
+    memory.copy_to(&cli.open()).unwrap();
+    let out = dollar_a_call(&g.stub);
+    let agent = agent_command(&claude, &home);
+    let (arm, price) = (
+        format!("model={GOOD},provider=anthropic,endpoint={}", g.stub.url),
+        format!("{GOOD}=0/{out}"),
+    );
+    let args = [
+        "experiment",
+        session.as_str(),
+        "--at",
+        "3",
+        "--agent",
+        &agent,
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--arm",
+        &arm,
+        "--samples",
+        "2",
+        "--parallel",
+        "2",
+        "--verify",
+        "test -f done.txt",
+        "--price",
+        &price,
+        "--budget-usd",
+        "10",
+        "--json",
+    ];
+    g.hold.store(true, Ordering::SeqCst);
+    let mut child = cli
+        .command(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !g.held.load(Ordering::SeqCst) {
+        assert!(start.elapsed() < Duration::from_secs(60), "no held call");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL, a call in flight
+    child.wait().unwrap();
+    g.hold.store(false, Ordering::SeqCst);
+    let shown = cli.json(&["comparisons", "--json"]);
+    assert_eq!(shown[0]["status"], "running", "{shown:#}");
+    let id = shown[0]["comparison"].as_str().unwrap().to_string();
+    let before = g.stub.messages_requests().len();
+
+    let c = cli.json(&["jobs", "resume", &id, "--json"]);
+    let stats = &c["stats"][1];
+    assert_eq!(
+        (stats["samples"].as_u64(), stats["passed"].as_u64()),
+        (Some(2), Some(2)),
+        "{c:#}"
+    );
+    let runs: Vec<&Value> = c["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["sample"].is_u64())
+        .collect();
+    assert_eq!(runs.len(), 2, "each sample once: {c:#}");
+    for s in &runs {
+        assert_eq!(s["status"], "exited", "{s:#}");
+        assert_eq!(
+            s["figures"]["steps"], 2,
+            "two calls each, none twice: {s:#}"
+        );
+    }
+    // After the kill, the resume asked only for what was not committed: the killed
+    // sample's last step (its first was answered from its fork), and whatever the other
+    // sample had left.
+    let asked: Vec<Value> = g.stub.messages_requests();
+    let touch = |r: &Value| r["model"] == GOOD && answered(r) == 1;
+    assert_eq!(
+        asked.iter().filter(|r| touch(r)).count(),
+        2,
+        "a committed step asked again"
+    );
+    let done = asked[before..]
+        .iter()
+        .filter(|r| r["model"] == GOOD && !touch(r))
+        .count();
+    assert!((1..=2).contains(&done), "{done}");
+    // Every call sent is either one of the four committed or was in flight at the kill
+    // (the held one, and the other sample's if it had one): those are charged their
+    // upper bound ($1 each), every answer its cost.
+    let sent = asked.iter().filter(|r| r["model"] == GOOD).count();
+    let lost = sent - 4;
+    assert!((1..=2).contains(&lost), "{sent} calls sent");
+    let costs: f64 = runs
+        .iter()
+        .map(|s| s["figures"]["cost_usd"].as_f64().unwrap())
+        .sum();
+    let charged = c["charged_usd"].as_f64().unwrap();
+    assert!(
+        (charged - (lost as f64 + costs)).abs() < 1e-6,
+        "{charged} vs {lost} + {costs}"
+    );
 }
