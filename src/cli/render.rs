@@ -455,7 +455,10 @@ fn sampled(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
             };
             vec![
                 a.name.clone(),
-                a.samples.to_string(),
+                match (a.baseline, a.samples) {
+                    (true, 0) => "recorded".into(),
+                    (_, n) => n.to_string(),
+                },
                 pass,
                 summary(&a.steps, &n),
                 summary(&a.tokens, &|v| format!("{v:.0}")),

@@ -607,3 +607,86 @@ fn parallel_arms_killed_mid_call_and_resumed_charge_every_call_made_and_never_pa
             .sum::<usize>()
     );
 }
+
+/// Guards against per-arm statistics that do not follow from the samples: three samples
+/// of one arm on the recorded-tool path, the stub billing each request 100 tokens in
+/// and 10 × its number out (samples of 500, 660 and 820 tokens), summarised by hand.
+#[test]
+fn compare_with_samples_gives_per_arm_statistics_a_hand_computation_matches() {
+    let cli = trip();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    let a = stub::scripted(move |request, _| {
+        let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut reply = travel::replay("model-a", request);
+        let mut body: Value = serde_json::from_str(&reply.body).unwrap();
+        body["usage"] = json!({"prompt_tokens": 100, "completion_tokens": 10 * n});
+        reply.body = body.to_string();
+        reply
+    });
+    let only = arm("a", "model-a", &a);
+    let c = cli.json(&[
+        "compare",
+        "trip",
+        "--at",
+        "2",
+        "--arm",
+        &only,
+        "--samples",
+        "3",
+        "--json",
+    ]);
+    let samples: Vec<&Value> = c["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["name"] == "a")
+        .collect();
+    assert_eq!(samples.len(), 3, "{c:#}");
+    let tokens: Vec<f64> = samples
+        .iter()
+        .map(|s| {
+            let f = &s["figures"];
+            (f["input_tokens"].as_u64().unwrap() + f["output_tokens"].as_u64().unwrap()) as f64
+        })
+        .collect();
+    assert_eq!(tokens, [500.0, 660.0, 820.0]);
+    let numbers: Vec<u64> = samples
+        .iter()
+        .map(|s| s["sample"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [1, 2, 3]);
+    // By hand: mean 660, median 660, s = 160, t(0.975, 2) = 4.303.
+    let half = 4.303 * 160.0 / 3f64.sqrt();
+    let stats = c["stats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "a")
+        .unwrap();
+    let t = &stats["tokens"];
+    assert_eq!(
+        (t["n"].as_u64(), t["mean"].as_f64(), t["median"].as_f64()),
+        (Some(3), Some(660.0), Some(660.0))
+    );
+    assert!(
+        (t["low"].as_f64().unwrap() - (660.0 - half)).abs() < 1e-6,
+        "{t}"
+    );
+    assert!(
+        (t["high"].as_f64().unwrap() - (660.0 + half)).abs() < 1e-6,
+        "{t}"
+    );
+    // Every sample took the recording's four steps: no spread.
+    let s = &stats["steps"];
+    assert_eq!(
+        (s["mean"].as_f64(), s["low"].as_f64(), s["high"].as_f64()),
+        (Some(4.0), Some(4.0), Some(4.0))
+    );
+    assert_eq!(stats["samples"], 3);
+    // Nothing is judged on the recorded-tool path.
+    assert!(stats["pass_rate"].is_null() && stats["judged"] == 0);
+    // The table gives the same.
+    let table = cli.ok(&["jobs", "show", c["comparison"].as_str().unwrap()]);
+    assert!(table.contains("660 (median 660, 95% 263–1057)"), "{table}");
+}
