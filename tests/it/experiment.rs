@@ -388,6 +388,26 @@ fn claude_code_replays_the_recording_and_each_arm_is_judged_over_its_samples() {
             "v1\n"
         );
     }
+    // The web UI's comparison page shows the samples, the pass rates and their
+    // intervals.
+    let server = Server::start(Arc::clone(&store), ServerConfig::default());
+    let page = server
+        .get(&format!("/ui/comparisons/{}", c.comparison), "text/html")
+        .text()
+        .unwrap();
+    for shown in [
+        "Arms over their samples",
+        "data-pass-rate=\"1\"",
+        "data-pass-rate=\"0\"",
+        "0.34–1.00",
+        "0.00–0.66",
+        "data-verdict=\"pass\"",
+        "data-verdict=\"fail\"",
+        "the agent's tools ran with the user's rights",
+    ] {
+        assert!(page.contains(shown), "{shown:?} not on the page:\n{page}");
+    }
+    assert_eq!(page.matches("data-sample=").count(), 4);
     // No key in the store.
     let mut dump = Vec::new();
     store

@@ -67,8 +67,22 @@ pub(super) async fn comparison(
                 button type="submit" { "Cancel the running arms" }
             }
         }
-        h2 { "Figures" }
-        (figures_table(&c))
+        @if let Some(e) = &c.experiment {
+            h2 { "Experiment" }
+            dl.facts {
+                dt { "Agent" } dd { code { (e.agent) } }
+                dt { "Verify" } dd { code { (e.verify) } " (exit 0 is a pass)" }
+                dt { "Sandbox" } dd { (e.sandbox)
+                    @if e.sandbox == crate::model::Sandbox::None { " " strong { "— the agent's tools ran with the user's rights" } } }
+                dt { "On drift" } dd { (e.on_drift) }
+            }
+        }
+        @if c.samples > 1 || c.experiment.is_some() {
+            (sampled(&c))
+        } @else {
+            h2 { "Figures" }
+            (figures_table(&c))
+        }
         h2 { "Turns" }
         @if !prefix.is_empty() {
             details.prefix {
@@ -95,6 +109,102 @@ pub(super) async fn comparison(
             .insert(header::REFRESH, HeaderValue::from_static("1"));
     }
     Ok(response)
+}
+
+/// A summary as read: the mean, and with more than one sample its median and the 95 %
+/// interval of the mean.
+fn summary(s: &Option<crate::whatif::Summary>, show: fn(f64) -> String) -> Markup {
+    match s {
+        Some(s) if s.n > 1 => html! {
+            (show(s.mean)) br;
+            span.meta { "median " (show(s.median)) ", 95% " (show(s.low.max(0.0))) "–" (show(s.high)) }
+        },
+        Some(s) => html! { (show(s.mean)) },
+        None => unmeasured(),
+    }
+}
+
+/// Each arm over its samples (pass rate with its 95 % Wilson interval, figures with
+/// theirs), then every sample.
+fn sampled(c: &Comparison) -> Markup {
+    let count = |v: f64| format!("{v:.1}");
+    let whole = |v: f64| format!("{v:.0}");
+    let secs = |v: f64| format!("{:.1} s", v / 1000.0);
+    html! {
+        h2 { "Arms over their samples" }
+        div.scroll {
+        table.stats {
+            thead { tr {
+                th scope="col" { "Arm" } th scope="col" { "Samples" }
+                th scope="col" { "Pass rate (95% Wilson interval)" } th scope="col" { "Steps" }
+                th scope="col" { "Tokens" } th scope="col" { "Cost" } th scope="col" { "Wall time" }
+            } }
+            tbody {
+                @for a in &c.stats {
+                    tr data-arm=(a.name) {
+                        th scope="row" { (a.name) }
+                        td { @if a.baseline && a.samples == 0 { "the recording" } @else { (a.samples) } }
+                        td data-pass-rate=[a.pass_rate] {
+                            @match (a.pass_rate, a.pass_interval) {
+                                (Some(rate), Some((lo, hi))) => {
+                                    strong { (format!("{rate:.2}")) } " (" (a.passed) " of " (a.judged) ")"
+                                    br; span.meta.interval { (format!("{lo:.2}–{hi:.2}")) }
+                                }
+                                _ => span.meta { "not judged" },
+                            }
+                        }
+                        td { (summary(&a.steps, count)) }
+                        td { (summary(&a.tokens, whole)) }
+                        td { (summary(&a.cost_usd, dollars)) }
+                        td { (summary(&a.wall_ms, secs)) }
+                    }
+                }
+            }
+        }
+        }
+        h2 { "Samples" }
+        div.scroll {
+        table.samples {
+            thead { tr {
+                th scope="col" { "Arm" } th scope="col" { "Sample" } th scope="col" { "Status" }
+                th scope="col" { "Verdict" } th scope="col" { "Steps" } th scope="col" { "Tokens in + out" }
+                th scope="col" { "Cost" } th scope="col" { "Wall time" } th scope="col" { "Diverges at" }
+                th scope="col" { "Drift" }
+            } }
+            tbody {
+                @for a in c.arms.iter().filter(|a| a.sample.is_some()) {
+                    @let o = a.outcome.as_ref();
+                    tr data-arm=(a.name) data-sample=[a.sample] {
+                        th scope="row" { (a.name) }
+                        td { @match &a.session {
+                            Some(s) => a href=(format!("/ui/sessions/{s}")) { "#" (a.sample.unwrap_or(0)) },
+                            None => { "#" (a.sample.unwrap_or(0)) },
+                        } }
+                        td { (a.status) @if let Some(d) = &a.detail { div.detail { (d) } } }
+                        td data-verdict=[o.map(|o| o.verdict.as_str())] {
+                            @match o { Some(o) => {
+                                strong { (o.verdict) }
+                                @if !o.verify_output.is_empty() {
+                                    details { summary { "verify output" } pre { (o.verify_output) } }
+                                }
+                            }, None => "–" }
+                        }
+                        td { (a.figures.steps) }
+                        td { @match (a.figures.input_tokens, a.figures.output_tokens) {
+                            (Some(i), Some(o)) => { (i) " + " (o) }, _ => (unmeasured()) } }
+                        td { @match a.figures.cost_usd { Some(c) => (dollars(c)), None => (unmeasured()) } }
+                        td { @match o { Some(o) => (secs(o.wall_ms as f64)), None => "–" } }
+                        td { @match a.figures.first_divergence { Some(i) => (i), None => "–" } }
+                        td { @match o.and_then(|o| o.drift.as_ref()) {
+                            Some(d) => { "call " (d.call) ", turn " (d.index) div.detail { (d.detail) } },
+                            None => "–",
+                        } }
+                    }
+                }
+            }
+        }
+        }
+    }
 }
 
 /// An arm's column heading: its name, its session, where it diverges.
