@@ -1,9 +1,11 @@
 //! What-if comparisons: `compare`, `comparisons`. `jobs show`, `jobs cancel` and
 //! `jobs resume` take comparison and run ids too (see `jobs.rs`).
 
-use super::{emit, print_json, render, spawn_worker, CliResult, Out, Target};
+use super::{emit, figures, print_json, spawn_worker, CliResult, Out, Target};
 use clap::Args;
-use forktrail::{Arm, CompareOptions, Comparison, Price, SessionId, Store};
+use forktrail::{
+    Arm, CompareOptions, Comparison, ExperimentSpec, Price, Sandbox, SessionId, Store,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -157,7 +159,7 @@ impl CompareArgs {
         let options = self.options()?;
         if self.dry_run {
             let plan = store.plan_comparison(&self.session, &options)?;
-            return emit(out, self.json, &plan, render::compare_plan);
+            return emit(out, self.json, &plan, figures::compare_plan);
         }
         let begun = store.begin_comparison(&self.session, &options)?;
         if begun.reused {
@@ -168,7 +170,7 @@ impl CompareArgs {
                     id = begun.comparison
                 );
             }
-            return emit(out, self.json, &begun, render::comparison);
+            return emit(out, self.json, &begun, figures::comparison);
         }
         let id = begun.comparison.clone();
         if !self.json {
@@ -193,7 +195,7 @@ impl CompareArgs {
                     out,
                     "comparison {} running in the background ({})",
                     c.comparison,
-                    render::count(c.arms.len() as u64 - 1, "arm", "arms")
+                    super::render::count(c.arms.len() as u64 - 1, "arm", "arms")
                 )?;
                 writeln!(
                     out,
@@ -204,7 +206,7 @@ impl CompareArgs {
             });
         }
         let done = store.run_comparison(&id, parallel)?;
-        emit(out, self.json, &done, render::comparison)
+        emit(out, self.json, &done, figures::comparison)
     }
 }
 
@@ -228,7 +230,7 @@ pub(super) struct ComparisonsArgs {
 impl ComparisonsArgs {
     pub(super) fn run(self, out: Out, store: &Store) -> CliResult {
         emit(out, self.json, &store.comparisons()?, |out, c| {
-            render::comparisons(out, c)
+            figures::comparisons(out, c)
         })
     }
 }
@@ -249,7 +251,7 @@ pub(super) fn resume(out: Out, store: &Store, id: &str, parallel: usize, json: b
     }
     let done = match &comparison.experiment {
         Some(spec) => {
-            super::experiment::warn_unsandboxed(spec);
+            warn_unsandboxed(spec);
             store.run_experiment(id, parallel)?
         }
         None => store.run_comparison(id, parallel)?,
@@ -257,6 +259,18 @@ pub(super) fn resume(out: Out, store: &Store, id: &str, parallel: usize, json: b
     if json {
         print_json(out, &done)
     } else {
-        Ok(render::comparison(out, &done)?)
+        Ok(figures::comparison(out, &done)?)
+    }
+}
+
+/// The warning an experiment without a sandbox gets before its agent runs.
+pub(super) fn warn_unsandboxed(spec: &ExperimentSpec) {
+    if spec.sandbox == Sandbox::None {
+        eprintln!(
+            "WARNING: NO SANDBOX. The agent ({}) runs with YOUR rights: every tool it calls \
+             (shell commands, file writes) can reach anything you can, not only its \
+             workspace copy. Use --sandbox bwrap to confine it.",
+            spec.agent
+        );
     }
 }

@@ -1,10 +1,10 @@
 //! `experiment`: a live what-if. `jobs show`, `jobs cancel` and `jobs resume` take its
 //! id too (an experiment is a comparison whose arms run an agent).
 
-use super::compare::ArmFlags;
-use super::{emit, render, spawn_worker, CliResult, Out, Target};
+use super::compare::{warn_unsandboxed, ArmFlags};
+use super::{emit, figures, spawn_worker, CliResult, Out, Target};
 use clap::Args;
-use forktrail::{ExperimentOptions, ExperimentSpec, OnDrift, Sandbox, SessionId, Store};
+use forktrail::{ExperimentOptions, OnDrift, Sandbox, SessionId, Store};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -72,18 +72,6 @@ pub(super) struct ExperimentArgs {
     background: bool,
 }
 
-/// The warning an experiment without a sandbox gets before its agent runs.
-pub(super) fn warn_unsandboxed(spec: &ExperimentSpec) {
-    if spec.sandbox == Sandbox::None {
-        eprintln!(
-            "WARNING: NO SANDBOX. The agent ({}) runs with YOUR rights: every tool it calls \
-             (shell commands, file writes) can reach anything you can, not only its \
-             workspace copy. Use --sandbox bwrap to confine it.",
-            spec.agent
-        );
-    }
-}
-
 impl ExperimentArgs {
     pub(super) fn run(self, out: Out, store: Store, path: &Target) -> CliResult {
         let options = ExperimentOptions {
@@ -103,7 +91,7 @@ impl ExperimentArgs {
         let begun = store.begin_experiment(&self.session, &options)?;
         let id = begun.comparison.clone();
         if begun.reused {
-            return emit(out, self.json, &begun, render::comparison);
+            return emit(out, self.json, &begun, figures::comparison);
         }
         if let Some(spec) = &begun.experiment {
             warn_unsandboxed(spec);
@@ -133,6 +121,6 @@ impl ExperimentArgs {
             });
         }
         let done = store.run_experiment(&id, parallel)?;
-        emit(out, self.json, &done, render::comparison)
+        emit(out, self.json, &done, figures::comparison)
     }
 }

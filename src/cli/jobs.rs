@@ -2,7 +2,8 @@
 //! (the comparison and its runs) are shown, cancelled and resumed here too.
 
 use super::{
-    compare, emit, is_locked, open, print_json, render, spawn_worker, CliResult, Out, Target,
+    compare, emit, figures, is_locked, open, print_json, render, spawn_worker, CliResult, Out,
+    Target,
 };
 use clap::{Args, Subcommand};
 use forktrail::{Job, JobStatus, RegenerateOptions, SessionId, Store};
@@ -184,7 +185,7 @@ impl JobsArgs {
                 render::jobs(out, j)
             }),
             Some(JobsAction::Show { job, json }) if store.is_comparison(&job)? => {
-                emit(out, json, &store.comparison(&job)?, render::comparison)
+                emit(out, json, &store.comparison(&job)?, figures::comparison)
             }
             Some(JobsAction::Show { job, json }) => emit(out, json, &store.job(&job)?, render::job),
             Some(JobsAction::Run { job }) => {
@@ -208,7 +209,7 @@ impl JobsArgs {
                 job_outcome(&job)
             }
             Some(JobsAction::Cancel { job }) if store.is_comparison(&job)? => {
-                Ok(render::comparison(out, &store.cancel_comparison(&job)?)?)
+                Ok(figures::comparison(out, &store.cancel_comparison(&job)?)?)
             }
             Some(JobsAction::Cancel { job }) => Ok(render::job(out, &store.cancel_job(&job)?)?),
         }

@@ -9,6 +9,7 @@
 mod calls;
 mod compare;
 mod experiment;
+mod figures;
 mod jobs;
 mod query;
 mod render;

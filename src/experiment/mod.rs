@@ -107,6 +107,16 @@ impl Store {
                 workspace.display()
             )));
         }
+        let copies = o.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let copies = std::fs::canonicalize(&copies).unwrap_or(copies);
+        if copies.starts_with(&workspace) {
+            return Err(bad(format!(
+                "the copies would be made in {}, inside the workspace {} they copy: give \
+                 --work-dir a directory outside it",
+                copies.display(),
+                workspace.display()
+            )));
+        }
         if o.sandbox == Sandbox::Bwrap && which("bwrap").is_none() {
             return Err(bad(
                 "--sandbox bwrap needs bubblewrap's `bwrap` on PATH (Debian and Ubuntu: \

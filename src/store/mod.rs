@@ -95,6 +95,7 @@
 //! - `pop` — engine/write.rs: removes a session's last turn
 //! - `append_in` — engine/write.rs: adds a turn to a write
 //! - `append_after` — engine/write.rs: `append_in` after a known digest
+//! - `digest_before` — engine/write.rs: the digest of the turn before an index
 //! - `fork` — engine/write.rs: forks a session
 //! - `fork_with` — engine/write.rs: forks and appends turns in one transaction
 //! - `fork_in` — engine/write.rs: adds a fork to a write
@@ -165,10 +166,19 @@
 //! - `cancel_job` — whatif/regenerate.rs: asks a running job to stop
 //! - `jobs` — whatif/regenerate.rs: every regeneration job
 //! - `capture` — proxy/record.rs: records a call of the model proxy
+//! - `capture_into` — proxy/record.rs: records a call in a given session (an experiment's sample)
 //! - `model_calls` — proxy/record.rs: a session's calls through the model proxy
+//! - `chain_calls` — proxy/record.rs: the proxied calls a session's history holds, its ancestors' included
 //! - `rebuilt_request` — proxy/record.rs: a proxied call's request, rebuilt from the store
 //! - `job` — whatif/regenerate.rs: one job by id
 //! - `cancel_file` — whatif/call.rs: the file that asks another process's job to stop
+//! - `claim_job` — whatif/call.rs: takes a job (or run) for this process
+//! - `release_job` — whatif/call.rs: forgets a job this process ran
+//! - `signal_cancel` — whatif/call.rs: raises the flag of a job this process runs
+//! - `cancel_requested` — whatif/call.rs: whether a job was asked to stop
+//! - `end_run` — whatif/run.rs: ends a running run, its reservation charged or released
+//! - `end_in_flight` — whatif/run.rs: charges the reservation a run holds
+//! - `hold` — whatif/run.rs: writes a run's reservation before its call
 //!
 //! - `plan_comparison` — whatif/compare.rs: what a comparison would cost, arm by arm
 //! - `begin_comparison` — whatif/compare.rs: records a comparison
@@ -179,6 +189,11 @@
 //! - `comparisons` — whatif/compare.rs: every comparison, with its figures
 //! - `comparison` — whatif/compare.rs: one comparison, with its figures
 //! - `comparisons_page` — whatif/compare.rs: a page of comparisons
+//! - `comparison_settings` — whatif/compare.rs: the settings a comparison was stored with
+//! - `comparison_node` — whatif/compare.rs: the comparison node an id names
+//!
+//! - `begin_experiment` — experiment/mod.rs: records a live experiment
+//! - `run_experiment` — experiment/mod.rs: runs an experiment's `running` samples
 //!
 //! - `turn_figures` — whatif/figures.rs: the model-call figures of some turns
 //!

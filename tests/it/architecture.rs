@@ -244,6 +244,7 @@ const LAYERS: &[&[&str]] = &[
     &["io"],
     &["whatif"],
     &["proxy"],
+    &["experiment"],
     &["html"],
     &["mcp"],
     &["server"],

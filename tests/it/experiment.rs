@@ -771,3 +771,96 @@ fn a_killed_experiment_resumes_from_its_last_committed_step_and_counts_each_samp
         "{charged} vs {lost} + {costs}"
     );
 }
+
+/// The store the model proxy's tests record (`proxy::proxied_store`), with an
+/// experiment on its "hello" conversation run by a small agent of a few lines: one call
+/// whose conversation drifted at turn 0 ("hallo"), `--on-drift continue`, the recording
+/// replayed to its end as the baseline, an arm whose endpoint refuses. Every term a
+/// sample's outcome writes is in it.
+pub(crate) fn experimented_store() -> (Arc<Store>, Comparison) {
+    let store = crate::proxy::proxied_store();
+    let session = store
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|s| store.load(&s.session, None).unwrap()[0].content == "hello")
+        .unwrap()
+        .session;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    let agent = "python3 -c \"import json, os, urllib.request as u
+body = {'model': 'm', 'max_tokens': 10, 'messages': [{'role': 'user', 'content': 'hallo'}]}
+r = u.Request(os.environ['ANTHROPIC_BASE_URL'] + '/v1/messages', data=json.dumps(body).encode(),
+              headers={'content-type': 'application/json', 'anthropic-version': '2023-06-01'})
+try:
+    print(u.urlopen(r).read().decode())
+except Exception as e:
+    print('refused:', e)
+\"";
+    let arm = forktrail::Arm::parse(
+        "model=elsewhere,provider=anthropic,endpoint=http://127.0.0.1:9",
+        |_| unreachable!(),
+    )
+    .unwrap();
+    let options = ExperimentOptions {
+        compare: CompareOptions {
+            at: 1,
+            arms: vec![arm],
+            ..CompareOptions::default()
+        },
+        agent: agent.into(),
+        workspace: ws,
+        workspace_ref: None,
+        verify: "echo judged".into(),
+        verify_baseline: true,
+        on_drift: OnDrift::Continue,
+        sandbox: Sandbox::None,
+        writable: Vec::new(),
+        agent_timeout_secs: Some(60),
+        work_dir: Some(dir.path().join("copies")),
+        keep_workspaces: false,
+    };
+    let begun = store.begin_experiment(&session, &options).unwrap();
+    let c = store.run_experiment(&begun.comparison, 1).unwrap();
+    (store, c)
+}
+
+/// Guards against a replay that answers a drifted call from the wrong place, or a
+/// baseline that is not the recording: without any agent CLI, the baseline's sample
+/// is answered the recorded turn, the arm's goes to its (refusing) endpoint, and both
+/// are judged.
+#[test]
+fn a_drifted_call_goes_on_from_the_recording_and_the_baseline_replays_it_to_its_end() {
+    let (store, c) = experimented_store();
+    let baseline = c
+        .arms
+        .iter()
+        .find(|a| a.baseline && a.sample.is_some())
+        .unwrap();
+    let arm = c.arms.iter().find(|a| a.name == "elsewhere").unwrap();
+    for s in [baseline, arm] {
+        let o = s.outcome.as_ref().unwrap_or_else(|| panic!("{s:#?}"));
+        assert_eq!(s.status, ArmStatus::Run(RunStatus::Exited), "{s:#?}");
+        assert_eq!((o.verdict, o.verify_exit), (Verdict::Pass, Some(0)));
+        assert!(o.verify_output.contains("judged"));
+        let d = o.drift.as_ref().unwrap();
+        assert_eq!((d.call, d.index), (1, 0));
+        assert!(
+            d.detail.contains("hello") && d.detail.contains("hallo"),
+            "{d:?}"
+        );
+    }
+    // The baseline's call was given the recorded answer ("Fine."), the arm's refused.
+    let o = baseline.outcome.as_ref().unwrap();
+    assert_eq!(o.replayed_calls, 1);
+    assert!(o.agent_output.contains("Fine."), "{o:#?}");
+    let o = arm.outcome.as_ref().unwrap();
+    assert_eq!(o.replayed_calls, 0);
+    assert!(o.agent_output.contains("refused"), "{o:#?}");
+    let fork = arm.session.clone().unwrap();
+    let calls = store.model_calls(&fork).unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].outcome, forktrail::CallOutcome::Failed);
+    assert_eq!(c.stats[0].passed, 1);
+}

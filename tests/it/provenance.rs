@@ -206,7 +206,8 @@ fn every_term_written_is_declared_in_the_ontology_and_every_declared_term_is_use
         })
     };
     let s = rich_store();
-    let proxied = crate::proxy::proxied_store();
+    // The proxy's recording, with an experiment on it.
+    let (proxied, _) = crate::experiment::experimented_store();
     let mut used = BTreeSet::new();
     for q in s.oxigraph().iter().chain(proxied.oxigraph().iter()) {
         let q = q.unwrap();
