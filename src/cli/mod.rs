@@ -363,6 +363,10 @@ struct McpArgs {
     /// way.
     #[arg(long = "model-endpoint", value_name = "URL")]
     model_endpoints: Vec<String>,
+    /// Let run_experiment run agent and verify commands on this machine, with your
+    /// rights (it also needs --allow-writes).
+    #[arg(long)]
+    allow_experiments: bool,
 }
 
 #[cfg(feature = "mcp")]
@@ -382,6 +386,7 @@ impl McpArgs {
             allow_remote_models: self.allow_remote_models,
             query_timeout: self.query_timeout,
             model_endpoints: (!self.model_endpoints.is_empty()).then_some(self.model_endpoints),
+            allow_experiments: self.allow_experiments,
         };
         let server = forktrail::mcp::McpServer::new(std::sync::Arc::new(store), config);
         Ok(server.run_stdio()?)

@@ -64,6 +64,11 @@ impl Experiment<'_> {
         let Some(flag) = store.claim_job(&run.id) else {
             return Ok(());
         };
+        // Ended meanwhile (cancelled while it waited its turn): nothing to take.
+        if !store.rdf().run_is_running(&run.node)? {
+            store.release_job(&run.id);
+            return Ok(());
+        }
         // A reservation left on it is a call a process that stopped made: charged.
         if run.reserved_usd.is_some() {
             store.end_in_flight(&run.node)?;

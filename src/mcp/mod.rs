@@ -81,6 +81,10 @@ pub struct McpConfig {
     /// environment. Either way an API key goes only where [`crate::Provider::key_for`]
     /// allows.
     pub model_endpoints: Option<Vec<String>>,
+    /// Let `run_experiment` run agent and verify commands on this machine (with the
+    /// rights of this process): `forktrail mcp --allow-experiments`, whose client is its
+    /// operator. Never over HTTP.
+    pub allow_experiments: bool,
 }
 
 impl Default for McpConfig {
@@ -90,6 +94,7 @@ impl Default for McpConfig {
             allow_remote_models: false,
             query_timeout: std::time::Duration::from_secs(30),
             model_endpoints: None,
+            allow_experiments: false,
         }
     }
 }
@@ -544,6 +549,10 @@ impl McpServer {
                 let session = session(&mut args, "session")?;
                 self.compare(&session, rest(args)?)
             }
+            "run_experiment" => {
+                let session = session(&mut args, "session")?;
+                self.experiment(&session, args)
+            }
             "comparison" => {
                 let id: String = required(&mut args, "id")?;
                 no_more(&args)?;
@@ -627,6 +636,105 @@ impl McpServer {
             std::thread::spawn(move || store.run_comparison(&id, parallel));
         }
         json_of(comparison)
+    }
+}
+
+/// `run_experiment`'s arguments: the comparison's and the experiment's.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExperimentArgs {
+    at: u64,
+    arms: Vec<crate::whatif::Arm>,
+    agent: String,
+    workspace: std::path::PathBuf,
+    verify: String,
+    #[serde(default)]
+    samples: Option<u64>,
+    #[serde(default)]
+    workspace_ref: Option<String>,
+    #[serde(default)]
+    verify_baseline: bool,
+    #[serde(default)]
+    on_drift: Option<crate::model::OnDrift>,
+    #[serde(default)]
+    sandbox: Option<crate::model::Sandbox>,
+    #[serde(default)]
+    writable: Vec<std::path::PathBuf>,
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    max_steps: Option<u64>,
+    #[serde(default)]
+    prices: std::collections::BTreeMap<String, crate::whatif::Price>,
+    #[serde(default)]
+    budget_usd: Option<f64>,
+    #[serde(default)]
+    allow_remote: bool,
+    #[serde(default)]
+    parallel: Option<usize>,
+    #[serde(default)]
+    again: bool,
+}
+
+impl McpServer {
+    /// Begins a live experiment and runs it on a thread of its own; returns it at once
+    /// (follow it with `comparison`, stop it with `cancel_job`). Only a server started
+    /// allowing experiments runs one: its commands run on this machine.
+    #[cfg(feature = "server")]
+    fn experiment(&self, session: &SessionId, args: Map<String, Value>) -> Result<Value> {
+        if !self.config.allow_experiments {
+            return Err(Error::InvalidInput(
+                "this MCP server runs no agent commands: start it with `forktrail mcp \
+                 --allow-writes --allow-experiments` (an experiment runs its agent and \
+                 verify commands on this machine with the server's rights)"
+                    .into(),
+            ));
+        }
+        let a: ExperimentArgs = serde_json::from_value(Value::Object(args))
+            .map_err(|e| Error::InvalidInput(format!("run_experiment: {e}")))?;
+        let compare = CompareOptions {
+            at: a.at,
+            arms: a.arms,
+            samples: a.samples,
+            max_steps: a.max_steps,
+            prices: a.prices,
+            budget_usd: a.budget_usd,
+            allow_remote: a.allow_remote,
+            parallel: a.parallel,
+            again: a.again,
+            ..CompareOptions::default()
+        };
+        self.refuse_remote_unless_allowed(compare.allow_remote)?;
+        self.refuse_unless_offered(&compare.endpoints())?;
+        let options = crate::experiment::ExperimentOptions {
+            compare,
+            agent: a.agent,
+            workspace: a.workspace,
+            workspace_ref: a.workspace_ref,
+            verify: a.verify,
+            verify_baseline: a.verify_baseline,
+            on_drift: a.on_drift.unwrap_or(crate::model::OnDrift::Stop),
+            sandbox: a.sandbox.unwrap_or(crate::model::Sandbox::None),
+            writable: a.writable,
+            agent_timeout_secs: a.timeout_secs,
+            work_dir: None,
+            keep_workspaces: false,
+        };
+        let begun = self.store.begin_experiment(session, &options)?;
+        if !begun.reused {
+            let store = Arc::clone(&self.store);
+            let id = begun.comparison.clone();
+            let parallel = a.parallel.unwrap_or(1);
+            std::thread::spawn(move || store.run_experiment(&id, parallel));
+        }
+        json_of(begun)
+    }
+
+    #[cfg(not(feature = "server"))]
+    fn experiment(&self, _: &SessionId, _: Map<String, Value>) -> Result<Value> {
+        Err(Error::InvalidInput(
+            "this build has no experiments (the `server` feature)".into(),
+        ))
     }
 }
 

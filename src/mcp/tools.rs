@@ -286,11 +286,52 @@ pub(super) const TOOLS: &[Tool] = &[
                     "allow_remote": { "type": "boolean", "description": "Allow endpoints off this machine (the server must allow them too)." },
                     "again": { "type": "boolean", "description": "Run anew even if an identical comparison exists." },
                     "parallel": { "type": "integer", "minimum": 1, "description": "How many arms run at once (default 1)." },
+                    "samples": { "type": "integer", "minimum": 1, "description": "Runs per arm, each its own fork (default 1): per-arm statistics over them." },
                     "timeout_secs": { "type": "integer", "minimum": 1 },
                     "max_context_tokens": { "type": "integer", "minimum": 1 },
                     "dry_run": { "type": "boolean" }
                 }),
                 &["session", "at", "arms"],
+            )
+        },
+    },
+    Tool {
+        name: "run_experiment",
+        description: "Live what-if experiment on a session recorded through the model \
+                      proxy: per arm and sample, a fresh copy of `workspace`, the `agent` \
+                      command started in it with its base URL on the experiment's \
+                      endpoint; calls before `at` are answered from the recording (the \
+                      agent's harness runs the recorded tools for real), then the arm's \
+                      model answers; `verify` judges the copy (exit 0 passes). Returns \
+                      the experiment at once (status running); follow its samples, pass \
+                      rates and intervals with `comparison`, stop it with cancel_job. \
+                      Runs commands on the server's machine: only a server started with \
+                      --allow-experiments takes it.",
+        writes: true,
+        schema: || {
+            object(
+                json!({
+                    "session": session_arg(),
+                    "at": { "type": "integer", "minimum": 1, "description": "The fork point K." },
+                    "arms": { "type": "array", "minItems": 1, "items": arm_schema() },
+                    "agent": { "type": "string", "description": "The agent's command line (sh -c, in the copy)." },
+                    "workspace": { "type": "string", "description": "The directory each sample gets a fresh copy of." },
+                    "workspace_ref": { "type": "string", "description": "Make each copy a git worktree at this revision." },
+                    "verify": { "type": "string", "description": "The judge (sh -c, in the copy): exit 0 is a pass." },
+                    "samples": { "type": "integer", "minimum": 1, "description": "Samples per arm (default 1)." },
+                    "verify_baseline": { "type": "boolean", "description": "Also replay the recording to its end as the baseline arm, judged the same way." },
+                    "on_drift": { "type": "string", "enum": ["stop", "continue"] },
+                    "sandbox": { "type": "string", "enum": ["none", "bwrap"] },
+                    "writable": { "type": "array", "items": { "type": "string" }, "description": "More paths a sandboxed agent may write." },
+                    "timeout_secs": { "type": "integer", "minimum": 1, "description": "The longest one agent may run (default 600)." },
+                    "max_steps": { "type": "integer", "minimum": 1 },
+                    "prices": { "type": "object", "additionalProperties": price_schema() },
+                    "budget_usd": { "type": "number", "minimum": 0 },
+                    "allow_remote": { "type": "boolean" },
+                    "parallel": { "type": "integer", "minimum": 1, "description": "How many samples run at once (default 1)." },
+                    "again": { "type": "boolean" }
+                }),
+                &["session", "at", "arms", "agent", "workspace", "verify"],
             )
         },
     },

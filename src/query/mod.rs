@@ -149,6 +149,7 @@ pub mod queries {
         SEARCH_TURNS = "search-turns",
         SESSION_ACTIVITY = "session-activity",
         COMPARISON_ARMS = "comparison-arms",
+        EXPERIMENT_SAMPLES = "experiment-samples",
     }
 }
 

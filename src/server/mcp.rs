@@ -32,6 +32,8 @@ pub(super) fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
         allow_remote_models: state.config.allow_remote_models,
         query_timeout: state.config.query_timeout,
         model_endpoints: Some(state.config.model_endpoints.clone()),
+        // Its clients are not its operator: no command of theirs runs here.
+        allow_experiments: false,
     };
     let lanes = Arc::new(ServerLanes(Arc::clone(state)));
     let handler = McpServer::behind(Arc::clone(&state.store), config, hint, lanes);

@@ -408,6 +408,34 @@ fn claude_code_replays_the_recording_and_each_arm_is_judged_over_its_samples() {
         assert!(page.contains(shown), "{shown:?} not on the page:\n{page}");
     }
     assert_eq!(page.matches("data-sample=").count(), 4);
+    // The shipped query gives the same samples, verdicts and figures.
+    let rows = sample_rows(&store, &c.comparison);
+    assert_eq!(rows.len(), 4);
+    for (row, s) in rows
+        .iter()
+        .zip(c.arms.iter().filter(|a| a.sample.is_some()))
+    {
+        let o = s.outcome.as_ref().unwrap();
+        assert_eq!(cell(row, "armName").as_deref(), Some(s.name.as_str()));
+        assert_eq!(cell(row, "sample"), s.sample.map(|n| n.to_string()));
+        assert_eq!(cell(row, "verdict").as_deref(), Some(o.verdict.as_str()));
+        assert_eq!(cell(row, "status").as_deref(), Some("exited"));
+        assert_eq!(cell(row, "calls"), Some(s.figures.steps.to_string()));
+        assert_eq!(
+            cell(row, "inputTokens"),
+            s.figures.input_tokens.map(|n| n.to_string())
+        );
+        assert_eq!(
+            cell(row, "replayedCalls"),
+            Some(o.replayed_calls.to_string())
+        );
+        assert_eq!(
+            cell(row, "forkId"),
+            s.session.as_ref().map(|f| f.to_string())
+        );
+        let cost: f64 = cell(row, "costUsd").unwrap().parse().unwrap();
+        assert!((cost - s.figures.cost_usd.unwrap()).abs() < 1e-9);
+    }
     // No key in the store.
     let mut dump = Vec::new();
     store
@@ -779,25 +807,11 @@ fn a_killed_experiment_resumes_from_its_last_committed_step_and_counts_each_samp
 /// sample's outcome writes is in it.
 pub(crate) fn experimented_store() -> (Arc<Store>, Comparison) {
     let store = crate::proxy::proxied_store();
-    let session = store
-        .list()
-        .unwrap()
-        .into_iter()
-        .find(|s| store.load(&s.session, None).unwrap()[0].content == "hello")
-        .unwrap()
-        .session;
+    let session = hello(&store);
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("workspace");
     std::fs::create_dir_all(&ws).unwrap();
-    let agent = "python3 -c \"import json, os, urllib.request as u
-body = {'model': 'm', 'max_tokens': 10, 'messages': [{'role': 'user', 'content': 'hallo'}]}
-r = u.Request(os.environ['ANTHROPIC_BASE_URL'] + '/v1/messages', data=json.dumps(body).encode(),
-              headers={'content-type': 'application/json', 'anthropic-version': '2023-06-01'})
-try:
-    print(u.urlopen(r).read().decode())
-except Exception as e:
-    print('refused:', e)
-\"";
+    let agent = PYTHON_AGENT;
     let arm = forktrail::Arm::parse(
         "model=elsewhere,provider=anthropic,endpoint=http://127.0.0.1:9",
         |_| unreachable!(),
@@ -825,6 +839,28 @@ except Exception as e:
     let c = store.run_experiment(&begun.comparison, 1).unwrap();
     (store, c)
 }
+
+/// The proxy's recorded "hello" conversation (user, assistant).
+fn hello(store: &Store) -> SessionId {
+    store
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|s| store.load(&s.session, None).unwrap()[0].content == "hello")
+        .unwrap()
+        .session
+}
+
+/// An agent of a few lines: one Anthropic call saying "hallo", its answer printed.
+const PYTHON_AGENT: &str = "python3 -c \"import json, os, urllib.request as u
+body = {'model': 'm', 'max_tokens': 10, 'messages': [{'role': 'user', 'content': 'hallo'}]}
+r = u.Request(os.environ['ANTHROPIC_BASE_URL'] + '/v1/messages', data=json.dumps(body).encode(),
+              headers={'content-type': 'application/json', 'anthropic-version': '2023-06-01'})
+try:
+    print(u.urlopen(r).read().decode())
+except Exception as e:
+    print('refused:', e)
+\"";
 
 /// Guards against a replay that answers a drifted call from the wrong place, or a
 /// baseline that is not the recording: without any agent CLI, the baseline's sample
@@ -863,4 +899,124 @@ fn a_drifted_call_goes_on_from_the_recording_and_the_baseline_replays_it_to_its_
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].outcome, forktrail::CallOutcome::Failed);
     assert_eq!(c.stats[0].passed, 1);
+}
+
+/// The rows of `experiment-samples.rq` for comparison `id`.
+fn sample_rows(store: &Store, id: &str) -> Vec<oxigraph::sparql::QuerySolution> {
+    let bound = oxigraph::model::Term::from(oxigraph::model::Literal::from(id));
+    match store
+        .query_named(
+            &forktrail::queries::EXPERIMENT_SAMPLES,
+            &[("comparison", bound)],
+        )
+        .unwrap()
+    {
+        oxigraph::sparql::QueryResults::Solutions(rows) => rows.map(Result::unwrap).collect(),
+        _ => panic!("experiment-samples is a SELECT"),
+    }
+}
+
+fn cell(row: &oxigraph::sparql::QuerySolution, var: &str) -> Option<String> {
+    match row.get(var) {
+        Some(oxigraph::model::Term::Literal(l)) => Some(l.value().to_string()),
+        Some(other) => Some(other.to_string()),
+        None => None,
+    }
+}
+
+fn tool_json(result: &Value) -> Value {
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+/// Guards against an MCP client running commands on a server that did not allow it,
+/// and against an experiment that cannot be followed or stopped: `run_experiment`
+/// returns at once, `comparison` follows its samples, `cancel_job` stops a running
+/// agent within seconds.
+#[test]
+fn mcp_runs_an_experiment_only_when_allowed_follows_it_and_cancels_it() {
+    use forktrail::mcp::{McpConfig, McpServer};
+    let store = crate::proxy::proxied_store();
+    let session = hello(&store);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    let args = |agent: &str| {
+        json!({"session": session.as_str(), "at": 1, "agent": agent,
+               "workspace": ws.to_str().unwrap(), "verify": "true", "on_drift": "continue",
+               "arms": [{"model": "elsewhere", "provider": "anthropic", "endpoint": "http://127.0.0.1:9"}],
+               "samples": 2})
+    };
+    let server = |allow_experiments| {
+        McpServer::new(
+            Arc::clone(&store),
+            McpConfig {
+                allow_writes: true,
+                allow_experiments,
+                ..McpConfig::default()
+            },
+        )
+    };
+    let refused = common::mcp_result(&server(false), "run_experiment", args(PYTHON_AGENT));
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused.to_string().contains("--allow-experiments"),
+        "{refused}"
+    );
+    assert!(
+        store.comparisons().unwrap().is_empty(),
+        "a refused call wrote"
+    );
+
+    let mcp = server(true);
+    let begun = tool_json(&common::mcp_result(
+        &mcp,
+        "run_experiment",
+        args(PYTHON_AGENT),
+    ));
+    assert_eq!(begun["status"], "running", "{begun:#}");
+    let id = begun["comparison"].as_str().unwrap().to_string();
+    let follow = |id: &str| tool_json(&common::mcp_result(&mcp, "comparison", json!({"id": id})));
+    let start = Instant::now();
+    let ended = loop {
+        let c = follow(&id);
+        if c["status"] == "ended" {
+            break c;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{c:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(ended["stats"][1]["samples"], 2, "{ended:#}");
+    assert_eq!(ended["stats"][1]["passed"], 2, "{ended:#}");
+
+    // An agent that would run a minute is stopped by cancel_job.
+    let begun = tool_json(&common::mcp_result(
+        &mcp,
+        "run_experiment",
+        args("sleep 60"),
+    ));
+    let id = begun["comparison"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    let cancelled = common::mcp_result(&mcp, "cancel_job", json!({"job": id}));
+    assert_ne!(cancelled["isError"], true, "{cancelled}");
+    let start = Instant::now();
+    let c = loop {
+        let c = follow(&id);
+        if c["status"] == "ended" {
+            break c;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "not stopped: {c:#}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for arm in c["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["sample"].is_u64())
+    {
+        assert_eq!(arm["status"], "cancelled", "{arm:#}");
+    }
 }
