@@ -88,7 +88,11 @@ fn figure_rows(arms: &[ArmReport]) -> Vec<Vec<String>> {
 
 /// A comparison: what it compared, its figures side by side, and why arms stopped.
 pub fn comparison(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
-    writeln!(out, "comparison  {} ({})", c.comparison, c.status)?;
+    let what = match c.experiment {
+        Some(_) => "experiment",
+        None => "comparison",
+    };
+    writeln!(out, "{what}  {} ({})", c.comparison, c.status)?;
     writeln!(
         out,
         "session     {} from index {}, at most {} per arm",
