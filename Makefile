@@ -36,7 +36,7 @@ SDK_SANDBOX_TEST_DEPS ?= aiohttp==3.14.3 httpx==0.28.1 inline-snapshot==0.27.2 d
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser inspector claude-code codex python otel demo serve test lint crash-test bench-peers load-test bench-scale
+.PHONY: deps llm virtuoso browser sandbox inspector claude-code codex python otel demo serve test lint crash-test bench-peers load-test bench-scale
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -84,6 +84,16 @@ virtuoso:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq virtuoso-opensource; \
+	fi
+
+# bubblewrap from Debian: the sandbox of live experiments (`experiment --sandbox bwrap`),
+# which the experiment tests run Claude Code under.
+sandbox:
+	@if ! command -v bwrap >/dev/null; then \
+		echo "installing bubblewrap (the experiments' sandbox)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap; \
 	fi
 
 # Chromium and chromedriver from Debian: the web UI's browser test (no browser downloads);
@@ -167,7 +177,7 @@ otel:
 			httpx==0.28.1; \
 	fi
 
-test: deps llm virtuoso browser inspector claude-code codex python otel
+test: deps llm virtuoso browser sandbox inspector claude-code codex python otel
 	FORKTRAIL_OTEL_PYTHON="$(OTEL_VENV)/bin/python" FORKTRAIL_INSPECTOR="$(INSPECTOR_DIR)" \
 	FORKTRAIL_CLAUDE_CODE="$(CLAUDE_CODE_DIR)/node_modules/.bin/claude" \
 	FORKTRAIL_CODEX="$(CODEX_DIR)/node_modules/.bin/codex" \

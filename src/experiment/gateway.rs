@@ -81,6 +81,11 @@ impl Gateway {
         let router = Router::new()
             .route("/{sample}/{upstream}/{*rest}", axum::routing::any(carry))
             .with_state(Arc::clone(&samples));
+        // Answers go out as they are written: without TCP_NODELAY a head, then a body,
+        // can wait 40 ms for the agent's delayed ACK.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         runtime.spawn(async move {
             let _ = axum::serve(listener, router)
