@@ -186,7 +186,7 @@ impl McpServer {
 
     /// The tools, as `tools/list` lists them.
     pub fn tools(&self) -> Vec<rmcp::model::Tool> {
-        tools::listed()
+        tools::listed(self.config.allow_experiments)
     }
 
     /// Runs tool `name` with `arguments` as a client's `tools/call` would, writes allowed
@@ -333,7 +333,9 @@ impl ServerHandler for McpServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::listed()))
+        Ok(ListToolsResult::with_all_items(tools::listed(
+            self.config.allow_experiments,
+        )))
     }
 
     async fn call_tool(

@@ -377,9 +377,12 @@ pub(super) const TOOLS: &[Tool] = &[
 ];
 
 /// The tools as `tools/list` gives them, with hints of what each does to the store.
-pub(super) fn listed() -> Vec<rmcp::model::Tool> {
+/// The tools a server lists: `run_experiment` only where it may run (see
+/// [`super::McpConfig::allow_experiments`]).
+pub(super) fn listed(experiments: bool) -> Vec<rmcp::model::Tool> {
     TOOLS
         .iter()
+        .filter(|t| experiments || t.name != "run_experiment")
         .map(|t| {
             let Value::Object(schema) = (t.schema)() else {
                 unreachable!("every tool's schema is an object")
@@ -390,7 +393,7 @@ pub(super) fn listed() -> Vec<rmcp::model::Tool> {
                 .idempotent(!t.writes)
                 .open_world(matches!(
                     t.name,
-                    "regenerate" | "fork_session" | "compare_models"
+                    "regenerate" | "fork_session" | "compare_models" | "run_experiment"
                 ));
             rmcp::model::Tool::new(t.name, t.description, std::sync::Arc::new(schema))
                 .with_annotations(hints)

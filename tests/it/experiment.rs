@@ -957,6 +957,18 @@ fn mcp_runs_an_experiment_only_when_allowed_follows_it_and_cancels_it() {
             },
         )
     };
+    let listed = |allowed| {
+        let names: Vec<String> = server(allowed)
+            .tools()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        names.contains(&"run_experiment".to_string())
+    };
+    assert!(
+        !listed(false) && listed(true),
+        "run_experiment listed where it cannot run"
+    );
     let refused = common::mcp_result(&server(false), "run_experiment", args(PYTHON_AGENT));
     assert_eq!(refused["isError"], true, "{refused}");
     assert!(
