@@ -74,11 +74,12 @@ pub(super) struct ArmFlags {
     /// there); each needs a --price and the comparison a --budget-usd.
     #[arg(long)]
     allow_remote: bool,
-    /// The most model calls per arm (default 50); an arm that needs more stops
-    /// max_steps.
+    /// The most model calls per arm, or per sample with --samples (default 50); a run
+    /// that needs more stops max_steps.
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
-    /// How many arms run at once (default 1).
+    /// How many arms (or samples: each sample of an arm is a run of its own) run at once
+    /// (default 1).
     #[arg(long, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     parallel: Option<usize>,
@@ -184,30 +185,48 @@ impl CompareArgs {
         }
         let parallel = self.arms.parallel();
         if self.background {
-            // The worker needs the store this process holds.
-            drop(store);
-            spawn_worker(
-                path,
-                &["jobs", "resume", &id, "--parallel", &parallel.to_string()],
-            )?;
-            return emit(out, self.json, &begun, |out, c| {
-                writeln!(
-                    out,
-                    "comparison {} running in the background ({})",
-                    c.comparison,
-                    super::render::count(c.arms.len() as u64 - 1, "arm", "arms")
-                )?;
-                writeln!(
-                    out,
-                    "follow it with `forktrail jobs show {id}`, stop it with `forktrail jobs \
-                     cancel {id}`",
-                    id = c.comparison
-                )
-            });
+            let runs = super::render::count(begun.arms.len() as u64 - 1, "arm", "arms");
+            return in_background(out, self.json, store, path, &begun, parallel, &runs);
         }
         let done = store.run_comparison(&id, parallel)?;
         emit(out, self.json, &done, figures::comparison)
     }
+}
+
+/// Hands comparison (or experiment) `begun` to a worker process (`jobs resume`, which
+/// needs the store this process holds) and says how to follow it; `what` says what runs.
+pub(super) fn in_background(
+    out: Out,
+    json: bool,
+    store: Store,
+    path: &Target,
+    begun: &Comparison,
+    parallel: usize,
+    what: &str,
+) -> CliResult {
+    drop(store);
+    let id = &begun.comparison;
+    spawn_worker(
+        path,
+        &["jobs", "resume", id, "--parallel", &parallel.to_string()],
+    )?;
+    let kind = match begun.experiment {
+        Some(_) => "experiment",
+        None => "comparison",
+    };
+    emit(out, json, begun, |out, c| {
+        writeln!(
+            out,
+            "{kind} {} running in the background ({what})",
+            c.comparison
+        )?;
+        writeln!(
+            out,
+            "follow it with `forktrail jobs show {id}`, stop it with `forktrail jobs cancel \
+             {id}`",
+            id = c.comparison
+        )
+    })
 }
 
 /// The warning printed before a comparison runs: no tool is ever run on its behalf.

@@ -1,8 +1,8 @@
 //! `experiment`: a live what-if. `jobs show`, `jobs cancel` and `jobs resume` take its
 //! id too (an experiment is a comparison whose arms run an agent).
 
-use super::compare::{warn_unsandboxed, ArmFlags};
-use super::{emit, figures, spawn_worker, CliResult, Out, Target};
+use super::compare::{in_background, warn_unsandboxed, ArmFlags};
+use super::{emit, figures, CliResult, Out, Target};
 use clap::Args;
 use forktrail::{ExperimentOptions, OnDrift, Sandbox, SessionId, Store};
 use std::path::PathBuf;
@@ -105,20 +105,8 @@ impl ExperimentArgs {
         }
         let parallel = self.arms.parallel();
         if self.background {
-            drop(store);
-            spawn_worker(
-                path,
-                &["jobs", "resume", &id, "--parallel", &parallel.to_string()],
-            )?;
-            return emit(out, self.json, &begun, |out, c| {
-                writeln!(out, "experiment {} running in the background", c.comparison)?;
-                writeln!(
-                    out,
-                    "follow it with `forktrail jobs show {id}`, stop it with `forktrail jobs \
-                     cancel {id}`",
-                    id = c.comparison
-                )
-            });
+            let runs = format!("{} samples", begun.arms.len() - 1);
+            return in_background(out, self.json, store, path, &begun, parallel, &runs);
         }
         let done = store.run_experiment(&id, parallel)?;
         emit(out, self.json, &done, figures::comparison)

@@ -210,8 +210,16 @@ impl Experiment<'_> {
             return Ok(());
         }
         let mut body: Value = serde_json::from_slice(&call.body).unwrap_or_default();
-        let max_output = output_limit(&mut body, api);
+        // The arm's model, and its sampling where it sets it; the rest is the agent's.
         body["model"] = Value::String(sample.arm.model.clone());
+        if let Some(t) = sample.arm.temperature {
+            body["temperature"] = Value::from(t);
+        }
+        if let Some(n) = sample.arm.max_tokens {
+            let key = limit_key(&body, api);
+            body[key] = Value::from(n);
+        }
+        let max_output = output_limit(&mut body, api);
         let bytes = body.to_string().into_bytes();
         let price: Option<Price> = self.settings.prices.get(&sample.arm.model).copied();
         let upper = price
@@ -328,15 +336,20 @@ fn forwarded(headers: &axum::http::HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The most output tokens the call may bring: its own limit, or the default one set
-/// in it (a call with no limit has no upper bound to reserve).
-fn output_limit(body: &mut Value, api: Api) -> u32 {
-    let key = match api {
+/// The field of `body` that limits its answer's tokens in `api`.
+fn limit_key(body: &Value, api: Api) -> &'static str {
+    match api {
         Api::AnthropicMessages => "max_tokens",
         Api::OpenaiChat if body.get("max_completion_tokens").is_some() => "max_completion_tokens",
         Api::OpenaiChat => "max_tokens",
         Api::OpenaiResponses => "max_output_tokens",
-    };
+    }
+}
+
+/// The most output tokens the call may bring: its own limit, or the default one set
+/// in it (a call with no limit has no upper bound to reserve).
+fn output_limit(body: &mut Value, api: Api) -> u32 {
+    let key = limit_key(body, api);
     match body.get(key).and_then(Value::as_u64) {
         Some(n) => u32::try_from(n).unwrap_or(u32::MAX),
         None => {

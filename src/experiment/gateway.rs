@@ -143,10 +143,9 @@ async fn carry(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let kind = match upstream.as_str() {
-        "anthropic" => UpstreamKind::Anthropic,
-        "openai" => UpstreamKind::Openai,
-        _ => {
+    let kind = match UpstreamKind::named(&upstream) {
+        Some(kind) => kind,
+        None => {
             let why = format!("no API {upstream:?}: the experiment serves anthropic and openai");
             return refusal(UpstreamKind::Openai, StatusCode::NOT_FOUND, &why);
         }

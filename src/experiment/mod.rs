@@ -126,6 +126,14 @@ impl Store {
         }
         let api = self.recorded_api(session)?;
         for arm in &o.compare.arms {
+            if arm.system_prompt.is_some() || arm.tools.is_some() {
+                return Err(bad(format!(
+                    "arm {}: its agent sends its own system prompt and tools; an experiment \
+                     swaps the model (and temperature or max-tokens, if given), so \
+                     system-prompt and tools are not taken",
+                    arm.name.as_deref().unwrap_or(&arm.model)
+                )));
+            }
             let speaks = match arm.provider {
                 Provider::Anthropic => api == Api::AnthropicMessages,
                 Provider::Openai => api != Api::AnthropicMessages,
@@ -268,11 +276,14 @@ fn secret_in(line: &str) -> Option<String> {
     }
     line.split_whitespace().find_map(|word| {
         let (name, value) = word.split_once('=')?;
-        let upper = name.to_ascii_uppercase();
         let named = ["KEY", "TOKEN", "SECRET", "PASSWORD"]
             .iter()
-            .any(|w| upper.contains(w));
-        let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            .any(|w| name.contains(w));
+        // An environment variable's name, as they are written: upper case.
+        let plain = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
         let literal = !value.trim_start_matches(['"', '\'']).starts_with('$');
         (named && plain && !value.is_empty() && literal).then(|| name.to_string())
     })

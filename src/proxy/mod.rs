@@ -51,6 +51,15 @@ impl UpstreamKind {
         }
     }
 
+    /// The API a route's prefix names (`anthropic`, `openai`).
+    pub(crate) fn named(prefix: &str) -> Option<Self> {
+        match prefix {
+            "anthropic" => Some(Self::Anthropic),
+            "openai" => Some(Self::Openai),
+            _ => None,
+        }
+    }
+
     /// The provider's own API, the default upstream.
     pub fn default_url(self) -> &'static str {
         match self {

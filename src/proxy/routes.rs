@@ -169,10 +169,9 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let kind = match upstream.as_str() {
-        "anthropic" => UpstreamKind::Anthropic,
-        "openai" => UpstreamKind::Openai,
-        _ => {
+    let kind = match UpstreamKind::named(&upstream) {
+        Some(kind) => kind,
+        None => {
             return refusal(
                 UpstreamKind::Openai,
                 StatusCode::NOT_FOUND,

@@ -969,6 +969,17 @@ fn mcp_runs_an_experiment_only_when_allowed_follows_it_and_cancels_it() {
         !listed(false) && listed(true),
         "run_experiment listed where it cannot run"
     );
+    // An arm that would swap the agent's own system prompt or tools is refused: the
+    // experiment swaps only the model (and its sampling).
+    let mut swapped = args(PYTHON_AGENT);
+    swapped["arms"][0]["system_prompt"] = json!("Be brief.");
+    let refused = common::mcp_result(&server(true), "run_experiment", swapped);
+    assert!(
+        refused
+            .to_string()
+            .contains("system-prompt and tools are not taken"),
+        "{refused}"
+    );
     let refused = common::mcp_result(&server(false), "run_experiment", args(PYTHON_AGENT));
     assert_eq!(refused["isError"], true, "{refused}");
     assert!(
