@@ -1043,3 +1043,54 @@ fn mcp_runs_an_experiment_only_when_allowed_follows_it_and_cancels_it() {
         assert_eq!(arm["status"], "cancelled", "{arm:#}");
     }
 }
+
+/// Guards against `--workspace-ref` copying the working tree instead of the revision,
+/// or leaving its worktrees behind: the agent sees the committed file, not the edit
+/// made since, and the repository lists no worktree afterwards.
+#[test]
+fn a_workspace_ref_gives_each_sample_a_worktree_at_that_revision() {
+    let store = crate::proxy::proxied_store();
+    let session = hello(&store);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    std::fs::write(ws.join("notes.txt"), "an edit not committed\n").unwrap();
+    let arm = forktrail::Arm::parse(
+        "model=elsewhere,provider=anthropic,endpoint=http://127.0.0.1:9",
+        |_| unreachable!(),
+    )
+    .unwrap();
+    let options = ExperimentOptions {
+        compare: CompareOptions {
+            at: 1,
+            arms: vec![arm],
+            samples: Some(2),
+            ..CompareOptions::default()
+        },
+        agent: "cat notes.txt > seen.txt".into(),
+        workspace: ws.clone(),
+        workspace_ref: Some("HEAD".into()),
+        verify: "grep -qx v1 seen.txt".into(),
+        verify_baseline: false,
+        on_drift: OnDrift::Stop,
+        sandbox: Sandbox::None,
+        writable: Vec::new(),
+        agent_timeout_secs: Some(60),
+        work_dir: Some(dir.path().join("copies")),
+        keep_workspaces: false,
+    };
+    let begun = store.begin_experiment(&session, &options).unwrap();
+    let c = store.run_experiment(&begun.comparison, 2).unwrap();
+    assert_eq!((c.stats[1].judged, c.stats[1].passed), (2, 2), "{c:#?}");
+    let list = Command::new("git")
+        .args(["worktree", "list"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert_eq!(list.lines().count(), 1, "worktrees left behind: {list}");
+    assert!(!ws.join("seen.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "an edit not committed\n"
+    );
+}
