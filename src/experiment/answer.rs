@@ -209,18 +209,7 @@ impl Experiment<'_> {
             sample.stop = Some((RunStatus::MaxSteps, why));
             return Ok(());
         }
-        let mut body: Value = serde_json::from_slice(&call.body).unwrap_or_default();
-        // The arm's model, and its sampling where it sets it; the rest is the agent's.
-        body["model"] = Value::String(sample.arm.model.clone());
-        if let Some(t) = sample.arm.temperature {
-            body["temperature"] = Value::from(t);
-        }
-        if let Some(n) = sample.arm.max_tokens {
-            let key = limit_key(&body, api);
-            body[key] = Value::from(n);
-        }
-        let max_output = output_limit(&mut body, api);
-        let bytes = body.to_string().into_bytes();
+        let (bytes, max_output) = as_arm(&call.body, &sample.arm, api);
         let price: Option<Price> = self.settings.prices.get(&sample.arm.model).copied();
         let upper = price
             .filter(|_| self.settings.budget_usd.is_some())
@@ -334,6 +323,22 @@ fn forwarded(headers: &axum::http::HeaderMap) -> Vec<(String, String)> {
             Some((name.as_str().to_string(), value.to_str().ok()?.to_string()))
         })
         .collect()
+}
+
+/// The request as the arm sends it: the arm's model, and its sampling where it sets
+/// it, the rest the agent's; its bytes and the most output tokens it may bring.
+fn as_arm(request: &[u8], arm: &crate::whatif::Arm, api: Api) -> (Vec<u8>, u32) {
+    let mut body: Value = serde_json::from_slice(request).unwrap_or_default();
+    body["model"] = Value::String(arm.model.clone());
+    if let Some(t) = arm.temperature {
+        body["temperature"] = Value::from(t);
+    }
+    if let Some(n) = arm.max_tokens {
+        let key = limit_key(&body, api);
+        body[key] = Value::from(n);
+    }
+    let max_output = output_limit(&mut body, api);
+    (body.to_string().into_bytes(), max_output)
 }
 
 /// The field of `body` that limits its answer's tokens in `api`.
