@@ -580,6 +580,10 @@ fn codex_through_the_responses_api_is_recorded_as_the_model_saw_it() {
     let base = server.url("/proxy/openai/v1");
     let out = Command::new(&codex)
         .args(["exec", "--skip-git-repo-check", "-m", "gpt-5"])
+        // Codex's own sandbox takes bubblewrap when it is installed (the experiments'
+        // tests install it), through a helper its npm package does not put on PATH:
+        // its commands (two echoes in a temp folder) run without it.
+        .args(["--sandbox", "danger-full-access"])
         .args([
             "-c",
             "model_provider=forktrail",
