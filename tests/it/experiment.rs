@@ -811,13 +811,23 @@ pub(crate) fn experimented_store() -> (Arc<Store>, Comparison) {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("workspace");
     std::fs::create_dir_all(&ws).unwrap();
-    let agent = PYTHON_AGENT;
+    let mut options = at_one(ws, PYTHON_AGENT, "echo judged", dir.path());
+    options.verify_baseline = true;
+    options.on_drift = OnDrift::Continue;
+    let begun = store.begin_experiment(&session, &options).unwrap();
+    let c = store.run_experiment(&begun.comparison, 1).unwrap();
+    (store, c)
+}
+
+/// An experiment from K = 1 on the "hello" conversation: `agent` in copies of `ws`
+/// (made under `dir`), judged by `verify`, its one arm's endpoint refusing.
+fn at_one(ws: PathBuf, agent: &str, verify: &str, dir: &Path) -> ExperimentOptions {
     let arm = forktrail::Arm::parse(
         "model=elsewhere,provider=anthropic,endpoint=http://127.0.0.1:9",
         |_| unreachable!(),
     )
     .unwrap();
-    let options = ExperimentOptions {
+    ExperimentOptions {
         compare: CompareOptions {
             at: 1,
             arms: vec![arm],
@@ -826,18 +836,15 @@ pub(crate) fn experimented_store() -> (Arc<Store>, Comparison) {
         agent: agent.into(),
         workspace: ws,
         workspace_ref: None,
-        verify: "echo judged".into(),
-        verify_baseline: true,
-        on_drift: OnDrift::Continue,
+        verify: verify.into(),
+        verify_baseline: false,
+        on_drift: OnDrift::Stop,
         sandbox: Sandbox::None,
         writable: Vec::new(),
         agent_timeout_secs: Some(60),
-        work_dir: Some(dir.path().join("copies")),
+        work_dir: Some(dir.join("copies")),
         keep_workspaces: false,
-    };
-    let begun = store.begin_experiment(&session, &options).unwrap();
-    let c = store.run_experiment(&begun.comparison, 1).unwrap();
-    (store, c)
+    }
 }
 
 /// The proxy's recorded "hello" conversation (user, assistant).
@@ -1054,30 +1061,14 @@ fn a_workspace_ref_gives_each_sample_a_worktree_at_that_revision() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     std::fs::write(ws.join("notes.txt"), "an edit not committed\n").unwrap();
-    let arm = forktrail::Arm::parse(
-        "model=elsewhere,provider=anthropic,endpoint=http://127.0.0.1:9",
-        |_| unreachable!(),
-    )
-    .unwrap();
-    let options = ExperimentOptions {
-        compare: CompareOptions {
-            at: 1,
-            arms: vec![arm],
-            samples: Some(2),
-            ..CompareOptions::default()
-        },
-        agent: "cat notes.txt > seen.txt".into(),
-        workspace: ws.clone(),
-        workspace_ref: Some("HEAD".into()),
-        verify: "grep -qx v1 seen.txt".into(),
-        verify_baseline: false,
-        on_drift: OnDrift::Stop,
-        sandbox: Sandbox::None,
-        writable: Vec::new(),
-        agent_timeout_secs: Some(60),
-        work_dir: Some(dir.path().join("copies")),
-        keep_workspaces: false,
-    };
+    let mut options = at_one(
+        ws.clone(),
+        "cat notes.txt > seen.txt",
+        "grep -qx v1 seen.txt",
+        dir.path(),
+    );
+    options.workspace_ref = Some("HEAD".into());
+    options.compare.samples = Some(2);
     let begun = store.begin_experiment(&session, &options).unwrap();
     let c = store.run_experiment(&begun.comparison, 2).unwrap();
     assert_eq!((c.stats[1].judged, c.stats[1].passed), (2, 2), "{c:#?}");
