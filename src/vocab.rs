@@ -42,6 +42,8 @@ pub mod ft {
         SPAWNED_IN_SESSION = "spawnedInSession", SPAWN_TOOL_CALL_ID = "spawnToolCallId",
         FORKED_FROM_ID = "forkedFromId",
         LEASE = "Lease", LEASE_OF = "leaseOf", LEASE_EXPIRES = "leaseExpires",
+        CHANGE = "Change", CHANGE_BY = "changeBy", CHANGE_SEQ = "changeSeq",
+        CHANGE_AT = "changeAt", CHANGED = "changed",
         STORE = "Store", DIGEST_VERSION = "digestVersion",
         PROXIED_CALL = "ProxiedCall", CALL_ID = "callId", API = "api", OUTCOME = "outcome",
         REQUEST_TURNS = "requestTurns", REQUEST_CONTEXT = "requestContext",

@@ -10,13 +10,13 @@
 //! that store makes them.
 
 use crate::error::{Error, Result};
-use crate::model::{Agent, Role, SessionId, TokenTotals};
-use crate::rdf::{SessionFilter, SessionNode};
+use crate::model::{Role, SessionId, TokenTotals};
+use crate::rdf::SessionNode;
 use crate::store::catalog::{After, Catalog, Entry, Filter, Hit, Order, TurnDoc};
 use crate::store::{micros, Store};
 use oxigraph::model::NamedNode;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 /// Sessions a page holds unless asked otherwise.
@@ -248,9 +248,7 @@ impl Store {
     /// with `next` to continue from.
     pub fn sessions(&self, query: &SessionQuery) -> Result<SessionPage> {
         let limit = limit_of(query.limit)?;
-        let Some(catalog) = &self.catalog else {
-            return self.sessions_by_sparql(query, limit);
-        };
+        let catalog = self.the_catalog()?;
         let filter = self.filter_of(query)?;
         let (order, kind) = match (query.order, query.roots) {
             (SessionOrder::Created, _) => (Order::Created, 'c'),
@@ -274,7 +272,13 @@ impl Store {
             let (entries, next) = catalog
                 .page(&filter, order, after, limit)
                 .map_err(catalog_error)?;
-            let wrong = self.disagreeing(&entries)?;
+            // On a shared store the change feed is what keeps the catalog true (a
+            // session read back here would cost a request each).
+            let wrong = if self.across_network() {
+                Vec::new()
+            } else {
+                self.disagreeing(&entries)?
+            };
             if !wrong.is_empty() && !self.written_since(done) {
                 if derived {
                     let what = if wrong.len() == 1 {
@@ -293,10 +297,7 @@ impl Store {
                 continue;
             }
             let total = catalog.count(&filter).map_err(catalog_error)?;
-            let sessions = entries
-                .into_iter()
-                .map(|e| self.summary(e))
-                .collect::<Result<_>>()?;
+            let sessions = self.summaries(entries)?;
             return Ok(SessionPage {
                 sessions,
                 total,
@@ -308,12 +309,18 @@ impl Store {
     /// How many sessions `query`'s filters match (its page, order and cursor aside):
     /// the `total` of [`Store::sessions`] without reading a page.
     pub fn count_sessions(&self, query: &SessionQuery) -> Result<u64> {
-        let Some(catalog) = &self.catalog else {
-            return Ok(self.sessions_by_sparql(query, 1)?.total);
-        };
+        let catalog = self.the_catalog()?;
         let filter = self.filter_of(query)?;
         self.settle_catalog()?;
         catalog.count(&filter).map_err(catalog_error)
+    }
+
+    /// The catalog: every store has one (a shared store's is this process's, in
+    /// memory, following the store's change feed).
+    fn the_catalog(&self) -> Result<&Catalog> {
+        self.catalog
+            .as_ref()
+            .ok_or_else(|| catalog_error("this store has no catalog".into()))
     }
 
     /// The catalog's filter of `query`.
@@ -361,17 +368,56 @@ impl Store {
         Ok(wrong)
     }
 
-    fn summary(&self, e: Entry) -> Result<SessionSummary> {
+    /// The summaries of a page's entries: each read from the store on a store this
+    /// process owns (cheap there); on a shared one, the heads of the whole page in one
+    /// request.
+    fn summaries(&self, entries: Vec<Entry>) -> Result<Vec<SessionSummary>> {
+        if !self.across_network() {
+            return entries
+                .into_iter()
+                .map(|e| {
+                    let iri = self.session_iri(&SessionId::new(e.id.clone())?);
+                    let tokens = self.tokens_of(&iri)?;
+                    let head_digest = match self.facts_of(iri.as_ref())? {
+                        Some(f) if f.length > f.own_start() => {
+                            Some(self.rdf().digest(&f, f.length - 1)?)
+                        }
+                        Some(f) => f.base_digest,
+                        None => None,
+                    };
+                    self.summary(e, tokens, head_digest)
+                })
+                .collect();
+        }
+        let mut page = Vec::with_capacity(entries.len());
+        for e in &entries {
+            let iri = self.session_iri(&SessionId::new(e.id.clone())?);
+            page.push((iri, e.length, e.own_start));
+        }
+        let (mut heads, produced) = self.rdf().page_heads(&page)?;
+        entries
+            .into_iter()
+            .zip(page)
+            .map(|(e, (iri, ..))| {
+                let tokens = if produced.contains(&iri) {
+                    self.tokens_of(&iri)?
+                } else {
+                    None
+                };
+                self.summary(e, tokens, heads.remove(&iri))
+            })
+            .collect()
+    }
+
+    fn summary(
+        &self,
+        e: Entry,
+        tokens: Option<TokenTotals>,
+        head_digest: Option<String>,
+    ) -> Result<SessionSummary> {
         let id = |text: &str| SessionId::new(text.to_string());
         let session = id(&e.id)?;
         let is_root = e.parent.is_none();
-        let iri = self.session_iri(&session);
-        let tokens = self.tokens_of(&iri)?;
-        let head_digest = match self.facts_of(iri.as_ref())? {
-            Some(f) if f.length > f.own_start() => Some(self.rdf().digest(&f, f.length - 1)?),
-            Some(f) => f.base_digest,
-            None => None,
-        };
         Ok(SessionSummary {
             branch: e.branch,
             title: e.title,
@@ -413,9 +459,7 @@ impl Store {
                 .ok_or_else(|| bad_cursor(c))?,
             None => 0,
         };
-        let Some(catalog) = &self.catalog else {
-            return self.search_by_sparql(text, offset, limit);
-        };
+        let catalog = self.the_catalog()?;
         let done = self.writes_done();
         self.settle_catalog()?;
         let (hits, total, parsed) = catalog.search(text, offset, limit).map_err(catalog_error)?;
@@ -505,6 +549,7 @@ impl Store {
         let Some(catalog) = &self.catalog else {
             return Ok(());
         };
+        self.follow_feed(catalog)?;
         let (suspects, stale) = catalog.pending();
         if stale || !suspects.is_empty() {
             let _quiet = self.hold_writes();
@@ -538,13 +583,7 @@ impl Store {
     /// Rebuilds the catalog from the RDF: every session and its own turns. Writes wait
     /// until it is done. `progress` is told `(sessions done, sessions)`.
     pub fn reindex(&self, progress: Option<&dyn Fn(u64, u64)>) -> Result<ReindexReport> {
-        let Some(catalog) = &self.catalog else {
-            return Err(Error::InvalidInput(format!(
-                "{} is a shared store: it has no catalog to rebuild (pages and search \
-                 are SPARQL queries there)",
-                self.location()
-            )));
-        };
+        let catalog = self.the_catalog()?;
         self.rebuild_catalog(catalog, progress)
     }
 
@@ -563,6 +602,9 @@ impl Store {
         catalog: &Catalog,
         progress: Option<&dyn Fn(u64, u64)>,
     ) -> Result<ReindexReport> {
+        if self.across_network() {
+            return self.rebuild_shared(catalog);
+        }
         let started = Instant::now();
         catalog.clear().map_err(catalog_error)?;
         let sessions = self.rdf().sessions()?;
@@ -603,19 +645,10 @@ impl Store {
             return Ok(None);
         };
         let rdf = self.rdf();
-        let id_of = |n: &NamedNode| self.iris.session_id(n.as_ref()).map(|s| s.to_string());
         let own = self.own_turns(&facts)?;
-        let created = micros(facts.created.as_deref());
-        let activity = own.iter().map(|t| t.at).fold(created, i64::max);
-        let root = facts
-            .fork_root
-            .as_ref()
-            .and_then(id_of)
-            .unwrap_or_else(|| id.to_string());
-        let is_root = facts.parent.is_none();
-        let (family, family_activity) = if is_root {
+        let family = if facts.parent.is_none() {
             let mut members = BTreeSet::new();
-            let mut newest = activity;
+            let mut newest = i64::MIN;
             for member in rdf.family_members(&iri)? {
                 if member == iri || !members.insert(member.clone()) {
                     continue;
@@ -624,14 +657,39 @@ impl Store {
                     newest = newest.max(self.activity_of(&f)?);
                 }
             }
-            (members.len() as u64, newest)
+            Some((members.len() as u64, newest))
         } else {
-            (0, activity)
+            None
         };
-        let entry = Entry {
-            id: id.to_string(),
+        let forks = rdf.children(&iri)?.len() as u64;
+        Ok(Some((self.entry_of(&facts, &own, forks, family), own)))
+    }
+
+    /// The catalog entry of the session `facts` describe, whose own turns are `own`,
+    /// with `forks` children and, for a root, `family`: how many sessions are below it
+    /// and the newest activity among them.
+    fn entry_of(
+        &self,
+        facts: &SessionNode,
+        own: &[TurnDoc],
+        forks: u64,
+        family: Option<(u64, i64)>,
+    ) -> Entry {
+        let id_of = |n: &NamedNode| self.iris.session_id(n.as_ref()).map(|s| s.to_string());
+        let id = facts.id.to_string();
+        let created = micros(facts.created.as_deref());
+        let activity = own.iter().map(|t| t.at).fold(created, i64::max);
+        let (family, family_activity) = match family {
+            Some((members, newest)) => (members, newest.max(activity)),
+            None => (0, activity),
+        };
+        Entry {
             parent: facts.parent.as_ref().and_then(id_of),
-            root,
+            root: facts
+                .fork_root
+                .as_ref()
+                .and_then(id_of)
+                .unwrap_or_else(|| id.clone()),
             principal: facts
                 .principal
                 .as_ref()
@@ -645,27 +703,75 @@ impl Store {
             length: facts.length,
             own_start: facts.own_start(),
             depth: facts.depth,
-            forks: rdf.children(&iri)?.len() as u64,
+            forks,
             family,
             models: own.iter().filter_map(|t| t.model.clone()).collect(),
-        };
-        Ok(Some((entry, own)))
+            id,
+        }
+    }
+
+    /// [`Store::rebuild_held`] on a store across a network: every session and its own
+    /// turns in two requests, the counts of children and families from their facts.
+    fn rebuild_shared(&self, catalog: &Catalog) -> Result<ReindexReport> {
+        let started = Instant::now();
+        let sessions = self.rdf().every_session()?;
+        catalog.clear().map_err(catalog_error)?;
+        let mut forks: HashMap<&NamedNode, u64> = HashMap::new();
+        // Per root: its members (itself aside) and their newest activity, a member's
+        // activity being its last own turn's time (or its creation's), as a derivation
+        // reads it.
+        let mut families: HashMap<&NamedNode, (u64, i64)> = HashMap::new();
+        for (facts, own) in &sessions {
+            if let Some(parent) = &facts.parent {
+                *forks.entry(parent).or_default() += 1;
+            }
+            match &facts.fork_root {
+                Some(root) if *root != facts.iri => {
+                    let last = own.last().and_then(|t| t.created_at.as_deref());
+                    let activity = micros(last).max(micros(facts.created.as_deref()));
+                    let family = families.entry(root).or_insert((0, i64::MIN));
+                    family.0 += 1;
+                    family.1 = family.1.max(activity);
+                }
+                _ => {}
+            }
+        }
+        let mut turns = 0;
+        for (facts, own) in &sessions {
+            let docs: Vec<TurnDoc> = own.iter().map(turn_doc).collect();
+            turns += docs.len() as u64;
+            let family = facts
+                .parent
+                .is_none()
+                .then(|| families.get(&facts.iri).copied().unwrap_or((0, i64::MIN)));
+            let entry = self.entry_of(
+                facts,
+                &docs,
+                forks.get(&facts.iri).copied().unwrap_or(0),
+                family,
+            );
+            catalog
+                .put_derived(facts.id.as_str(), Some(entry), Some(docs))
+                .map_err(catalog_error)?;
+        }
+        catalog.rebuilt();
+        catalog.refresh().map_err(catalog_error)?;
+        Ok(ReindexReport {
+            sessions: sessions.len() as u64,
+            turns,
+            millis: started.elapsed().as_millis() as u64,
+        })
     }
 
     /// The own turns of `facts` as the catalog indexes them.
     fn own_turns(&self, facts: &SessionNode) -> Result<Vec<TurnDoc>> {
         let rdf = self.rdf();
+        if self.across_network() {
+            let span = [(facts, facts.own_start(), facts.length)];
+            return Ok(rdf.span_turns(&span)?.iter().map(turn_doc).collect());
+        }
         (facts.own_start()..facts.length)
-            .map(|i| {
-                let t = rdf.turn(facts, i)?;
-                Ok(TurnDoc {
-                    index: i,
-                    role: t.role.as_str().to_string(),
-                    content: t.content,
-                    model: t.model,
-                    at: micros(t.created_at.as_deref()),
-                })
-            })
+            .map(|i| Ok(turn_doc(&rdf.turn(facts, i)?)))
             .collect()
     }
 
@@ -678,150 +784,17 @@ impl Store {
         let last = self.rdf().turn(facts, facts.length - 1)?;
         Ok(micros(last.created_at.as_deref()).max(created))
     }
-
-    /// Sessions by SPARQL, on a store across a network: newest first by creation (the
-    /// one order such a store can give without reading every turn).
-    fn sessions_by_sparql(&self, query: &SessionQuery, limit: usize) -> Result<SessionPage> {
-        let after = query
-            .cursor
-            .as_deref()
-            .map(|c| parse_cursor(c, 'c'))
-            .transpose()?;
-        let session = |id: &str| -> Result<NamedNode> {
-            Ok(self.session_iri(&SessionId::new(id.to_string())?))
-        };
-        let filter = SessionFilter {
-            principal: query
-                .principal
-                .as_ref()
-                .map(|p| Agent::principal(p.clone()).map(|a| self.iris.agent(&a)))
-                .transpose()?,
-            model: query
-                .model
-                .as_ref()
-                .map(|m| Agent::model(m.clone()).map(|a| self.iris.agent(&a)))
-                .transpose()?,
-            roots_only: query.roots,
-            parent: query.parent.as_deref().map(session).transpose()?,
-            root: query
-                .family
-                .as_deref()
-                .map(|f| self.family_root(f).and_then(|r| session(&r)))
-                .transpose()?,
-            since: since_micros(query.since.as_deref())?.and_then(time_text),
-        };
-        let (total, rows) = self.rdf().session_rows(&filter)?;
-        let mut keyed: Vec<(After, String)> = rows
-            .into_iter()
-            .map(|(id, created)| {
-                let key = micros(created.as_deref());
-                let tie = crate::store::catalog::tie(&id);
-                (After { key, tie }, id)
-            })
-            .collect();
-        keyed.sort_by_key(|(k, _)| std::cmp::Reverse((k.key, k.tie)));
-        let start = after.map_or(0, |a| {
-            keyed
-                .iter()
-                .position(|(k, _)| (k.key, k.tie) < (a.key, a.tie))
-                .unwrap_or(keyed.len())
-        });
-        let page: Vec<&(After, String)> = keyed.iter().skip(start).take(limit + 1).collect();
-        let next = (page.len() > limit).then(|| cursor_text('c', page[limit - 1].0));
-        let mut sessions = Vec::new();
-        for (_, id) in page.into_iter().take(limit) {
-            if let Some((entry, _)) = self.derive(id)? {
-                sessions.push(self.summary(entry)?);
-            }
-        }
-        Ok(SessionPage {
-            sessions,
-            total,
-            next,
-        })
-    }
-
-    /// Search by SPARQL, on a store across a network: every word (or quoted phrase)
-    /// must occur in the turn's content, case aside. It reads every turn: a store
-    /// across a network is as fast at it as it is.
-    fn search_by_sparql(&self, text: &str, offset: usize, limit: usize) -> Result<SearchPage> {
-        let words = words(text);
-        let found = self.rdf().content_matches(&words)?;
-        let total = found.len();
-        let mut hits = Vec::new();
-        for (id, index) in found.into_iter().skip(offset).take(limit) {
-            let sid = SessionId::new(id)?;
-            let Some(facts) = self.facts_of(self.session_iri(&sid).as_ref())? else {
-                continue;
-            };
-            let turn = self.rdf().turn(&facts, index)?;
-            let (snippet, highlights) = plain_snippet(&turn.content, &words);
-            hits.push(SearchHit {
-                session: sid,
-                branch: facts.branch.clone(),
-                title: facts.title.clone(),
-                index: Some(index),
-                role: Some(turn.role),
-                snippet,
-                highlights,
-                score: 1.0,
-            });
-        }
-        let end = offset + limit;
-        Ok(SearchPage {
-            hits,
-            total: total as u64,
-            next: (end < total).then(|| format!("s{end}")),
-        })
-    }
 }
 
-/// The words and quoted phrases of a search, lower-cased.
-fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for (i, part) in text.split('"').enumerate() {
-        if i % 2 == 1 {
-            let phrase = part.trim().to_lowercase();
-            if !phrase.is_empty() {
-                out.push(phrase);
-            }
-        } else {
-            out.extend(part.split_whitespace().map(str::to_lowercase));
-        }
+/// A stored turn as the catalog indexes it.
+fn turn_doc(t: &crate::model::Turn) -> TurnDoc {
+    TurnDoc {
+        index: t.index,
+        role: t.role.as_str().to_string(),
+        content: t.content.clone(),
+        model: t.model.clone(),
+        at: micros(t.created_at.as_deref()),
     }
-    out
-}
-
-/// A window of `text` around the first of `words`, and where each word is in it.
-fn plain_snippet(text: &str, words: &[String]) -> (String, Vec<(usize, usize)>) {
-    let lower = text.to_lowercase();
-    let first = words
-        .iter()
-        .filter_map(|w| lower.find(w.as_str()))
-        .min()
-        .unwrap_or(0);
-    let mut start = first.saturating_sub(SNIPPET_CHARS / 3);
-    while !text.is_char_boundary(start) {
-        start -= 1;
-    }
-    let mut end = (start + SNIPPET_CHARS).min(text.len());
-    while !text.is_char_boundary(end) {
-        end += 1;
-    }
-    let window = &text[start..end];
-    let lower_window = window.to_lowercase();
-    let mut marks = Vec::new();
-    if lower_window.len() == window.len() {
-        for w in words {
-            let mut from = 0;
-            while let Some(at) = lower_window[from..].find(w.as_str()) {
-                marks.push((from + at, from + at + w.len()));
-                from += at + w.len().max(1);
-            }
-        }
-        marks.sort_unstable();
-    }
-    (window.to_string(), marks)
 }
 
 /// A page of jobs or comparisons, newest first.

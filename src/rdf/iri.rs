@@ -43,6 +43,16 @@ impl Iris {
         NamedNode::new_unchecked(format!("{}leases", self.base))
     }
 
+    /// `{base}feed`: the graph of a shared store's change feed.
+    pub(crate) fn feed_graph(&self) -> NamedNode {
+        NamedNode::new_unchecked(format!("{}feed", self.base))
+    }
+
+    /// `{base}feed/{writer}/{seq}`: an entry of the change feed.
+    pub(crate) fn change(&self, writer: &str, seq: u64) -> NamedNode {
+        NamedNode::new_unchecked(format!("{}feed/{writer}/{seq}", self.base))
+    }
+
     /// `{base}agents`: the graph that declares each agent once (its one class and its
     /// name), so that a query over the union of graphs meets each declaration once.
     pub(crate) fn agents_graph(&self) -> NamedNode {

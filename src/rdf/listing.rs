@@ -1,30 +1,16 @@
-//! Lists and search read straight from the graph: a family's members, and, for a store
-//! across a network (which has no catalog), pages of sessions and content matches by
-//! SPARQL. Values enter the queries only as terms written by oxrdf.
+//! What lists read straight from the graph: a family's members, and, for a catalog of
+//! a store across a network, the whole store in a few requests (its rebuild) and the
+//! heads of a page's sessions in one. Values enter the queries only as terms written
+//! by oxrdf.
 
-use super::{text, Rdf};
+use super::session::decode_node;
+use super::{text, Rdf, SessionNode};
 use crate::error::Result;
-use crate::vocab::{ft, xsd};
-use oxigraph::model::{Literal, NamedNode, Term};
-
-/// Which sessions a SPARQL page lists.
-#[derive(Default)]
-pub(crate) struct SessionFilter {
-    pub(crate) principal: Option<NamedNode>,
-    pub(crate) model: Option<NamedNode>,
-    pub(crate) roots_only: bool,
-    pub(crate) parent: Option<NamedNode>,
-    pub(crate) root: Option<NamedNode>,
-    /// A time (RFC 3339): created, or with a turn generated, at or after it.
-    pub(crate) since: Option<String>,
-}
-
-const PREFIXES: &str = "PREFIX ft: <https://w3id.org/forktrail/ns#> \
-                        PREFIX prov: <http://www.w3.org/ns/prov#> \
-                        PREFIX dcterms: <http://purl.org/dc/terms/> ";
-
-/// A session's id and creation time (`xsd:dateTime` lexical form), as listed.
-pub(crate) type SessionRow = (String, Option<String>);
+use crate::model::Turn;
+use crate::vocab::{ft, prov, rdf};
+use oxigraph::model::{GraphName, Literal, NamedNode, Quad, Term};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
 
 impl Rdf<'_> {
     /// The sessions whose family root is `root` (itself included, for a root).
@@ -32,66 +18,130 @@ impl Rdf<'_> {
         self.sessions_where(ft::FORK_ROOT, root.clone())
     }
 
-    /// How many sessions match `filter`, and each one's id and creation time.
-    pub(crate) fn session_rows(&self, filter: &SessionFilter) -> Result<(u64, Vec<SessionRow>)> {
-        let mut where_ =
-            String::from("?s a ft:Session ; ft:sessionId ?id ; dcterms:created ?created . ");
-        if let Some(principal) = &filter.principal {
-            where_ += &format!("?s prov:wasAttributedTo {principal} . ");
-        }
-        if filter.roots_only {
-            where_ += "FILTER NOT EXISTS { ?s ft:parentSession ?p } ";
-        }
-        if let Some(parent) = &filter.parent {
-            where_ += &format!("?s ft:parentSession {parent} . ");
-        }
-        if let Some(root) = &filter.root {
-            where_ += &format!("?s ft:forkRoot {root} . ");
-        }
-        if let Some(model) = &filter.model {
-            where_ += &format!("FILTER EXISTS {{ ?t prov:wasAttributedTo {model} }} ");
-        }
-        if let Some(since) = &filter.since {
-            let since = Literal::new_typed_literal(since, xsd::DATE_TIME);
-            where_ += &format!(
-                "FILTER (?created >= {since} || EXISTS {{ ?t prov:generatedAtTime ?at \
-                 FILTER (?at >= {since}) }}) "
-            );
+    /// Every session of the store with its own turns (index order), in two requests:
+    /// what a catalog of a store across a network is built from. Lengths are the own
+    /// turns' end (or the fork point, with none).
+    pub(crate) fn every_session(&self) -> Result<Vec<(SessionNode, Vec<Turn>)>> {
+        let nodes = self.select_rows(&format!(
+            "SELECT ?g ?p ?o WHERE {{ GRAPH ?g {{ ?g {} {} ; ?p ?o }} }}",
+            rdf::TYPE,
+            ft::SESSION
+        ))?;
+        let mut quads: HashMap<NamedNode, Vec<Quad>> = HashMap::new();
+        for row in nodes {
+            if let (Some(Term::NamedNode(g)), Some(Term::NamedNode(p)), Some(o)) =
+                (row.get("g"), row.get("p"), row.get("o"))
+            {
+                let graph = GraphName::NamedNode(g.clone());
+                quads.entry(g.clone()).or_default().push(Quad::new(
+                    g.clone(),
+                    p.clone(),
+                    o.clone(),
+                    graph,
+                ));
+            }
         }
         let rows = self.select_rows(&format!(
-            "{PREFIXES} SELECT ?id ?created WHERE {{ GRAPH ?s {{ {where_} }} }}"
+            "SELECT ?g ?i ?p ?o WHERE {{ GRAPH ?g {{ ?t {} ?i ; ?p ?o }} \
+             FILTER (?p IN ({}, {}, {}, {})) }}",
+            ft::INDEX,
+            ft::ROLE,
+            ft::CONTENT,
+            prov::WAS_ATTRIBUTED_TO,
+            prov::GENERATED_AT_TIME,
         ))?;
-        let out: Vec<(String, Option<String>)> = rows
-            .iter()
-            .filter_map(|r| {
-                let id = r.get("id").and_then(text)?.to_string();
-                Some((id, r.get("created").and_then(text).map(str::to_string)))
-            })
-            .collect();
-        Ok((out.len() as u64, out))
+        type About = Vec<(NamedNode, Term)>;
+        let mut turns: HashMap<NamedNode, BTreeMap<u64, About>> = HashMap::new();
+        for row in rows {
+            let (Some(Term::NamedNode(g)), Some(i), Some(Term::NamedNode(p)), Some(o)) = (
+                row.get("g"),
+                row.get("i").and_then(text).and_then(|i| i.parse().ok()),
+                row.get("p"),
+                row.get("o"),
+            ) else {
+                continue;
+            };
+            turns
+                .entry(g.clone())
+                .or_default()
+                .entry(i)
+                .or_default()
+                .push((p.clone(), o.clone()));
+        }
+        let mut out = Vec::with_capacity(quads.len());
+        for (g, quads) in quads {
+            let Some(mut node) = decode_node(self.iris, g.as_ref(), quads)? else {
+                continue;
+            };
+            let mut own = Vec::new();
+            for (index, about) in turns.remove(&g).unwrap_or_default() {
+                if index >= node.own_start() {
+                    own.push(self.decode_turn(&node, index, about)?);
+                }
+            }
+            node.length = own.last().map_or(node.own_start(), |t| t.index + 1);
+            out.push((node, own));
+        }
+        Ok(out)
     }
 
-    /// The turns (session id, index) whose content holds every one of `needles`
-    /// (lower-case), case aside.
-    pub(crate) fn content_matches(&self, needles: &[String]) -> Result<Vec<(String, u64)>> {
-        let filter: Vec<String> = needles
-            .iter()
-            .map(|w| format!("CONTAINS(LCASE(?content), {})", Literal::from(w.as_str())))
-            .collect();
-        let rows = self.select_rows(&format!(
-            "{PREFIXES} SELECT ?id ?index WHERE {{ GRAPH ?s {{ ?s ft:sessionId ?id . \
-             ?t ft:index ?index ; ft:content ?content }} FILTER ({}) }} \
-             ORDER BY ?id ?index",
-            filter.join(" && ")
-        ))?;
-        Ok(rows
-            .iter()
-            .filter_map(|r| {
-                let (Some(Term::Literal(id)), Some(index)) = (r.get("id"), r.get("index")) else {
-                    return None;
-                };
-                Some((id.value().to_string(), text(index)?.parse().ok()?))
-            })
-            .collect())
+    /// For the sessions of a page (`(graph, length, first own index)`), in one request:
+    /// the digest of each one's last turn (its base digest, with no own turn), and which
+    /// of them some regeneration or run produced (whose tokens are then read).
+    pub(crate) fn page_heads(
+        &self,
+        page: &[(NamedNode, u64, u64)],
+    ) -> Result<(HashMap<NamedNode, String>, HashSet<NamedNode>)> {
+        let mut heads = HashMap::new();
+        let mut produced = HashSet::new();
+        if page.is_empty() {
+            return Ok((heads, produced));
+        }
+        let mut branches = Vec::with_capacity(page.len() * 2);
+        for (g, length, own_start) in page {
+            let mut branch = String::new();
+            if length > own_start {
+                let _ = write!(
+                    branch,
+                    "{{ GRAPH {g} {{ ?t {} {} ; {} ?d }} BIND({g} AS ?g) BIND(\"head\" AS ?what) }}",
+                    ft::INDEX,
+                    Literal::from(*length - 1),
+                    ft::DIGEST,
+                );
+            } else {
+                let _ = write!(
+                    branch,
+                    "{{ GRAPH {g} {{ {g} {} ?d }} BIND({g} AS ?g) BIND(\"head\" AS ?what) }}",
+                    ft::BASE_DIGEST,
+                );
+            }
+            branches.push(branch);
+            branches.push(format!(
+                "{{ SELECT ?g (\"produced\" AS ?what) WHERE {{ GRAPH ?job_g {{ ?job {} {g} }} \
+                 BIND({g} AS ?g) }} LIMIT 1 }}",
+                ft::RESULT_SESSION,
+            ));
+        }
+        let query = format!(
+            "SELECT ?g ?what ?d WHERE {{ {} }}",
+            branches.join(" UNION ")
+        );
+        for row in self.select_rows(&query)? {
+            let (Some(Term::NamedNode(g)), Some(what)) =
+                (row.get("g"), row.get("what").and_then(text))
+            else {
+                continue;
+            };
+            match (what, row.get("d").and_then(text)) {
+                ("head", Some(d)) => {
+                    heads.insert(g.clone(), d.to_string());
+                }
+                ("produced", _) => {
+                    produced.insert(g.clone());
+                }
+                _ => {}
+            }
+        }
+        Ok((heads, produced))
     }
 }

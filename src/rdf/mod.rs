@@ -13,7 +13,8 @@
 //! | `whatif.rs` | comparisons, their runs and model calls |
 //! | `import.rs` | what imports record: source ids |
 //! | `lease.rs` | the leases writers of a shared store hold |
-//! | `listing.rs` | a family's members; pages and content matches by SPARQL (shared stores) |
+//! | `feed.rs` | a shared store's change feed: what each write touched, numbered per writer |
+//! | `listing.rs` | a family's members; a shared store's sessions whole and a page's heads, for its catalog |
 //! | `prov.rs` | what PROV-O and the ontology entail, for the PROV export |
 //! | `version.rs` | the store node: the digest version; an upgrade's new digests |
 //!
@@ -25,6 +26,7 @@ mod activity;
 mod audit;
 pub(crate) mod chain;
 mod digest;
+mod feed;
 mod import;
 mod iri;
 mod job;
@@ -44,12 +46,12 @@ pub(crate) use digest::{
     PayloadRef,
 };
 pub use digest::{turn_digest, DigestVersion};
+pub(crate) use feed::{change_quads, compaction, Touched};
 pub(crate) use import::{source_id_quad, ImportedGraph};
 pub(crate) use iri::Iris;
 pub use iri::DEFAULT_BASE_IRI;
 pub(crate) use job::{JobNode, JobRecord};
 pub(crate) use lease::{expiry as lease_expiry, fence_condition, lease_quads};
-pub(crate) use listing::SessionFilter;
 pub(crate) use proxied::ProxiedCallRecord;
 pub(crate) use session::{
     adopt_change, awaited_parent_quad, detach_change, fork_request_quads, repointed, session_quads,

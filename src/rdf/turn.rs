@@ -171,7 +171,7 @@ impl Rdf<'_> {
     }
 
     /// A turn from what its node says (predicate, object) in the graph of `owner`.
-    fn decode_turn(
+    pub(super) fn decode_turn(
         &self,
         owner: &SessionNode,
         index: u64,

@@ -1,7 +1,7 @@
 //! The store handle: a backend behind the storage seam, instance IRIs, the read cache,
 //! the derived indexes and the settings a store is built with. Opening a store is
 //! `open.rs`'s; writing, `tx.rs`'s (the transaction, its effects, group commit); the
-//! leases of a shared store, `lease.rs`'s; its digest version, `version.rs`'s, and the
+//! leases of a shared store, `lease.rs`'s; its change feed, `feed.rs`'s; its digest version, `version.rs`'s, and the
 //! upgrade from an older one, `upgrade.rs`'s.
 //!
 //! `Store`'s methods are defined across the crate, each beside the code of its feature.
@@ -53,6 +53,9 @@
 //! - `write_unchecked` — store/tx.rs: `write_on` without the digest version check
 //! - `write_grouped` — store/tx.rs: starts an append or a fork, group-committed
 //! - `hold_writes` — store/tx.rs: holds writes while the catalog is brought up to date
+//! - `change_for` — store/feed.rs: a shared store's change-feed entry for a write
+//! - `compact_feed` — store/feed.rs: removes a shared store's old change-feed entries
+//! - `follow_feed` — store/feed.rs: marks what other processes changed as suspect
 //! - `write_through` — store/tx.rs: commits a change, then applies its effects
 //! - `writes_done` — store/tx.rs: writes done so far
 //! - `written_since` — store/tx.rs: whether a write was under way since `writes_done`
@@ -202,6 +205,7 @@
 pub(crate) mod cache;
 pub(crate) mod catalog;
 mod durability;
+mod feed;
 mod lease;
 mod open;
 pub(crate) mod records;
@@ -281,6 +285,9 @@ pub struct Store {
     /// Pages of sessions and search, for a store this process owns (see
     /// [`crate::store::catalog`]).
     pub(crate) catalog: Option<Catalog>,
+    /// On a shared store, this process's side of its change feed (see
+    /// [`crate::store::feed`]).
+    pub(crate) feed: Option<feed::Feed>,
     /// The thread of `Durability::Interval`, stopped (after a last flush) on drop.
     _flusher: Option<Flusher>,
     /// How large a write's free-text fields may be.
@@ -345,6 +352,7 @@ impl Store {
             counted: Mutex::new(None),
             records: None,
             catalog: None,
+            feed: None,
             _flusher: None,
             limits: Limits::default(),
             digests: Mutex::new(None),

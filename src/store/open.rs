@@ -47,7 +47,19 @@ impl Store {
     /// of its named graphs (Oxigraph server: `--union-default-graph`); writers of one
     /// store coordinate through leases in the graph `{base}leases` (ARCHITECTURE.md
     /// says what that relies on).
+    ///
+    /// Pages of sessions and search come from a catalog this process keeps of the
+    /// store in memory, built from the RDF at its first read and then kept up to date
+    /// by the store's change feed (see `store/feed.rs`).
     pub fn remote(config: RemoteConfig) -> Result<Self> {
-        Ok(Self::wrap(Box::new(Remote::new(config)?)))
+        let mut store = Self::wrap(Box::new(Remote::new(config)?));
+        let catalog = Catalog::in_memory().map_err(|e| Error::Io {
+            context: "creating the catalog in memory".into(),
+            source: std::io::Error::other(e),
+        })?;
+        catalog.stale();
+        store.catalog = Some(catalog);
+        store.feed = Some(super::feed::Feed::new());
+        Ok(store)
     }
 }

@@ -96,6 +96,7 @@ impl Store {
             new_nodes: Vec::new(),
             labels: Vec::new(),
             group,
+            fed: false,
             version: None,
         }
     }
@@ -135,6 +136,8 @@ pub(crate) struct WriteTx<'s> {
     labels: Vec<(NamedNode, String)>,
     /// For a group commit, the sessions the write touches.
     group: Option<Vec<NamedNode>>,
+    /// Its entry in a shared store's change feed went in with its bulk load.
+    fed: bool,
     /// The statement of the store's digest version, written with the write's quads on
     /// a shared store that has none yet (see `Store::check_shared_digests`).
     version: Option<Vec<Quad>>,
@@ -404,7 +407,16 @@ impl<'s> WriteTx<'s> {
     /// write), then updates the cache; on failure nothing is written and the cache is as
     /// it was.
     pub(crate) fn commit(mut self) -> Result<()> {
+        // On a shared store, the write's entry in the change feed goes in with it
+        // (unless its load took it).
+        let entry = if self.fed {
+            Vec::new()
+        } else {
+            self.feed_entry()
+        };
+        let fed = !entry.is_empty();
         let mut change = std::mem::take(&mut self.change);
+        change.inserts.extend(entry);
         let effects = std::mem::take(&mut self.effects);
         let stated = match self.version.take() {
             Some(statement) if !change.is_empty() => {
@@ -417,22 +429,49 @@ impl<'s> WriteTx<'s> {
         if stated && result.is_ok() {
             self.store.know_digest_version(DigestVersion::CURRENT);
         }
+        if fed && result.is_ok() {
+            self.store.compact_feed();
+        }
         result
     }
 
     /// Writes `quads` through the store's bulk path, atomically, before the write's own
     /// change is committed: what a large import writes. On a shared store that states no
     /// digest version yet, the statement goes in with them.
+    ///
+    /// On a shared store, the load's entry in the change feed goes last (a load may
+    /// take several requests: a reader that sees the entry sees the whole load), naming
+    /// the sessions the write has noted so far (an import notes its sessions before it
+    /// loads them); what the write claimed is in the store once the load is, so its
+    /// commit checks no claim.
     pub(crate) fn bulk_load(&mut self, quads: &mut dyn Iterator<Item = Quad>) -> Result<()> {
         let statement = self.version.take().unwrap_or_default();
         let stated = !statement.is_empty();
+        let change = self.feed_entry();
         self.store
             .backend
-            .bulk_load(&mut statement.into_iter().chain(quads))?;
+            .bulk_load(&mut statement.into_iter().chain(quads).chain(change))?;
         if stated {
             self.store.know_digest_version(DigestVersion::CURRENT);
         }
+        if self.store.feed.is_some() {
+            self.new_nodes.clear();
+            self.labels.clear();
+            self.fed = true;
+        }
         Ok(())
+    }
+
+    /// The write's entry in a shared store's change feed: the sessions its changes
+    /// name so far (none on a store this process owns).
+    fn feed_entry(&self) -> Vec<Quad> {
+        let Some(pending) = &self.effects.catalog else {
+            return Vec::new();
+        };
+        let sessions = pending
+            .sessions()
+            .map(|ids| ids.iter().map(|id| self.store.iris.session(id)).collect());
+        self.store.change_for(sessions)
     }
 
     fn commit_change(&mut self, mut change: Change, effects: Effects) -> Result<()> {

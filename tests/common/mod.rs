@@ -89,6 +89,38 @@ pub fn remote() -> Option<TestStore> {
     })
 }
 
+/// Two handles on one shared store, as two processes would hold it (each its own
+/// catalog, following the store's change feed): on a fresh Oxigraph server, and with
+/// `FORKTRAIL_VIRTUOSO` on a Virtuoso server.
+pub fn shared_pairs() -> Vec<(TestStore, Store)> {
+    let mut out = Vec::new();
+    if let Some(server) = OxigraphServer::start() {
+        let url = server.query_url();
+        out.push((
+            TestStore {
+                store: Store::remote(RemoteConfig::new(url.clone())).unwrap(),
+                kind: "remote",
+                _dir: None,
+                _server: Some(Box::new(server)),
+            },
+            Store::remote(RemoteConfig::new(url)).unwrap(),
+        ));
+    }
+    if let Some(server) = Virtuoso::start() {
+        let url = server.query_url();
+        out.push((
+            TestStore {
+                store: Store::remote(RemoteConfig::new(url.clone())).unwrap(),
+                kind: "virtuoso",
+                _dir: None,
+                _server: Some(Box::new(server)),
+            },
+            Store::remote(RemoteConfig::new(url)).unwrap(),
+        ));
+    }
+    out
+}
+
 /// An Oxigraph server (`pip install oxigraph`) in memory on 127.0.0.1 and a free
 /// port, with the union default graph forktrail needs; killed when dropped.
 pub struct OxigraphServer {

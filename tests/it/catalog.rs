@@ -456,13 +456,10 @@ fn catalog_equals_rdf(s: &Store, what: &str) {
     }
 }
 
-/// The stores that keep a catalog: in memory and on disk.
+/// The stores that keep a catalog: every kind (a shared store's is the process's own,
+/// following the store's change feed).
 fn catalog_stores() -> Vec<TestStore> {
-    vec![
-        memory(),
-        #[cfg(feature = "rocksdb")]
-        rocksdb(),
-    ]
+    stores()
 }
 
 /// A store on disk that each step opens anew and closes, as a process of its own
@@ -1058,6 +1055,26 @@ fn every_kind_of_write_leaves_the_catalog_as_the_rdf_says() {
         for (name, write) in writes(&stub.url) {
             disk.run(|s| write(s));
             disk.check(&format!("after {name}, a process per write"));
+        }
+    }
+}
+
+/// Each write through one handle of a shared store, the catalog read through another,
+/// as two processes (two `forktrail serve`) would: what one wrote, the other lists and
+/// finds at its next read, as the RDF says, having only followed the store's change
+/// feed.
+#[test]
+fn every_kind_of_write_through_one_process_is_listed_by_another_as_the_rdf_says() {
+    let stub = common::stub::start(common::stub::Mode::Echo);
+    for (writer, reader) in shared_pairs() {
+        // The reader has built its catalog before the writes begin.
+        catalog_equals_rdf(&reader, &format!("{}: empty, read by another", writer.kind));
+        for (name, write) in writes(&stub.url) {
+            write(&writer);
+            catalog_equals_rdf(
+                &reader,
+                &format!("{}: after {name} by another process", writer.kind),
+            );
         }
     }
 }

@@ -244,8 +244,19 @@ fn every_term_written_is_declared_in_the_ontology_and_every_declared_term_is_use
     // reads them back); an in-process store never writes them. A reservation lives
     // only while a budgeted call is in flight (tests/compare_cli.rs kills a process
     // holding some).
-    let leases =
-        [ft::LEASE, ft::LEASE_OF, ft::LEASE_EXPIRES, ft::RESERVED_USD].map(|t| t.to_string());
+    // The change feed is written only to a shared store (tests/catalog.rs follows it).
+    let leases = [
+        ft::LEASE,
+        ft::LEASE_OF,
+        ft::LEASE_EXPIRES,
+        ft::RESERVED_USD,
+        ft::CHANGE,
+        ft::CHANGE_BY,
+        ft::CHANGE_SEQ,
+        ft::CHANGE_AT,
+        ft::CHANGED,
+    ]
+    .map(|t| t.to_string());
     let used_ft: BTreeSet<String> = used
         .iter()
         .filter(|t| t.as_str().starts_with(ft::NS))

@@ -449,6 +449,13 @@ impl Catalog {
             if new.activity < old.activity && new.root != id {
                 inner.hold(&mut state, &new.root);
             }
+            // It went on (another process appended to it): so did its family.
+            if new.activity > old.activity && new.root != id {
+                let activity = new.activity;
+                inner.patch(&mut state, &new.root, |r| {
+                    r.family_activity = r.family_activity.max(activity)
+                })?;
+            }
         }
         // A rebuild puts every session anyway.
         if moved && !state.cleared {

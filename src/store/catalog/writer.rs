@@ -125,7 +125,7 @@ impl Inner {
 
     /// Changes the entry of `id` with `change`; an entry the index lacks makes the
     /// session suspect instead.
-    fn patch(
+    pub(super) fn patch(
         &self,
         state: &mut State,
         id: &str,
@@ -366,6 +366,24 @@ impl Pending {
             }
         }
         self.ops.push(op);
+    }
+
+    /// The sessions the write's changes name, or `None` when it may have changed
+    /// anything: what a shared store's change feed records of it.
+    pub(crate) fn sessions(&self) -> Option<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        for op in &self.ops {
+            let id = match op {
+                Op::All => return None,
+                Op::Created(entry) => &entry.id,
+                Op::Appended { session, .. } => session,
+                Op::Suspect(id) | Op::Dropped(id) => id,
+            };
+            if !out.contains(id) {
+                out.push(id.clone());
+            }
+        }
+        Some(out)
     }
 
     /// Hands the committed write's changes to the catalog, without waiting for its
