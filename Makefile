@@ -36,7 +36,7 @@ SDK_SANDBOX_TEST_DEPS ?= aiohttp==3.14.3 httpx==0.28.1 inline-snapshot==0.27.2 d
 # Where pip put the server: on the PATH, or in the user scheme's bin directory.
 OXIGRAPH_BIN = $$(command -v oxigraph || echo "$$(python3 -m site --user-base)/bin/oxigraph")
 
-.PHONY: deps llm virtuoso browser sandbox inspector claude-code codex python otel demo serve test lint crash-test bench-peers load-test bench-scale
+.PHONY: deps llm virtuoso browser sandbox inspector claude-code codex python otel demo serve test lint crash-test bench-peers load-test bench-scale bench-scale-remote
 
 # bindgen (used by the bundled RocksDB build) needs libclang.
 deps:
@@ -208,6 +208,16 @@ load-test: deps
 # (FORKTRAIL_SCALE_DIR to choose), FORKTRAIL_SCALE_SESSIONS for another largest size.
 bench-scale: deps
 	$(CARGO) bench --bench scale
+
+# Whether a shared SPARQL store stays flat as it grows, beside the embedded one: the
+# same sessions imported into RocksDB, an Oxigraph server on RocksDB and Virtuoso 7 (a
+# fifth of them copies that the import's dedup stores as forks), each measured at 3k,
+# 10k and 30k sessions: import per 1,000, a new process's first read, pages, search,
+# cold and warm replay, fork and append, with the requests each took. Release build;
+# temp dirs (FORKTRAIL_SCALE_DIR to choose), FORKTRAIL_BENCH_SIZES for other sizes.
+bench-scale-remote: deps virtuoso
+	FORKTRAIL_OXIGRAPH="$(OXIGRAPH_BIN)" FORKTRAIL_VIRTUOSO="$$(command -v virtuoso-t)" \
+	$(CARGO) bench --bench scale_remote
 
 # forktrail's core figures on RocksDB next to the same workloads on LangGraph's SQLite
 # checkpointer and the OpenAI Agents SDK's AdvancedSQLiteSession, in one run, printed as

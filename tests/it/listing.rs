@@ -1,5 +1,4 @@
-//! Pages of sessions and search (the catalog on stores this process owns, SPARQL on
-//! shared ones): every session exactly once across pages while others come and go, a
+//! Pages of sessions and search (the catalog, on every kind of store): every session exactly once across pages while others come and go, a
 //! cursor that outlives its session, filters, search that sees a turn appended a moment
 //! ago and forgets a deleted one, and an index that is deleted, corrupted or left
 //! behind by a killed process coming back the same from the RDF.
@@ -530,5 +529,43 @@ fn many_sessions_go_in_through_one_bulk_load_all_or_nothing() {
         assert_eq!(page.total, 3, "{}", s.kind);
         assert_eq!(hits(&s, "zanzibar").len(), 3, "{}", s.kind);
         assert!(s.verify(None).unwrap().is_clean());
+    }
+}
+
+/// The newest activity first means the same on every store and through any process: a
+/// session that just gained a turn leads the first page, whoever appended it, and the
+/// search finds the turn.
+#[test]
+fn a_session_that_just_gained_a_turn_is_listed_first_on_every_store_through_any_process() {
+    let first = |s: &Store| page(s, SessionQuery::default()).sessions[0].session.clone();
+    let round = std::sync::atomic::AtomicUsize::new(0);
+    let check = |writer: &Store, reader: &Store, kind: &str| {
+        let r = round.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let ids: Vec<SessionId> = (0..4).map(|_| new_session(writer, "p")).collect();
+        assert_eq!(first(reader), ids[3], "{kind}: the newest session first");
+        for (n, id) in [&ids[0], &ids[2], &ids[1]].into_iter().enumerate() {
+            // Time stamps are in milliseconds: each append is later than the last.
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            writer
+                .append(id, NewTurn::new(Role::User, format!("went on kiwano{r}x{n}")))
+                .unwrap();
+            assert_eq!(&first(reader), id, "{kind}: appended to, then first");
+            let hits = reader
+                .search(&SearchQuery {
+                    text: format!("kiwano{r}x{n}"),
+                    ..Default::default()
+                })
+                .unwrap();
+            assert_eq!(hits.hits.len(), 1, "{kind}: the appended turn found");
+            assert_eq!(&hits.hits[0].session, id, "{kind}: found in its session");
+        }
+    };
+    for s in stores() {
+        check(&s, &s, s.kind);
+    }
+    for (writer, reader) in shared_pairs() {
+        check(&writer, &reader, &format!("{}, read by another process", writer.kind));
+        // And the other way round, on the same store.
+        check(&reader, &writer, &format!("{}, written by the other", writer.kind));
     }
 }
