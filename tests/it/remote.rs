@@ -704,3 +704,86 @@ fn a_writer_whose_lease_lapsed_before_its_commit_arrived_commits_nothing() {
         assert!(report.is_clean(), "{what}: {:?}", report.problems);
     }
 }
+
+/// Two `forktrail serve` on one shared store, each with its own catalog: a session
+/// created, appended to and forked through one is listed, found and replayed through the
+/// other on its very next request (the other follows the store's change feed).
+#[cfg(feature = "server")]
+#[test]
+fn a_write_through_one_server_is_listed_found_and_replayed_through_the_other() {
+    use forktrail::server::ServerConfig;
+    use serde_json::{json, Value};
+    use std::sync::Arc;
+    let token = "two-servers-token";
+    for (writer, reader) in shared_pairs() {
+        let config = || ServerConfig {
+            token: Some(token.into()),
+            ..ServerConfig::default()
+        };
+        let reader = common::server::Server::start(Arc::new(reader), config());
+        let writer_store = Arc::new(Store::remote(RemoteConfig::new(writer.location())).unwrap());
+        let writer_http = common::server::Server::start(writer_store, config());
+        let json = |r: reqwest::blocking::Response| -> Value {
+            assert!(r.status().is_success(), "{}", r.status());
+            r.json().unwrap()
+        };
+        // The reader's catalog exists before the writes.
+        let before = json(reader.get("/sessions", "application/json"));
+        assert_eq!(before["total"], 0, "{}", writer.kind);
+        let created = json(writer_http.post_json("/sessions", Some(token), json!({})));
+        let id = created["session"].as_str().unwrap().to_string();
+        for text in ["the tamarillo question", "the tamarillo answer"] {
+            json(writer_http.post_json(
+                &format!("/sessions/{id}/turns"),
+                Some(token),
+                json!({"role": "user", "content": text}),
+            ));
+        }
+        let fork = json(writer_http.post_json(
+            &format!("/sessions/{id}/fork"),
+            Some(token),
+            json!({"at": 1, "label": "elsewhere"}),
+        ));
+        let fork_id = fork["session"].as_str().unwrap().to_string();
+        json(writer_http.post_json(
+            &format!("/sessions/{fork_id}/turns"),
+            Some(token),
+            json!({"role": "assistant", "content": "a feijoa instead"}),
+        ));
+        let listed = json(reader.get("/sessions", "application/json"));
+        let ids: Vec<&str> = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["session"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            [fork_id.as_str(), id.as_str()],
+            "{}: newest first",
+            writer.kind
+        );
+        assert_eq!(listed["sessions"][1]["forks"], 1, "{}", writer.kind);
+        let found = json(reader.get("/search?q=feijoa", "application/json"));
+        assert_eq!(
+            found["hits"][0]["session"],
+            fork_id.as_str(),
+            "{}",
+            writer.kind
+        );
+        let replay = json(reader.get(&format!("/sessions/{fork_id}/replay"), "application/json"));
+        let contents: Vec<&str> = replay
+            .as_array()
+            .or_else(|| replay["records"].as_array())
+            .unwrap()
+            .iter()
+            .map(|r| r["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            contents,
+            ["the tamarillo question", "a feijoa instead"],
+            "{}",
+            writer.kind
+        );
+    }
+}
