@@ -614,7 +614,27 @@ fn open_remote(target: &Target) -> Result<Store, Box<dyn std::error::Error>> {
     if let Some(update) = &target.update_endpoint {
         config = config.with_update_url(update.clone());
     }
-    Ok(Store::remote(config)?.with_limits(target.limits))
+    let store = Store::remote(config)?.with_limits(target.limits);
+    Ok(match catalog_dir(url) {
+        Some(dir) => store.with_catalog_dir(dir)?,
+        None => store,
+    })
+}
+
+/// Where the CLI keeps its catalog of the shared store at `url` between runs (see
+/// `Store::with_catalog_dir`): `$FORKTRAIL_CACHE_DIR`, else `$XDG_CACHE_HOME/forktrail`,
+/// else `~/.cache/forktrail`, under `catalogs/` by a digest of the URL. With none of
+/// them, the catalog is built in memory at each run.
+fn catalog_dir(url: &str) -> Option<std::path::PathBuf> {
+    use sha2::Digest;
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let cache = var("FORKTRAIL_CACHE_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| std::path::Path::new(&d).join("forktrail")))
+        .or_else(|| var("HOME").map(|h| std::path::Path::new(&h).join(".cache/forktrail")))?;
+    let digest = sha2::Sha256::digest(url.as_bytes());
+    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Some(cache.join("catalogs").join(name))
 }
 
 fn is_locked(e: &(dyn std::error::Error + 'static)) -> bool {

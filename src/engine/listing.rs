@@ -577,7 +577,9 @@ impl Store {
                 }
             }
         }
-        catalog.refresh().map_err(catalog_error)
+        catalog.refresh().map_err(catalog_error)?;
+        self.note_feed(catalog);
+        Ok(())
     }
 
     /// Rebuilds the catalog from the RDF: every session and its own turns. Writes wait

@@ -85,61 +85,68 @@ impl Rdf<'_> {
         Ok(out)
     }
 
-    /// For the sessions of a page (`(graph, length, first own index)`), in one request:
-    /// the digest of each one's last turn (its base digest, with no own turn), and which
-    /// of them some regeneration or run produced (whose tokens are then read).
+    /// For the sessions of a page (`(graph, length, first own index)`), in at most
+    /// three requests whatever the page's size: the digest of each one's last turn (its
+    /// base digest, with no own turn of its own), and which of them some regeneration or
+    /// run produced (whose tokens are then read). Each request is a `VALUES` block
+    /// joined with `GRAPH ?g` in one group, which Oxigraph server evaluates graph by
+    /// graph (as an `OPTIONAL` or a `UNION` of the three it read every graph: 1.1 s at
+    /// 12,000 sessions); Virtuoso 7 answers a `VALUES` block inside a `UNION` branch
+    /// with no rows, and nests a long `UNION` too deep to parse.
     pub(crate) fn page_heads(
         &self,
         page: &[(NamedNode, u64, u64)],
     ) -> Result<(HashMap<NamedNode, String>, HashSet<NamedNode>)> {
         let mut heads = HashMap::new();
         let mut produced = HashSet::new();
-        if page.is_empty() {
-            return Ok((heads, produced));
-        }
-        let mut branches = Vec::with_capacity(page.len() * 2);
+        let (mut last, mut bare, mut all) = (String::new(), String::new(), String::new());
         for (g, length, own_start) in page {
-            let mut branch = String::new();
             if length > own_start {
-                let _ = write!(
-                    branch,
-                    "{{ GRAPH {g} {{ ?t {} {} ; {} ?d }} BIND({g} AS ?g) BIND(\"head\" AS ?what) }}",
-                    ft::INDEX,
-                    Literal::from(*length - 1),
-                    ft::DIGEST,
-                );
+                let _ = write!(last, "({g} {}) ", Literal::from(*length - 1));
             } else {
-                let _ = write!(
-                    branch,
-                    "{{ GRAPH {g} {{ {g} {} ?d }} BIND({g} AS ?g) BIND(\"head\" AS ?what) }}",
-                    ft::BASE_DIGEST,
-                );
+                let _ = write!(bare, "{g} ");
             }
-            branches.push(branch);
-            branches.push(format!(
-                "{{ SELECT ?g (\"produced\" AS ?what) WHERE {{ GRAPH ?job_g {{ ?job {} {g} }} \
-                 BIND({g} AS ?g) }} LIMIT 1 }}",
-                ft::RESULT_SESSION,
-            ));
+            let _ = write!(all, "{g} ");
         }
-        let query = format!(
-            "SELECT ?g ?what ?d WHERE {{ {} }}",
-            branches.join(" UNION ")
-        );
-        for row in self.select_rows(&query)? {
-            let (Some(Term::NamedNode(g)), Some(what)) =
-                (row.get("g"), row.get("what").and_then(text))
-            else {
-                continue;
-            };
-            match (what, row.get("d").and_then(text)) {
-                ("head", Some(d)) => {
+        let ask = |query: String, heads: &mut HashMap<NamedNode, String>| -> Result<()> {
+            for row in self.select_rows(&query)? {
+                if let (Some(Term::NamedNode(g)), Some(d)) =
+                    (row.get("g"), row.get("d").and_then(text))
+                {
                     heads.insert(g.clone(), d.to_string());
                 }
-                ("produced", _) => {
+            }
+            Ok(())
+        };
+        if !last.is_empty() {
+            ask(
+                format!(
+                    "SELECT ?g ?d WHERE {{ VALUES (?g ?last) {{ {last}}} \
+                     GRAPH ?g {{ ?t {} ?last ; {} ?d }} }}",
+                    ft::INDEX,
+                    ft::DIGEST
+                ),
+                &mut heads,
+            )?;
+        }
+        if !bare.is_empty() {
+            ask(
+                format!(
+                    "SELECT ?g ?d WHERE {{ VALUES ?g {{ {bare}}} GRAPH ?g {{ ?g {} ?d }} }}",
+                    ft::BASE_DIGEST
+                ),
+                &mut heads,
+            )?;
+        }
+        if !all.is_empty() {
+            let query = format!(
+                "SELECT DISTINCT ?g WHERE {{ VALUES ?g {{ {all}}} GRAPH ?jg {{ ?job {} ?g }} }}",
+                ft::RESULT_SESSION
+            );
+            for row in self.select_rows(&query)? {
+                if let Some(Term::NamedNode(g)) = row.get("g") {
                     produced.insert(g.clone());
                 }
-                _ => {}
             }
         }
         Ok((heads, produced))

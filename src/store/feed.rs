@@ -18,10 +18,11 @@
 
 use super::catalog::Catalog;
 use super::Store;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::rdf::{change_quads, compaction, Touched};
 use oxigraph::model::{NamedNode, Quad};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -32,6 +33,8 @@ pub(crate) const KEEP: Duration = Duration::from_secs(600);
 /// following: what it missed may be compacted away (two minutes spare for the writers'
 /// clocks, which compaction goes by).
 const FOLLOW_WITHIN: Duration = Duration::from_secs(480);
+/// How often the heads are noted beside a catalog on disk when they have not changed.
+const NOTE_EVERY: Duration = Duration::from_secs(60);
 /// How often one process compacts the feed.
 const COMPACT_EVERY: Duration = Duration::from_secs(60);
 
@@ -42,6 +45,9 @@ pub(crate) struct Feed {
     /// The number of this process's last change.
     seq: AtomicU64,
     state: Mutex<Following>,
+    /// With a catalog on disk: where the heads it holds are noted, and the lock that
+    /// keeps it this process's alone.
+    kept: Option<Kept>,
 }
 
 #[derive(Default)]
@@ -52,6 +58,23 @@ struct Following {
     synced: Option<Instant>,
     /// When this process last compacted the feed.
     compacted: Option<Instant>,
+    /// The heads last noted beside a catalog on disk, and when.
+    noted: Option<(BTreeMap<String, u64>, Instant)>,
+}
+
+/// A catalog kept on disk between processes: the feed's heads it holds, in
+/// `feed.json` beside it, and the lock file held while a process uses it.
+struct Kept {
+    heads_file: PathBuf,
+    _lock: std::fs::File,
+}
+
+/// What `feed.json` holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Noted {
+    heads: BTreeMap<String, u64>,
+    /// When the feed was read up to those heads, in milliseconds since the Unix epoch.
+    synced_ms: i64,
 }
 
 impl Feed {
@@ -60,11 +83,63 @@ impl Feed {
             writer: uuid::Uuid::new_v4().simple().to_string(),
             seq: AtomicU64::new(0),
             state: Mutex::default(),
+            kept: None,
         }
     }
 
     fn state(&self) -> MutexGuard<'_, Following> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Store {
+    /// Keeps a shared store's catalog in directory `dir` between processes (the CLI
+    /// uses one per store under the user's cache directory): a process that finds it
+    /// there, noted less than eight minutes ago, follows the change feed from where
+    /// it was left instead of building the catalog from the whole store. A directory
+    /// another process is using is left to it (this one keeps its catalog in memory);
+    /// a catalog found damaged or of another version is rebuilt. No effect on a store
+    /// this process owns.
+    pub fn with_catalog_dir(mut self, dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let Some(feed) = &mut self.feed else {
+            return Ok(self);
+        };
+        let io = |context: String| move |source: std::io::Error| Error::Io { context, source };
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        let lock_path = dir.join("lock");
+        let lock = std::fs::File::create(&lock_path)
+            .map_err(io(format!("opening {}", lock_path.display())))?;
+        if lock.try_lock().is_err() {
+            return Ok(self);
+        }
+        let catalog = Catalog::open(dir).map_err(|e| Error::Io {
+            context: format!("opening the catalog in {}", dir.display()),
+            source: std::io::Error::other(e),
+        })?;
+        let heads_file = dir.join("feed.json");
+        let noted: Option<Noted> = std::fs::read(&heads_file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        {
+            let mut state = feed.state();
+            match noted {
+                Some(noted) => {
+                    let age = chrono::Utc::now().timestamp_millis() - noted.synced_ms;
+                    let age = Duration::from_millis(age.max(0) as u64);
+                    state.heads = noted.heads;
+                    state.synced = Instant::now().checked_sub(age);
+                }
+                // Heads unknown: what the catalog holds cannot be followed on from.
+                None => catalog.stale(),
+            }
+        }
+        feed.kept = Some(Kept {
+            heads_file,
+            _lock: lock,
+        });
+        self.catalog = Some(catalog);
+        Ok(self)
     }
 }
 
@@ -141,5 +216,45 @@ impl Store {
         catalog.suspect(&suspects);
         state.synced = Some(asked);
         Ok(())
+    }
+
+    /// With a catalog on disk, notes the heads it has applied and when (in `feed.json`,
+    /// replaced whole), for the next process to follow on from: when they changed, or
+    /// a minute after the last note. Not while a rebuild is due: the index on disk does
+    /// not hold what those heads promise until it is done. Suspects are safe to promise,
+    /// being in the catalog's journal (a process that ends first leaves them to the next).
+    pub(crate) fn note_feed(&self, catalog: &Catalog) {
+        let Some(feed) = &self.feed else {
+            return;
+        };
+        let Some(kept) = &feed.kept else {
+            return;
+        };
+        let mut state = feed.state();
+        if catalog.pending().1 {
+            return;
+        }
+        let fresh = state
+            .noted
+            .as_ref()
+            .is_some_and(|(heads, at)| *heads == state.heads && at.elapsed() < NOTE_EVERY);
+        if fresh {
+            return;
+        }
+        let noted = Noted {
+            heads: state.heads.clone(),
+            synced_ms: chrono::Utc::now().timestamp_millis()
+                - state.synced.map_or(0, |t| t.elapsed().as_millis() as i64),
+        };
+        let Ok(bytes) = serde_json::to_vec(&noted) else {
+            return;
+        };
+        let scratch = kept.heads_file.with_extension("json.new");
+        // A failure leaves the last note, which the next process may rebuild from.
+        if std::fs::write(&scratch, bytes).is_ok()
+            && std::fs::rename(&scratch, &kept.heads_file).is_ok()
+        {
+            state.noted = Some((noted.heads, Instant::now()));
+        }
     }
 }

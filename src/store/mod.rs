@@ -56,6 +56,8 @@
 //! - `change_for` — store/feed.rs: a shared store's change-feed entry for a write
 //! - `compact_feed` — store/feed.rs: removes a shared store's old change-feed entries
 //! - `follow_feed` — store/feed.rs: marks what other processes changed as suspect
+//! - `note_feed` — store/feed.rs: notes the feed's heads beside a catalog on disk
+//! - `with_catalog_dir` — store/feed.rs: keeps a shared store's catalog on disk
 //! - `write_through` — store/tx.rs: commits a change, then applies its effects
 //! - `writes_done` — store/tx.rs: writes done so far
 //! - `written_since` — store/tx.rs: whether a write was under way since `writes_done`

@@ -7,14 +7,19 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// `forktrail --store STORE ARGS`, with no store named by `FORKTRAIL_STORE`.
+/// `forktrail --store STORE ARGS`, with no store named by `FORKTRAIL_STORE`, and the
+/// catalogs of shared stores kept under the tests' temp directory, not the user's cache.
 pub fn forktrail(store: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_forktrail"));
     command
         .arg("--store")
         .arg(store)
         .args(args)
-        .env_remove("FORKTRAIL_STORE");
+        .env_remove("FORKTRAIL_STORE")
+        .env(
+            "FORKTRAIL_CACHE_DIR",
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache"),
+        );
     command
 }
 

@@ -547,7 +547,10 @@ fn a_session_that_just_gained_a_turn_is_listed_first_on_every_store_through_any_
             // Time stamps are in milliseconds: each append is later than the last.
             std::thread::sleep(std::time::Duration::from_millis(3));
             writer
-                .append(id, NewTurn::new(Role::User, format!("went on kiwano{r}x{n}")))
+                .append(
+                    id,
+                    NewTurn::new(Role::User, format!("went on kiwano{r}x{n}")),
+                )
                 .unwrap();
             assert_eq!(&first(reader), id, "{kind}: appended to, then first");
             let hits = reader
@@ -564,8 +567,16 @@ fn a_session_that_just_gained_a_turn_is_listed_first_on_every_store_through_any_
         check(&s, &s, s.kind);
     }
     for (writer, reader) in shared_pairs() {
-        check(&writer, &reader, &format!("{}, read by another process", writer.kind));
+        check(
+            &writer,
+            &reader,
+            &format!("{}, read by another process", writer.kind),
+        );
         // And the other way round, on the same store.
-        check(&reader, &writer, &format!("{}, written by the other", writer.kind));
+        check(
+            &reader,
+            &writer,
+            &format!("{}, written by the other", writer.kind),
+        );
     }
 }

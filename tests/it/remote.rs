@@ -787,3 +787,77 @@ fn a_write_through_one_server_is_listed_found_and_replayed_through_the_other() {
         );
     }
 }
+
+/// A shared store's catalog kept on disk between processes (as the CLI keeps it): the
+/// next process follows the change feed from where the last one left it, seeing what
+/// others wrote meanwhile, instead of reading the whole store; one whose notes are too
+/// old or unreadable rebuilds; a directory in use is left to its process.
+#[test]
+fn a_catalog_kept_on_disk_is_followed_on_by_the_next_process_or_rebuilt_when_too_old() {
+    use forktrail::{NewSession, SessionQuery};
+    let Some(server) = OxigraphServer::start() else {
+        return;
+    };
+    let url = server.query_url();
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        Store::remote(RemoteConfig::new(url.clone()))
+            .unwrap()
+            .with_catalog_dir(dir.path())
+            .unwrap()
+    };
+    let other = Store::remote(RemoteConfig::new(url.clone())).unwrap();
+    for _ in 0..30 {
+        let id = other.create_session(NewSession::default()).unwrap();
+        other
+            .append(&id, NewTurn::new(Role::User, "a turn"))
+            .unwrap();
+    }
+    let listed = |s: &Store| s.sessions(&SessionQuery::default()).unwrap();
+    assert_eq!(listed(&open()).total, 30);
+    // Meanwhile another process writes, and a session is written behind forktrail's
+    // back (no change feed entry): followed on, the catalog lists the first only.
+    let late = other.create_session(NewSession::default()).unwrap();
+    let behind = "urn:forktrail:session:written-behind";
+    let update = format!(
+        "PREFIX ft: <https://w3id.org/forktrail/ns#> PREFIX prov: <http://www.w3.org/ns/prov#> \
+         INSERT DATA {{ GRAPH <{behind}> {{ <{behind}> a ft:Session, prov:Entity ; \
+         ft:sessionId \"written-behind\" ; ft:branch \"main\" ; ft:forkDepth 0 ; \
+         ft:forkRoot <{behind}> ; prov:wasAttributedTo <urn:forktrail:agent:anonymous> ; \
+         <http://purl.org/dc/terms/created> \"2026-01-01T00:00:00.000Z\"^^<http://www.w3.org/2001/XMLSchema#dateTime> }} }}"
+    );
+    ureq::post(&url.replace("/query", "/update"))
+        .send_form(&[("update", update.as_str())])
+        .unwrap();
+    let s = open();
+    // Busy: a second process on the same directory keeps its catalog in memory (built
+    // from the store, so it lists both).
+    let busy = open();
+    assert_eq!(listed(&busy).total, 32);
+    drop(busy);
+    let page = listed(&s);
+    assert_eq!(
+        page.total, 31,
+        "followed on: the feed's session, not the other"
+    );
+    assert_eq!(page.sessions[0].session, late);
+    drop(s);
+    // Notes older than the feed keeps: rebuilt from the store, which lists both.
+    let notes = dir.path().join("feed.json");
+    let mut noted: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&notes).unwrap()).unwrap();
+    noted["synced_ms"] = (noted["synced_ms"].as_i64().unwrap() - 3_600_000).into();
+    std::fs::write(&notes, noted.to_string()).unwrap();
+    assert_eq!(listed(&open()).total, 32, "too old: rebuilt from the store");
+    // Unreadable notes: rebuilt too (a session written behind again shows it).
+    let again = update.replace("written-behind", "written-behind-again");
+    ureq::post(&url.replace("/query", "/update"))
+        .send_form(&[("update", again.as_str())])
+        .unwrap();
+    std::fs::write(&notes, "{").unwrap();
+    assert_eq!(
+        listed(&open()).total,
+        33,
+        "unreadable: rebuilt from the store"
+    );
+}
