@@ -465,10 +465,14 @@ impl Store {
         let (hits, total, parsed) = catalog.search(text, offset, limit).map_err(catalog_error)?;
         let mut out = Vec::with_capacity(hits.len());
         let mut gone = Vec::new();
-        for hit in hits {
-            match self.checked_hit(catalog, &*parsed, hit)? {
-                Ok(hit) => out.push(hit),
-                Err(session) => gone.push(session),
+        if self.across_network() {
+            (out, gone) = self.shared_hits(catalog, &*parsed, hits)?;
+        } else {
+            for hit in hits {
+                match self.checked_hit(catalog, &*parsed, hit)? {
+                    Ok(hit) => out.push(hit),
+                    Err(session) => gone.push(session),
+                }
             }
         }
         // Gone since the catalog was read is a write's doing, which the catalog has by
@@ -482,6 +486,76 @@ impl Store {
             total: total as u64,
             next: (end < total).then(|| format!("s{end}")),
         })
+    }
+
+    /// The hits of a search on a shared store: every hit's turn read in one request,
+    /// its session's branch, title and models from the catalog (which the change feed
+    /// keeps true); a turn the store no longer holds is left out, its session returned.
+    fn shared_hits(
+        &self,
+        catalog: &Catalog,
+        query: &dyn tantivy::query::Query,
+        hits: Vec<Hit>,
+    ) -> Result<(Vec<SearchHit>, Vec<String>)> {
+        let iri = |session: &str| -> Option<NamedNode> {
+            SessionId::new(session.to_string())
+                .ok()
+                .map(|id| self.session_iri(&id))
+        };
+        let points: Vec<(NamedNode, u64)> = hits
+            .iter()
+            .filter_map(|hit| match hit {
+                Hit::Turn { session, index, .. } => Some((iri(session)?, *index)),
+                Hit::Session { .. } => None,
+            })
+            .collect();
+        let mut turns = self.rdf().turns_at(&points)?;
+        let (mut out, mut gone) = (Vec::with_capacity(hits.len()), Vec::new());
+        for hit in hits {
+            let (session, index, score) = match &hit {
+                Hit::Turn {
+                    session,
+                    index,
+                    score,
+                } => (session.clone(), Some(*index), *score),
+                Hit::Session { session, score } => (session.clone(), None, *score),
+            };
+            let (Some(entry), Some(g), Ok(id)) = (
+                catalog.entry(&session).map_err(catalog_error)?,
+                iri(&session),
+                SessionId::new(session.clone()),
+            ) else {
+                gone.push(session);
+                continue;
+            };
+            let (text, role) = match index {
+                Some(i) => match turns.remove(&(g, i)) {
+                    Some((role, content)) => (content, Some(role.parse()?)),
+                    None => {
+                        gone.push(session);
+                        continue;
+                    }
+                },
+                None => {
+                    let mut parts: Vec<String> = entry.title.iter().cloned().collect();
+                    parts.push(entry.branch.clone());
+                    parts.extend(entry.models.iter().cloned());
+                    (parts.join(" · "), None)
+                }
+            };
+            let (snippet, highlights) = snippet_of(catalog, query, &text)?;
+            out.push(SearchHit {
+                session: id,
+                branch: entry.branch,
+                title: entry.title,
+                index,
+                role,
+                snippet,
+                highlights,
+                score,
+            });
+        }
+        Ok((out, gone))
     }
 
     /// A hit as the store holds it, or the session it names when the store does not.
@@ -520,14 +594,7 @@ impl Store {
                 (parts.join(" · "), None)
             }
         };
-        let (snippet, highlights) = catalog
-            .snippet(query, &text, SNIPPET_CHARS)
-            .map_err(catalog_error)?;
-        let snippet = if snippet.is_empty() {
-            text.chars().take(SNIPPET_CHARS).collect()
-        } else {
-            snippet
-        };
+        let (snippet, highlights) = snippet_of(catalog, query, &text)?;
         Ok(Ok(SearchHit {
             session: id,
             branch: facts.branch,
@@ -786,6 +853,22 @@ impl Store {
         let last = self.rdf().turn(facts, facts.length - 1)?;
         Ok(micros(last.created_at.as_deref()).max(created))
     }
+}
+
+/// The fragment of `text` that best matches `query`, with its matches (its start when
+/// nothing matches, such as a hit on a model name).
+fn snippet_of(
+    catalog: &Catalog,
+    query: &dyn tantivy::query::Query,
+    text: &str,
+) -> Result<(String, Vec<(usize, usize)>)> {
+    let (snippet, highlights) = catalog
+        .snippet(query, text, SNIPPET_CHARS)
+        .map_err(catalog_error)?;
+    if snippet.is_empty() {
+        return Ok((text.chars().take(SNIPPET_CHARS).collect(), highlights));
+    }
+    Ok((snippet, highlights))
 }
 
 /// A stored turn as the catalog indexes it.

@@ -151,4 +151,38 @@ impl Rdf<'_> {
         }
         Ok((heads, produced))
     }
+
+    /// The role and content of each turn `(graph, index)` that exists, in one request
+    /// (a `VALUES` block joined with `GRAPH ?g`, as [`Rdf::page_heads`] asks).
+    pub(crate) fn turns_at(
+        &self,
+        points: &[(NamedNode, u64)],
+    ) -> Result<HashMap<(NamedNode, u64), (String, String)>> {
+        let mut out = HashMap::new();
+        if points.is_empty() {
+            return Ok(out);
+        }
+        let mut rows = String::new();
+        for (g, i) in points {
+            let _ = write!(rows, "({g} {}) ", Literal::from(*i));
+        }
+        let query = format!(
+            "SELECT ?g ?i ?role ?content WHERE {{ VALUES (?g ?i) {{ {rows}}} \
+             GRAPH ?g {{ ?t {} ?i ; {} ?role ; {} ?content }} }}",
+            ft::INDEX,
+            ft::ROLE,
+            ft::CONTENT
+        );
+        for row in self.select_rows(&query)? {
+            if let (Some(Term::NamedNode(g)), Some(i), Some(role), Some(content)) = (
+                row.get("g"),
+                row.get("i").and_then(text).and_then(|i| i.parse().ok()),
+                row.get("role").and_then(text),
+                row.get("content").and_then(text),
+            ) {
+                out.insert((g.clone(), i), (role.to_string(), content.to_string()));
+            }
+        }
+        Ok(out)
+    }
 }

@@ -541,11 +541,17 @@ fn a_session_that_just_gained_a_turn_is_listed_first_on_every_store_through_any_
     let round = std::sync::atomic::AtomicUsize::new(0);
     let check = |writer: &Store, reader: &Store, kind: &str| {
         let r = round.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let ids: Vec<SessionId> = (0..4).map(|_| new_session(writer, "p")).collect();
+        // Time stamps are in milliseconds: each write is later than the last.
+        let later = || std::thread::sleep(std::time::Duration::from_millis(3));
+        let ids: Vec<SessionId> = (0..4)
+            .map(|_| {
+                later();
+                new_session(writer, "p")
+            })
+            .collect();
         assert_eq!(first(reader), ids[3], "{kind}: the newest session first");
         for (n, id) in [&ids[0], &ids[2], &ids[1]].into_iter().enumerate() {
-            // Time stamps are in milliseconds: each append is later than the last.
-            std::thread::sleep(std::time::Duration::from_millis(3));
+            later();
             writer
                 .append(
                     id,

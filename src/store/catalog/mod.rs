@@ -495,6 +495,12 @@ impl Catalog {
         Ok(())
     }
 
+    /// What the catalog holds of session `id`.
+    pub(crate) fn entry(&self, id: &str) -> Result<Option<Entry>, Failure> {
+        let state = self.state();
+        self.inner.entry(&state, id)
+    }
+
     /// About how many sessions and turns the committed index holds (deleted documents
     /// not yet merged away included).
     pub(crate) fn sizes(&self) -> (u64, u64) {
