@@ -174,7 +174,10 @@ enum Command {
     /// Rebuild the catalog (pages of sessions, search) from the RDF.
     ///
     /// The catalog is derived: safe to delete, rebuilt by this or by the first read
-    /// that finds it missing or damaged. Writes wait while it is rebuilt.
+    /// that finds it missing or damaged. Writes wait while it is rebuilt. On a shared
+    /// store (a URL), the catalog this machine keeps of it (under $FORKTRAIL_CACHE_DIR,
+    /// else the user's cache directory): rebuild it after a write made around
+    /// forktrail, which the store's change feed does not name.
     Reindex(sessions::ReindexArgs),
     /// Bring a store written by an older forktrail to the current digest version.
     ///
