@@ -154,8 +154,19 @@ impl ServeArgs {
             .enable_all()
             .build()?;
         let announce = url_file.clone();
+        let store = std::sync::Arc::new(store);
+        if store.remote_requests().is_some() {
+            // A shared store: its catalog is built (or followed on from the one kept on
+            // disk) while the server starts, not by the first page asked for.
+            let warm = std::sync::Arc::clone(&store);
+            std::thread::spawn(move || {
+                if let Err(e) = warm.count_sessions(&forktrail::SessionQuery::default()) {
+                    eprintln!("warning: the catalog of {}: {e}", warm.location());
+                }
+            });
+        }
         let served = runtime.block_on(forktrail::server::serve(
-            std::sync::Arc::new(store),
+            store,
             config,
             move |addr| {
                 if let Some(file) = &announce {
