@@ -165,16 +165,12 @@ impl ServeArgs {
                 }
             });
         }
-        let served = runtime.block_on(forktrail::server::serve(
-            store,
-            config,
-            move |addr| {
-                if let Some(file) = &announce {
-                    let _ = std::fs::write(file, format!("http://{addr}/sparql\n"));
-                }
-                banner(addr, writable, first_tree.as_ref(), &proxied)
-            },
-        ));
+        let served = runtime.block_on(forktrail::server::serve(store, config, move |addr| {
+            if let Some(file) = &announce {
+                let _ = std::fs::write(file, format!("http://{addr}/sparql\n"));
+            }
+            banner(addr, writable, first_tree.as_ref(), &proxied)
+        }));
         if let Some(file) = url_file {
             let _ = std::fs::remove_file(file);
         }
