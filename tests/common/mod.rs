@@ -203,11 +203,18 @@ impl Virtuoso {
     /// `$FORKTRAIL_VIRTUOSO` is the `virtuoso-t` binary; `isql-vt` is found beside it.
     /// Without the variable, Virtuoso stores are left out.
     pub fn start() -> Option<Self> {
+        Self::start_answering(1_000_000)
+    }
+
+    /// [`Virtuoso::start`], answering at most `rows` rows per query (its
+    /// `ResultSetMaxRows`, which cuts a longer answer short without a word; 10,000 in a
+    /// stock install).
+    pub fn start_answering(rows: u32) -> Option<Self> {
         let binary = std::path::PathBuf::from(std::env::var_os("FORKTRAIL_VIRTUOSO")?);
         let template = virtuoso_template(&binary);
         let dir = tempfile::tempdir().unwrap();
         std::fs::copy(&template, dir.path().join("v.db")).unwrap();
-        let (child, http, _) = spawn_virtuoso(&binary, dir.path());
+        let (child, http, _) = spawn_virtuoso(&binary, dir.path(), rows);
         Some(Self {
             _child: Reaped(child),
             http,
@@ -235,9 +242,10 @@ pub fn free_port() -> u16 {
 fn spawn_virtuoso(
     binary: &std::path::Path,
     dir: &std::path::Path,
+    rows: u32,
 ) -> (std::process::Child, u16, u16) {
     for _ in 0..4 {
-        match try_spawn_virtuoso(binary, dir) {
+        match try_spawn_virtuoso(binary, dir, rows) {
             Ok(started) => return started,
             Err(log) if log.contains("Failed HTTP listen") || log.contains("Failed to listen") => {
                 let _ = std::fs::remove_file(dir.join("v.lck"));
@@ -252,6 +260,7 @@ fn spawn_virtuoso(
 fn try_spawn_virtuoso(
     binary: &std::path::Path,
     dir: &std::path::Path,
+    rows: u32,
 ) -> Result<(std::process::Child, u16, u16), String> {
     let (sql, http) = (free_port(), free_port());
     let d = dir.display();
@@ -263,7 +272,7 @@ fn try_spawn_virtuoso(
          NumberOfBuffers = 10000\nMaxDirtyBuffers = 6000\nCheckpointInterval = 0\n\
          [HTTPServer]\nServerPort = 127.0.0.1:{http}\nServerThreads = 10\n\
          MaxClientConnections = 10\n\
-         [SPARQL]\nResultSetMaxRows = 1000000\nMaxQueryExecutionTime = 60\n"
+         [SPARQL]\nResultSetMaxRows = {rows}\nMaxQueryExecutionTime = 60\n"
     );
     let config = dir.join("virtuoso.ini");
     std::fs::write(&config, ini).unwrap();
@@ -312,7 +321,7 @@ fn virtuoso_template(binary: &std::path::Path) -> std::path::PathBuf {
         return db;
     }
     let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let (mut child, _, sql) = spawn_virtuoso(binary, scratch.path());
+    let (mut child, _, sql) = spawn_virtuoso(binary, scratch.path(), 1_000_000);
     let isql = binary.with_file_name("isql-vt");
     let status = std::process::Command::new(&isql)
         .arg(format!("127.0.0.1:{sql}"))

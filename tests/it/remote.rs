@@ -862,3 +862,42 @@ fn a_catalog_kept_on_disk_is_followed_on_by_the_next_process_or_rebuilt_when_too
         "unreadable: rebuilt from the store"
     );
 }
+
+/// A store that cuts every answer at 1,000 rows without a word (Virtuoso's
+/// `ResultSetMaxRows`): a new process's catalog of 1,100 sessions, built from it in
+/// requests of bounded rows, lists every session at its length and finds every turn.
+#[test]
+fn a_catalog_is_built_whole_from_a_store_that_cuts_answers_at_a_thousand_rows() {
+    use forktrail::{NewSession, SearchQuery, SessionQuery};
+    let Some(server) = Virtuoso::start_answering(1_000) else {
+        return;
+    };
+    let writer = Store::remote(RemoteConfig::new(server.query_url())).unwrap();
+    // Six turns each: 24 rows of turns a session, so 50 sessions' turns are cut.
+    let sessions = (0..1_100).map(|n| {
+        let turns = (0..6)
+            .map(|i| NewTurn::new(Role::User, format!("session{n} turn{i} quokka{n}x{i}")))
+            .collect();
+        (NewSession::default(), turns)
+    });
+    let ids = writer.import_sessions(sessions).unwrap();
+    let reader = Store::remote(RemoteConfig::new(server.query_url())).unwrap();
+    let page = reader
+        .sessions(&SessionQuery {
+            limit: Some(1_000),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(page.total, 1_100, "every session listed");
+    assert!(page.sessions.iter().all(|s| s.length == 6), "at its length");
+    for n in [0, 549, 1_099] {
+        let hits = reader
+            .search(&SearchQuery {
+                text: format!("quokka{n}x5"),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(hits.hits.len(), 1, "the last turn of session {n} found");
+        assert_eq!(hits.hits[0].session, ids[n]);
+    }
+}
