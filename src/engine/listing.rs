@@ -512,14 +512,7 @@ impl Store {
         let mut turns = self.rdf().turns_at(&points)?;
         let (mut out, mut gone) = (Vec::with_capacity(hits.len()), Vec::new());
         for hit in hits {
-            let (session, index, score) = match &hit {
-                Hit::Turn {
-                    session,
-                    index,
-                    score,
-                } => (session.clone(), Some(*index), *score),
-                Hit::Session { session, score } => (session.clone(), None, *score),
-            };
+            let (session, index, score) = hit.parts();
             let (Some(entry), Some(g), Ok(id)) = (
                 catalog.entry(&session).map_err(catalog_error)?,
                 iri(&session),
@@ -565,15 +558,7 @@ impl Store {
         query: &dyn tantivy::query::Query,
         hit: Hit,
     ) -> Result<std::result::Result<SearchHit, String>> {
-        let (session, index, score) = match &hit {
-            Hit::Turn {
-                session,
-                index,
-                score,
-                ..
-            } => (session.clone(), Some(*index), *score),
-            Hit::Session { session, score } => (session.clone(), None, *score),
-        };
+        let (session, index, score) = hit.parts();
         let Ok(id) = SessionId::new(session.clone()) else {
             return Ok(Err(session));
         };

@@ -93,30 +93,26 @@ pub fn remote() -> Option<TestStore> {
 /// catalog, following the store's change feed): on a fresh Oxigraph server, and with
 /// `FORKTRAIL_VIRTUOSO` on a Virtuoso server.
 pub fn shared_pairs() -> Vec<(TestStore, Store)> {
+    fn pair(
+        kind: &'static str,
+        url: String,
+        server: Box<dyn std::any::Any + Send + Sync>,
+    ) -> (TestStore, Store) {
+        let store = |url: &str| Store::remote(RemoteConfig::new(url)).unwrap();
+        let first = TestStore {
+            store: store(&url),
+            kind,
+            _dir: None,
+            _server: Some(server),
+        };
+        (first, store(&url))
+    }
     let mut out = Vec::new();
     if let Some(server) = OxigraphServer::start() {
-        let url = server.query_url();
-        out.push((
-            TestStore {
-                store: Store::remote(RemoteConfig::new(url.clone())).unwrap(),
-                kind: "remote",
-                _dir: None,
-                _server: Some(Box::new(server)),
-            },
-            Store::remote(RemoteConfig::new(url)).unwrap(),
-        ));
+        out.push(pair("remote", server.query_url(), Box::new(server)));
     }
     if let Some(server) = Virtuoso::start() {
-        let url = server.query_url();
-        out.push((
-            TestStore {
-                store: Store::remote(RemoteConfig::new(url.clone())).unwrap(),
-                kind: "virtuoso",
-                _dir: None,
-                _server: Some(Box::new(server)),
-            },
-            Store::remote(RemoteConfig::new(url)).unwrap(),
-        ));
+        out.push(pair("virtuoso", server.query_url(), Box::new(server)));
     }
     out
 }

@@ -167,6 +167,20 @@ pub(crate) enum Hit {
     },
 }
 
+impl Hit {
+    /// The session it names, the turn's index (none for a session hit), its score.
+    pub(crate) fn parts(&self) -> (String, Option<u64>, f32) {
+        match self {
+            Hit::Turn {
+                session,
+                index,
+                score,
+            } => (session.clone(), Some(*index), *score),
+            Hit::Session { session, score } => (session.clone(), None, *score),
+        }
+    }
+}
+
 /// A search's hits (one page), how many there are in all, and the parsed query (for
 /// re-checking a hit against the store's current content).
 pub(crate) type Found = (Vec<Hit>, usize, Box<dyn Query>);
