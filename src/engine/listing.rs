@@ -765,7 +765,8 @@ impl Store {
     }
 
     /// [`Store::rebuild_held`] on a store across a network: every session and its own
-    /// turns in two requests, the counts of children and families from their facts.
+    /// turns in requests of bounded rows, the counts of children and families from
+    /// their facts.
     fn rebuild_shared(&self, catalog: &Catalog) -> Result<ReindexReport> {
         let started = Instant::now();
         let sessions = self.rdf().every_session()?;
