@@ -970,6 +970,31 @@ async fn serious_violations(c: &Client, axe: &str) -> Vec<String> {
         .collect()
 }
 
+/// The two colour schemes a page is looked at in (each a browser of its own), and the
+/// two window sizes: a desktop and a phone.
+const SCHEMES: [(&str, &[&str]); 2] = [("light", &[]), ("dark", &["--force-dark-mode"])];
+const WIDTHS: [(u32, u32); 2] = [(1400, 900), (390, 844)];
+
+/// How the page shown is wider than its window, naming the innermost elements that
+/// stick out; `None` when it fits.
+async fn past_the_edge(c: &Client) -> Option<String> {
+    let fit = c
+        .execute(
+            "const w = window.innerWidth, out = [];
+             for (const e of document.body.querySelectorAll('*:not(svg *)')) {
+               const r = e.getBoundingClientRect();
+               if (r.right > w + 1 && ![...e.children].some(c => c.getBoundingClientRect().right > w + 1))
+                 out.push(e.tagName.toLowerCase() + (e.className ? '.' + e.className : '') + ' ' + Math.round(r.right));
+             }
+             return [document.documentElement.scrollWidth, w, out.slice(0, 5)];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    (fit[0].as_f64() > fit[1].as_f64())
+        .then(|| format!("{} wide in {}, past the edge: {}", fit[0], fit[1], fit[2]))
+}
+
 #[test]
 fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_dark() {
     let Some(driver) = chromedriver() else { return };
@@ -1007,9 +1032,9 @@ fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_
     });
     let mut problems = Vec::new();
     runtime().block_on(async {
-        for (scheme, switches) in [("light", &[][..]), ("dark", &["--force-dark-mode"][..])] {
+        for (scheme, switches) in SCHEMES {
             let c = browser_with(&driver, switches).await;
-            for (w, h) in [(1400, 900), (390, 844)] {
+            for (w, h) in WIDTHS {
                 c.set_window_size(w, h).await.unwrap();
                 for path in &pages {
                     c.goto(&format!("{base}{path}")).await.unwrap();
@@ -1025,25 +1050,8 @@ fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_
                         json!(scheme == "dark"),
                         "{scheme} mode is what the page sees"
                     );
-                    // The page's width, and the innermost elements that stick out.
-                    let fit = c
-                        .execute(
-                            "const w = window.innerWidth, out = [];
-                             for (const e of document.body.querySelectorAll('*:not(svg *)')) {
-                               const r = e.getBoundingClientRect();
-                               if (r.right > w + 1 && ![...e.children].some(c => c.getBoundingClientRect().right > w + 1))
-                                 out.push(e.tagName.toLowerCase() + (e.className ? '.' + e.className : '') + ' ' + Math.round(r.right));
-                             }
-                             return [document.documentElement.scrollWidth, w, out.slice(0, 5)];",
-                            vec![],
-                        )
-                        .await
-                        .unwrap();
-                    if fit[0].as_f64() > fit[1].as_f64() {
-                        problems.push(format!(
-                            "{path} at {w} px: {} wide in {}, past the edge: {}",
-                            fit[0], fit[1], fit[2]
-                        ));
+                    if let Some(out) = past_the_edge(&c).await {
+                        problems.push(format!("{path} at {w} px: {out}"));
                     }
                     for v in serious_violations(&c, &axe).await {
                         problems.push(format!("{path} at {w} px, {scheme}: {v}"));
