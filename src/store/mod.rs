@@ -184,6 +184,7 @@
 //! - `end_run` — whatif/run.rs: ends a running run, its reservation charged or released
 //! - `end_in_flight` — whatif/run.rs: charges the reservation a run holds
 //! - `hold` — whatif/run.rs: writes a run's reservation before its call
+//! - `answer_from_recording` — whatif/recorded.rs: a branch's open tool calls answered from its recording
 //!
 //! - `plan_comparison` — whatif/compare.rs: what a comparison would cost, arm by arm
 //! - `begin_comparison` — whatif/compare.rs: records a comparison

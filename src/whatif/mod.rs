@@ -7,6 +7,7 @@
 //! | `regenerate.rs` | one answer at a fork point: a regeneration job |
 //! | `budget.rs` | a comparison's money cap, shared by its arms |
 //! | `run.rs` | a run: a regeneration that keeps going, tool calls answered from the recording |
+//! | `recorded.rs` | a branch's open tool calls answered from the recording it was forked from, by the runs' matching |
 //! | `compare.rs` | arms, a comparison, its figures, resume |
 //!
 //! A **comparison** forks the session at K once per arm and runs each arm: the model
@@ -21,6 +22,7 @@ mod call;
 mod compare;
 mod figures;
 mod provider;
+mod recorded;
 mod regenerate;
 mod run;
 mod stats;

@@ -33,7 +33,7 @@ struct RecordedCall {
 pub(super) struct Recording {
     at: u64,
     pub(super) turns: Vec<Turn>,
-    iris: Vec<NamedNode>,
+    pub(super) iris: Vec<NamedNode>,
     by_iri: HashMap<String, u64>,
     calls: Vec<RecordedCall>,
 }
@@ -77,7 +77,7 @@ impl Recording {
 
     /// The recorded result answering `call`: the first unused one made at or after the
     /// fork point, else the latest one made before it.
-    fn answer(&self, call: &ToolCall, used: &HashSet<u64>) -> Option<u64> {
+    pub(super) fn answer(&self, call: &ToolCall, used: &HashSet<u64>) -> Option<u64> {
         let arguments = call.canonical_arguments();
         let same = || {
             self.calls
@@ -101,18 +101,23 @@ impl Recording {
 }
 
 /// What the fork's committed turns say about a run.
-struct Progress {
+pub(super) struct Progress {
     /// The last recorded user turn fed.
     consumed_user: Option<u64>,
     /// The recorded tool results used.
-    used: HashSet<u64>,
+    pub(super) used: HashSet<u64>,
     /// Model calls taken.
     steps: u64,
 }
 
 impl Store {
     /// What run `fork` has done so far, read from its turns.
-    fn progress(&self, fork: &SessionId, turns: &[Turn], rec: &Recording) -> Result<Progress> {
+    pub(super) fn progress(
+        &self,
+        fork: &SessionId,
+        turns: &[Turn],
+        rec: &Recording,
+    ) -> Result<Progress> {
         let graph = self.session_iri(fork);
         let mut p = Progress {
             consumed_user: None,
