@@ -641,7 +641,7 @@ pub fn demo(
             oxigraph::model::Literal::from(tree.booking.as_str()).into(),
         )],
     )?;
-    query_results(results, "table", &mut *out)?;
+    audit_table(results, &mut *out)?;
     // Name the binary as it was started (e.g. target/release/forktrail), so the hints run.
     let exe = std::env::args()
         .next()
@@ -661,6 +661,34 @@ pub fn demo(
         queries::AUDIT_DESCENDANTS.name,
         tree.root
     )?;
+    Ok(())
+}
+
+/// The demo's audit as a table that fits a terminal: per turn its index, the branch
+/// that owns it, its role, who or what produced it and when (to the second); the
+/// session's id and the agents' IRIs are the query's to give (`query … --format json`).
+fn audit_table(results: QueryResults<'static>, out: &mut dyn Write) -> CliResult {
+    let QueryResults::Solutions(solutions) = results else {
+        return Err("the audit query did not answer with rows".into());
+    };
+    let mut rows = Vec::new();
+    for solution in solutions {
+        let solution = solution?;
+        let text = |var: &str| cell(solution.get(var));
+        let at = text("generatedAt");
+        let at = chrono::DateTime::parse_from_rfc3339(&at)
+            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+            .unwrap_or(at);
+        rows.push(vec![
+            text("index"),
+            text("ownerBranch"),
+            text("role"),
+            text("agentName"),
+            at,
+        ]);
+    }
+    let headers = ["turn", "branch", "role", "produced by", "at"];
+    write!(out, "{}", table(&headers, &rows))?;
     Ok(())
 }
 

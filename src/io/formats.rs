@@ -248,10 +248,26 @@ impl ImportFormat {
     /// The sniffed format of `content`, or an error naming `what` and the choices.
     pub fn sniff_or_explain(content: &[u8], what: &str) -> Result<Self> {
         Self::sniff(content).ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "cannot tell the format of {what}; pass --format one of {}",
-                Self::NAMES.join(", ")
-            ))
+            // Content that is meant as JSON but does not parse is named as such: the
+            // format is not what is wrong.
+            let text = String::from_utf8_lossy(content);
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let broken = match first.trim_start().chars().next() {
+                Some('{') => serde_json::from_str::<serde::de::IgnoredAny>(first).err(),
+                Some('[') => serde_json::from_str::<serde::de::IgnoredAny>(&text).err(),
+                _ => None,
+            };
+            Error::InvalidInput(match broken {
+                Some(e) => format!(
+                    "{what} is not valid JSON ({e}), so its format cannot be told; fix it, or \
+                     pass --format one of {}",
+                    Self::NAMES.join(", ")
+                ),
+                None => format!(
+                    "cannot tell the format of {what}; pass --format one of {}",
+                    Self::NAMES.join(", ")
+                ),
+            })
         })
     }
 }

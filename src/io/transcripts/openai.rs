@@ -92,7 +92,15 @@ impl Store {
             let all: Vec<Value> = serde_json::from_str(text).map_err(|e| {
                 invalid(
                     e.line() as u64,
-                    format!("not a JSON array of messages: {e}"),
+                    match e.classify() {
+                        // Broken JSON, not the wrong shape: say so first.
+                        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                            format!(
+                                "the file is not valid JSON ({e}), so not a JSON array of messages"
+                            )
+                        }
+                        _ => format!("not a JSON array of messages: {e}"),
+                    },
                 )
             })?;
             messages.extend(
