@@ -143,10 +143,33 @@ pub(crate) fn facts(info: &SessionInfo, parent_branch: Option<&str>, links: Link
             @if let Some(t) = info.tokens {
                 dt { "Tokens" } dd { (t.input) " in, " (t.output) " out" }
             }
-            @if let Some(at) = &info.created_at { dt { "Created" } dd { (at) } }
+            @if let Some(at) = &info.created_at { dt { "Created" } dd { (when(at)) } }
             @if let Some(d) = &info.head_digest { dt { "Head digest" } dd { code { (d) } } }
         }
     }
+}
+
+/// A stored time (RFC 3339, milliseconds and all) as people read it: to the minute, in
+/// UTC, the exact value in the element's `datetime` and `title`.
+pub(crate) fn when(at: &str) -> Markup {
+    let short = chrono::DateTime::parse_from_rfc3339(at)
+        .map(|t| {
+            t.with_timezone(&chrono::Utc)
+                .format("%Y-%m-%d %H:%M UTC")
+                .to_string()
+        })
+        .unwrap_or_else(|_| at.to_string());
+    html! { time datetime=(at) title=(at) { (short) } }
+}
+
+/// Whole seconds from the stored time `since` to now (`None` if it does not parse).
+pub(crate) fn seconds_since(since: &str) -> Option<i64> {
+    let since = chrono::DateTime::parse_from_rfc3339(since).ok()?;
+    Some(
+        (chrono::Utc::now() - since.with_timezone(&chrono::Utc))
+            .num_seconds()
+            .max(0),
+    )
 }
 
 /// The branch label of `info`'s parent, found in its family's tree.
@@ -215,7 +238,7 @@ pub(crate) fn turn_item(
                         (link(links.turn(&turn.session, turn.index), html! { "from " (turn.branch) }))
                     }
                 }
-                @if let Some(at) = &turn.created_at { " " time datetime=(at) { (at) } }
+                @if let Some(at) = &turn.created_at { " " (when(at)) }
                 " " code.digest title=(turn.digest) { (turn.digest.get(..12).unwrap_or(&turn.digest)) }
             }
             (content(&turn.content))

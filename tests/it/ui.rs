@@ -135,11 +135,11 @@ fn the_sessions_page_lists_every_session_and_searches_them() {
             "{id}"
         );
     }
-    assert!(html.contains("4 sessions in 1 trees"), "{html}");
+    assert!(html.contains("4 sessions in 1 tree,"), "{html}");
     // The root row counts the forks of its tree.
     let root_row = html.split("<tr class=\"root\">").nth(1).unwrap();
     assert!(
-        root_row.contains("<td class=\"number\">3</td>"),
+        root_row.contains("<td class=\"number\" data-label=\"Forks\">3</td>"),
         "{root_row}"
     );
     // Search: every word must occur, case aside, across contents, titles, branch
@@ -836,9 +836,13 @@ fn followed_until(ui: &Ui, location: &str, done: &str) -> String {
     }
 }
 
-/// Follows job page `location` until the job ends; its page then.
+/// Follows `location` (a job's page, or the playback an answer lands on, which shows
+/// the job at its turn while it runs) until the job ends; the page then.
 fn finished_job(ui: &Ui, location: &str) -> String {
-    assert!(location.starts_with("/ui/jobs/"), "{location}");
+    assert!(
+        location.starts_with("/ui/jobs/") || location.contains("&job="),
+        "{location}"
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let html = get(format!("{}{location}", ui.base))
@@ -899,8 +903,19 @@ fn the_composer_continues_a_session_and_edit_sends_a_new_branch_a_model_answers(
         Some(TOKEN),
     );
     assert_eq!(status, 303);
+    // Back in the thread, at the answer's turn, which shows once written.
+    assert!(
+        location.starts_with(&format!("/ui/sessions/{root}?"))
+            && location.ends_with(&format!("#turn-{}", n + 2)),
+        "{location}"
+    );
     let html = finished_job(&ui, &location);
-    assert!(html.contains("data-status=\"complete\""), "{html}");
+    assert!(
+        html.contains(&format!("id=\"turn-{}\"", n + 2))
+            && !html.contains("class=\"turn pending")
+            && html.contains("stub-model answers: And Wednesday?"),
+        "{html}"
+    );
     let now = store.load(&root, None).unwrap();
     assert_eq!(now.len() as u64, n + 3);
     let answer = &now[now.len() - 1];
@@ -1271,7 +1286,9 @@ fn compare_models_from_here_estimates_then_begins_and_follows_the_comparison_to_
     let before = common::quads(&store);
     let (status, _, html) = compare_post(&ui, &root, &chosen(&[]), None);
     assert_eq!(status, 401);
-    assert!(html.contains("Authorization") && html.contains("name=\"model-2\" value=\"model-b\""));
+    assert!(
+        html.contains("this server's token") && html.contains("name=\"model-2\" value=\"model-b\"")
+    );
     let (status, _, html) = compare_post(&ui, &root, &[("at", "2"), ("model-1", "m")], Some(TOKEN));
     assert_eq!(status, 400);
     assert!(html.contains("no model is ticked"), "{html}");
@@ -1565,5 +1582,138 @@ fn a_failed_what_if_says_what_failed_and_offers_a_retry_and_the_way_back() {
     assert!(
         html.contains(&format!("href=\"/ui/sessions/{root}?from=0#turn-1\"")),
         "{html}"
+    );
+}
+
+/// An assistant turn calling `name(args)` (call id `z1`), as a branch of `root` from
+/// turn 2 labelled `label`.
+fn branch_calling(
+    store: &Store,
+    root: &SessionId,
+    label: &str,
+    args: serde_json::Value,
+) -> SessionId {
+    let calls = serde_json::json!([{"id": "z1", "type": "function",
+        "function": {"name": "get_weather", "arguments": args.to_string()}}]);
+    let options = forktrail::ForkOptions {
+        at: Some(2),
+        label: Some(label.into()),
+        ..Default::default()
+    };
+    let turn = NewTurn::new(Role::Assistant, "")
+        .tool_calls(calls.to_string())
+        .model("model-a");
+    store.fork_with(root, options, vec![turn]).unwrap().session
+}
+
+#[test]
+fn a_branch_answers_its_tool_calls_from_the_recording_or_by_hand_and_a_refusal_writes_nothing() {
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = writable(&store);
+    let root = travel::session(&store, "trip");
+    let same = branch_calling(
+        &store,
+        &root,
+        "same-call",
+        serde_json::json!({"city": "Paris"}),
+    );
+    let other = branch_calling(
+        &store,
+        &root,
+        "new-call",
+        serde_json::json!({"city": "Rome"}),
+    );
+    // The composer names the open call and offers the recording's answer.
+    let (_, _, html) = page(&ui, &format!("/ui/sessions/{same}"));
+    assert!(
+        html.contains("get_weather({&quot;city&quot;:&quot;Paris&quot;})"),
+        "{html}"
+    );
+    assert!(html.contains(&format!("action=\"/ui/sessions/{same}/recorded\"")));
+    assert!(html.contains("<option value=\"tool\" selected>"), "{html}");
+
+    // From the recording: the recorded result, answering the branch's own call, derived
+    // from the recorded turn.
+    let (status, location, _) = post(
+        &ui,
+        &format!("/ui/sessions/{same}/recorded"),
+        &[],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 303);
+    assert!(location.ends_with("#turn-3"), "{location}");
+    let answer = store.load(&same, None).unwrap().pop().unwrap();
+    assert_eq!(
+        (answer.index, answer.role, answer.content.as_str()),
+        (3, Role::Tool, "18C, sunny")
+    );
+    assert_eq!(
+        (answer.tool_call_id.as_deref(), answer.name.as_deref()),
+        (Some("z1"), Some("get_weather"))
+    );
+    let ft = forktrail::vocab::ft::NS;
+    let q = format!(
+        "SELECT ?x ?id ?recorded WHERE {{ GRAPH ?g {{ ?x <http://www.w3.org/ns/prov#wasDerivedFrom> ?y ; <{ft}toolCallId> ?id }}
+           GRAPH ?h {{ ?y <{ft}toolCallId> ?recorded }} }}"
+    );
+    let bound = [
+        ("id", oxigraph::model::Literal::from("z1").into()),
+        ("recorded", oxigraph::model::Literal::from("c1").into()),
+    ];
+    match store.query(&q, &bound).unwrap() {
+        oxigraph::sparql::QueryResults::Solutions(rows) => assert_eq!(rows.count(), 1),
+        _ => panic!("not rows"),
+    }
+
+    // Nothing to answer now, and a call the recording never made: refused, named,
+    // nothing written.
+    let before = common::quads(&store);
+    for (session, why) in [
+        (&same, "makes no tool call"),
+        (
+            &other,
+            "no recorded result answers get_weather({\"city\":\"Rome\"}) of turn 2",
+        ),
+        (&root, "is not a fork"),
+    ] {
+        let (status, _, html) = post(
+            &ui,
+            &format!("/ui/sessions/{session}/recorded"),
+            &[],
+            Some(TOKEN),
+        );
+        assert_eq!(status, 400, "{html}");
+        let html = html.replace("&quot;", "\"");
+        assert!(html.contains(why), "{why}: {html}");
+    }
+    assert_eq!(common::quads(&store), before);
+
+    // By hand: a tool turn naming the call it answers; a tool turn naming none is refused.
+    let append = format!("/ui/sessions/{other}/append");
+    let (status, _, html) = post(
+        &ui,
+        &append,
+        &[("role", "tool"), ("content", "9C, rain")],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 400, "{html}");
+    assert!(html.contains("answers a tool call"), "{html}");
+    assert_eq!(common::quads(&store), before);
+    let form = [
+        ("role", "tool"),
+        ("tool_call_id", "z1"),
+        ("content", "9C, rain"),
+    ];
+    let (status, location, _) = post(&ui, &append, &form, Some(TOKEN));
+    assert_eq!(status, 303);
+    assert!(location.ends_with("#turn-3"), "{location}");
+    let by_hand = store.load(&other, None).unwrap().pop().unwrap();
+    assert_eq!(
+        (
+            by_hand.role,
+            by_hand.content.as_str(),
+            by_hand.tool_call_id.as_deref()
+        ),
+        (Role::Tool, "9C, rain", Some("z1"))
     );
 }

@@ -124,7 +124,7 @@ pub(super) async fn merge(
         StatusCode::OK,
         "merge preview",
         html! {
-            h1 { "Merge " (name_of(&state, &plan.child).await) " back" }
+            h1 { "Merge " (label_of(&state, &plan.child).await) " back" }
             p { "Appends turn " (plan.index) " to " (name_of(&state, &plan.into).await)
                 ", covering turns " (plan.first) "–" (plan.last) " of the fork (" code { (plan.reference) } "):" }
             (html::content(&plan.content))

@@ -3,8 +3,12 @@
 //! turn of a new branch forked just before it, as chat UIs do with edit-and-resend.
 //!
 //! An answer runs as a what-if job with reason `continue`: it is appended to the
-//! session itself (to a fork, should the session have grown meanwhile), and the job's
-//! page follows it until it ends, then links to the answer.
+//! session itself (to a fork, should the session have grown meanwhile). The form lands
+//! back on the session's playback at the turn the answer will be, which shows the job
+//! there while it runs (with script it follows it and shows the answer in place).
+//!
+//! A tool call the last turn makes is answered by hand (a `tool` turn naming the call)
+//! or from the recording the branch was forked from (`Store::answer_from_recording`).
 
 use super::shell::{
     self, endpoints, error_page, given, may_write, session_id, token_field, write, Page,
@@ -49,22 +53,61 @@ fn send_buttons(send: &str) -> Markup {
     }
 }
 
-/// The composer at the end of a session: a turn to add (a user's, by default), and
+/// The tool calls `last` (a session's last turn) makes, which no turn answers yet.
+fn open_calls(last: Option<&Turn>) -> Vec<crate::model::tool_call::ToolCall> {
+    match last {
+        Some(t) if t.role == Role::Assistant => {
+            crate::model::tool_call::parse_tool_calls(t.tool_calls.as_deref()).unwrap_or_default()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The composer at the end of a session: a turn to add (a user's, by default; a tool's
+/// when the last turn calls tools, which can also be answered from the recording), and
 /// whether a model answers it.
-pub(super) fn composer(info: &SessionInfo, state: &AppState) -> Markup {
+pub(super) fn composer(info: &SessionInfo, last: Option<&Turn>, state: &AppState) -> Markup {
     let id = &info.session;
+    let calls = open_calls(last);
+    let role = |r: &str| (calls.is_empty() && r == "user") || (!calls.is_empty() && r == "tool");
     html! {
         section #composer.composer aria-labelledby="composer-title" {
             h2 #composer-title { "Continue " (info.branch) }
             @if info.length == info.forked_at_index.unwrap_or(0) && info.parent.is_some() {
                 p.meta { "This branch has no turns of its own yet: write its first." }
             }
+            @if let (Some(last), false) = (last, calls.is_empty()) {
+                p.open-calls { "Turn " (last.index) " calls "
+                    @for (n, c) in calls.iter().enumerate() {
+                        @if n > 0 { ", " }
+                        code { (c.name) "(" (c.arguments) ")" }
+                    }
+                    ": answer " @if info.parent.is_some() { "from the recording, or " } "by hand." }
+                @if info.parent.is_some() {
+                    form.write.recorded method="post" action=(format!("/ui/sessions/{id}/recorded")) {
+                        (answer_fields("recorded", state))
+                        (token_field("recorded-token"))
+                        div.buttons {
+                            button.recorded type="submit" { "Answer from the recording" }
+                            button.recorded-answer type="submit" name="answer" value="1" {
+                                "Answer from the recording and have the model go on"
+                            }
+                        }
+                    }
+                }
+            }
             form.write method="post" action=(format!("/ui/sessions/{id}/append")) {
                 label for="composer-role" { "As" }
                 select #composer-role name="role" {
-                    option value="user" selected { "user" }
-                    option value="assistant" { "assistant" }
-                    option value="system" { "system" }
+                    @for r in ["user", "assistant", "system", "tool"] {
+                        option value=(r) selected[role(r)] { (r) }
+                    }
+                }
+                @if !calls.is_empty() {
+                    label for="composer-call" { "Answering" }
+                    select #composer-call name="tool_call_id" {
+                        @for c in &calls { option value=(c.id) { (c.name) "(" (c.arguments) ")" } }
+                    }
                 }
                 label for="composer-content" { "Turn " (info.length) }
                 textarea #composer-content name="content" rows="4" required {}
@@ -119,6 +162,9 @@ struct AnswerForm {
 struct AppendForm {
     #[serde(default)]
     role: String,
+    /// The call a tool turn answers.
+    #[serde(default)]
+    tool_call_id: String,
     content: String,
     #[serde(flatten)]
     ask: AnswerForm,
@@ -140,18 +186,33 @@ pub(super) async fn append(
         "" | "user" => Role::User,
         "assistant" => Role::Assistant,
         "system" => Role::System,
+        "tool" => Role::Tool,
         other => {
             return Err(error_page(
                 &state,
                 ApiError::bad_request(format!(
-                    "role {other:?}: expected user, assistant or system"
+                    "role {other:?}: expected user, assistant, system or tool"
                 )),
             ))
         }
     };
     let (endpoint, ask) = Ask::read(&state, &f.ask)?;
     let session = id.clone();
-    let turn = NewTurn::new(role, f.content);
+    let mut turn = NewTurn::new(role, f.content);
+    match (role, given(&f.tool_call_id)) {
+        (Role::Tool, Some(call)) => turn = turn.tool_call_id(&call),
+        (Role::Tool, None) => {
+            return Err(error_page(
+                &state,
+                ApiError::bad_request(
+                    "a tool turn answers a tool call, and none was chosen: the last turn \
+                     makes no call to answer"
+                        .to_string(),
+                ),
+            ))
+        }
+        _ => {}
+    }
     let index = write(&state, move |store| store.append(&session, turn)).await?;
     match endpoint {
         Some(endpoint) => answer(&state, id, index + 1, ask, endpoint).await,
@@ -199,6 +260,29 @@ pub(super) async fn edit(
     match endpoint {
         Some(endpoint) => answer(&state, plan.session, at + 1, ask, endpoint).await,
         None => Ok(Redirect::to(&at_turn(&plan.session, at)).into_response()),
+    }
+}
+
+/// `POST /ui/sessions/{id}/recorded`: answers the last turn's tool calls from the
+/// recording the branch was forked from (one write); with an answer asked for, on to
+/// the model that goes on from them, else back to the session's end.
+pub(super) async fn recorded(
+    state: Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Page {
+    let state = state.0;
+    let f: AnswerForm = shell::form(&state, &body)?;
+    may_write(&state, &headers, &f.token)?;
+    let id = session_id(&state, &id)?;
+    let (endpoint, ask) = Ask::read(&state, &f)?;
+    let session = id.clone();
+    let appended = write(&state, move |store| store.answer_from_recording(&session)).await?;
+    let last = appended.last().copied().unwrap_or_default();
+    match endpoint {
+        Some(endpoint) => answer(&state, id, last + 1, ask, endpoint).await,
+        None => Ok(Redirect::to(&at_turn(&id, last)).into_response()),
     }
 }
 
@@ -251,8 +335,17 @@ async fn answer(
         ..Default::default()
     };
     let back = at_turn(&id, at - 1);
-    match crate::server::rest::start_regeneration(state, id, options).await {
-        Ok(job) => Ok(Redirect::to(&format!("/ui/jobs/{}", job.job)).into_response()),
+    match crate::server::rest::start_regeneration(state, id.clone(), options).await {
+        // Back to the thread, at the turn the answer will be: the page shows it once
+        // written (with script, in place; without, on a reload).
+        Ok(job) => {
+            let page = at.saturating_sub(1) / crate::html::PAGE * crate::html::PAGE;
+            let job = url::form_urlencoded::byte_serialize(job.job.as_bytes()).collect::<String>();
+            Ok(Redirect::to(&format!(
+                "/ui/sessions/{id}?from={page}&job={job}#turn-{at}"
+            ))
+            .into_response())
+        }
         // The turn is in: say so, and what kept the model from answering it.
         Err(e) => Err(shell::page(
             state,

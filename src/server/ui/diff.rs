@@ -57,7 +57,15 @@ pub(super) async fn diff(state: Shared, Query(q): Query<DiffQuery>) -> Page {
                 .map(ReplayRecord::from)
                 .collect(),
         };
-        Ok((d, shared, (store.info(&left)?, store.info(&right)?)))
+        let ancestor = match &d.common_ancestor {
+            Some(c) => Some(store.info(c)?),
+            None => None,
+        };
+        Ok((
+            d,
+            shared,
+            (store.info(&left)?, store.info(&right)?, ancestor),
+        ))
     })
     .await?;
     let rows = d.rows();
@@ -84,7 +92,10 @@ pub(super) async fn diff(state: Shared, Query(q): Query<DiffQuery>) -> Page {
             dt { "Shared" } dd {
                 (d.common_prefix) " turns"
                 @match &d.common_ancestor {
-                    Some(c) => { ", common ancestor " a href=(format!("/ui/sessions/{c}")) { (c) } }
+                    Some(c) => { ", common ancestor "
+                        a href=(format!("/ui/sessions/{c}")) {
+                            (infos.2.as_ref().map_or(c.as_str(), |i| i.title.as_deref().unwrap_or(&i.branch))) }
+                        " " span.id { (c) } }
                     None => { ", no common ancestor" }
                 }
                 " (found by " (serde_json::to_value(d.found_by).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()) ")"
@@ -137,12 +148,15 @@ fn diff_row(left: &[ReplayRecord], right: &[ReplayRecord], row: &AlignedRow) -> 
     let cell = |t: Option<&ReplayRecord>, runs: Option<&Vec<(bool, String)>>, mark: &str| {
         html! { @if let Some(t) = t {
             div.meta { "#" (t.index) " " span class=(format!("role role-{}", t.role.as_str())) { (t.role.as_str()) } " · " (t.branch) }
+            // A tool's output and a call's arguments are data (JSON, mostly): set as code,
+            // which wraps anywhere, where words break only at spaces.
+            @let data = t.role == crate::model::Role::Tool || t.tool_calls.is_some();
             @match runs {
-                Some(runs) => div.text { @for (changed, text) in runs {
+                Some(runs) => div.text.data[data] { @for (changed, text) in runs {
                     @if *changed { span class=(mark) { (text) } } @else { (text) }
                 } },
                 None => {
-                    (html::content(&t.content))
+                    @if data { div.data { (html::content(&t.content)) } } @else { (html::content(&t.content)) }
                     @if let Some(calls) = &t.tool_calls { (html::tool_calls(calls)) }
                 }
             }

@@ -107,12 +107,18 @@ pub(super) async fn what_if(
             store.plan_regeneration(&plan_id, &options)
         })
         .await?;
+        let unreachable = unreachable(&plan.endpoint).await;
         return Ok(page(
             &state,
             StatusCode::OK,
             "what-if estimate",
             html! {
-                h1 { "What-if on " (name_of(&state, &id).await) " at turn " (plan.at) }
+                h1 { "What-if on " (label_of(&state, &id).await) ": turn " (plan.at) " anew" }
+                p.meta { "Session " span.id { (id) } }
+                @if let Some(why) = &unreachable {
+                    p.error.unreachable role="alert" { "Nothing answers at " (plan.endpoint) " now ("
+                        (why) "): the job would fail. Start the model server there, or choose another endpoint." }
+                }
                 dl.facts.estimate {
                     dt { "Model" } dd { (plan.model) }
                     dt { "Endpoint" } dd { (plan.endpoint) }
@@ -148,20 +154,57 @@ pub(super) async fn what_if(
     Ok(Redirect::to(&format!("/ui/jobs/{}", job.job)).into_response())
 }
 
+/// Why nothing answers at `endpoint` (a TCP connection to its host and port, given
+/// two seconds), or `None` when something does: checked before an estimate, so a job
+/// is not started against a server that is not there.
+async fn unreachable(endpoint: &str) -> Option<String> {
+    let url = url::Url::parse(endpoint).ok()?;
+    let host = url
+        .host_str()?
+        .trim_matches(|c| c == '[' || c == ']')
+        .to_string();
+    let port = url.port_or_known_default()?;
+    let connect = tokio::net::TcpStream::connect((host.as_str(), port));
+    match tokio::time::timeout(std::time::Duration::from_secs(2), connect).await {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some("no answer in 2 s".into()),
+    }
+}
+
 /// `GET /ui/jobs/{job}`: a what-if job, reloading itself each second while it runs.
 pub(super) async fn job(state: Shared, Path(job): Path<String>) -> Page {
     let state = state.0;
     let id = job.clone();
-    let job: Job = read(&state, move |store| store.job(&id)).await?;
+    let (job, answer): (Job, Option<crate::model::Turn>) = read(&state, move |store| {
+        let job = store.job(&id)?;
+        // The answer itself, once written: what the page is for.
+        let answer = match &job.fork {
+            Some(fork) => store.load_range(fork, job.at, job.at)?.pop(),
+            None => None,
+        };
+        Ok((job, answer))
+    })
+    .await?;
     let running = job.status == JobStatus::Running;
     let mut response = page(
         &state,
         StatusCode::OK,
         &format!("job {}", job.job),
         html! {
-            h1 { "What-if job " code { (job.job) } }
+            h1 { "What-if on " (label_of(&state, &job.session).await) ": turn " (job.at) " anew" }
+            p.meta { "Job " span.id { (job.job) } }
             p { "Status: " strong #job-status data-status=(job.status.as_str()) { (job.status.as_str()) }
+                @if let (true, Some(s)) = (running, job.created_at.as_deref().and_then(html::seconds_since)) {
+                    " for " (s) " s" }
                 @if running { span.meta { " (this page reloads each second)" } } }
+            @if let Some(answer) = &answer {
+                section.answer aria-labelledby="answer-heading" {
+                    h2 #answer-heading { "The answer" }
+                    (html::content(&answer.content))
+                    @if let Some(calls) = &answer.tool_calls { (html::tool_calls(calls)) }
+                }
+            }
             dl.facts {
                 dt { "Session" } dd { (name_of(&state, &job.session).await) " at turn " (job.at) }
                 dt { "Model" } dd { (job.model) }

@@ -75,6 +75,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/ui/comparisons/{id}/cancel", post(comparison::cancel))
         .route("/ui/sessions/{id}/append", post(compose::append))
         .route("/ui/sessions/{id}/edit", post(compose::edit))
+        .route("/ui/sessions/{id}/recorded", post(compose::recorded))
         .route("/ui/diff", get(diff::diff))
         .layer(axum::middleware::from_fn(script_redirects))
 }

@@ -80,7 +80,8 @@ pub(super) async fn provenance(state: Shared, Path((id, index)): Path<(String, S
             @if let Some(turn) = &turn {
                 ol.turns start=(index) { (html::turn_item(&info, turn, Links::Server, html! {}, html! {})) }
             }
-            h2 { "Origin (queries/audit-turn-origin.rq)" }
+            h2 { "Origin" }
+            p.meta { "As the shipped query " code { "queries/audit-turn-origin.rq" } " finds it." }
             @if rows.is_empty() {
                 p.error { "The audit query found no origin for this turn." }
             } @else {

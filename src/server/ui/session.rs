@@ -6,7 +6,7 @@ use super::shell::{
     endpoints, given, page, read, session_id, token_field, turn_index, valid_range, Page,
 };
 use crate::html::{self, Links};
-use crate::model::{SessionId, SessionInfo, TreeNode, Turn};
+use crate::model::{Job, JobStatus, SessionId, SessionInfo, TreeNode, Turn};
 use crate::server::{AppState, Shared};
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
@@ -21,6 +21,9 @@ pub(super) struct PageQuery {
     /// Go to this turn: the page that holds it, at it.
     #[serde(default)]
     turn: String,
+    /// The job answering at the session's end (the composer's and Edit's answer).
+    #[serde(default)]
+    job: String,
 }
 
 /// `GET /ui/sessions/{id}?from=`: a page of the session's turns, inherited ones marked
@@ -40,6 +43,7 @@ pub(super) async fn playback(
         );
     }
     let from = at.from;
+    let job = at.job;
     let read_id = id.clone();
     let (info, turns, root, anchors) = read(&state, move |store| {
         let info = store.info(&read_id)?;
@@ -60,10 +64,12 @@ pub(super) async fn playback(
         let root = store.tree(&info.fork_root)?;
         let anchors = store.anchors(&read_id)?;
         let calls = store.model_calls(&read_id)?;
-        Ok((info, (turns, figures, calls), root, anchors))
+        // A job that is not (or no longer) known is no reason to refuse the page.
+        let job = given(&job).and_then(|j| store.job(&j).ok());
+        Ok((info, (turns, figures, calls, job), root, anchors))
     })
     .await?;
-    let (turns, figures, calls) = turns;
+    let (turns, figures, calls, job) = turns;
     let points = html::sibling_points(&root, &id);
     let writable = state.config.token.is_some();
     let links = Links::Server;
@@ -83,7 +89,8 @@ pub(super) async fn playback(
     };
     let family = family_ids(&root);
     let body = html! {
-        h1 { (info.branch) " " small.meta { (info.session) } }
+        h1 { (info.title.as_deref().unwrap_or(&info.branch)) }
+        p.meta { @if info.title.is_some() { "branch " (info.branch) " · " } span.id { (info.session) } }
         p {
             a href=(format!("{base}/tree")) { "Fork tree" }
             @if let Some(parent) = &info.parent {
@@ -98,7 +105,10 @@ pub(super) async fn playback(
                 label for="diff-b" { "Diff with " }
                 select #diff-b name="b" {
                     @for (other, branch) in family.iter().filter(|(s, _)| *s != id) {
-                        option value=(other) { (branch) " (" (other) ")" }
+                        // A label two branches share is told apart by the id's start.
+                        @let twice = family.iter().filter(|(_, b)| b == branch).count() > 1;
+                        option value=(other) { (branch)
+                            @if twice { " · " (other.as_str().get(..8).unwrap_or(other.as_str())) } }
                     }
                 }
                 " " button type="submit" { "Diff" }
@@ -119,20 +129,61 @@ pub(super) async fn playback(
             data-follow=[last_page.then(|| format!("{base}/after/"))]
             data-next=[last_page.then_some(info.length)] {
             (turn_items(&state, &info, &turns, &figures, &points, writable))
+            @if let (Some(job), true) = (&job, last_page) { (answering(&info, job, &at_page(&base, from))) }
         }
         (pages)
         (model_calls(&base, &calls))
         @if writable && last_page {
-            (composer(&info, &state))
+            (composer(&info, turns.last(), &state))
         }
         (session_actions(&info, &anchors, writable))
     };
     Ok(page(
         &state,
         StatusCode::OK,
-        &format!("{} ({})", info.session, info.branch),
+        info.title.as_deref().unwrap_or(&info.branch),
         body,
     ))
+}
+
+fn at_page(base: &str, from: u64) -> String {
+    format!("{base}?from={from}")
+}
+
+/// Where the answer of `job` (asked for at the session's end) stands, in the thread at
+/// the turn it will be: running (for how long; the script follows it), failed, or gone
+/// to a fork because the session grew meanwhile. Nothing once it is the turn shown.
+fn answering(info: &SessionInfo, job: &Job, here: &str) -> Markup {
+    let ran = job.created_at.as_deref().and_then(html::seconds_since);
+    let link = format!("/ui/jobs/{}", job.job);
+    let show = |text: Markup| {
+        html! {
+            li.turn.pending id=(format!("turn-{}", job.at)) data-job=(job.job)
+                data-status=(job.status.as_str()) data-since=[job.created_at.as_deref()] {
+                div.meta { span.index { "#" (job.at) } " " span.role.role-assistant { "assistant" }
+                    " " span.model { (job.model) } }
+                (text)
+            }
+        }
+    };
+    match (job.status, &job.fork) {
+        (JobStatus::Running, _) => show(html! {
+            p role="status" { "The model is answering" span.elapsed {
+                @if let Some(s) = ran { " (" (s) " s so far)" } } ". "
+                a href=(format!("{here}&job={}#turn-{}", job.job, job.at)) { "Refresh" } " · "
+                a href=(link) { "the job" } }
+        }),
+        (JobStatus::Complete, Some(fork)) if *fork != info.session => show(html! {
+            p { "The session grew while the model answered, so its answer went to a branch of its own: "
+                a href=(format!("/ui/sessions/{fork}?turn={}", job.at)) { "the answer" } "." }
+        }),
+        (JobStatus::Failed | JobStatus::Cancelled, _) => show(html! {
+            p.error { "No answer: the job " (job.status.as_str())
+                @if let Some(e) = &job.error { " — " (e) } ". "
+                a href=(link) { "What failed, and try again" } }
+        }),
+        _ => html! {},
+    }
 }
 
 /// The calls an agent made through the model proxy that extended this session, newest
@@ -154,7 +205,7 @@ fn model_calls(base: &str, calls: &[crate::ModelCallInfo]) -> Markup {
                         tbody {
                             @for c in calls {
                                 tr {
-                                    td { (c.started_at.as_deref().unwrap_or("–")) }
+                                    td { @match c.started_at.as_deref() { Some(at) => (html::when(at)), None => "–" } }
                                     td { (c.model.as_deref().unwrap_or("–")) }
                                     td { (c.outcome.as_str()) @if let Some(e) = &c.error { " — " (e) } }
                                     td { (c.request_turns) " turns" }
@@ -330,9 +381,10 @@ fn turn_actions(info: &SessionInfo, turn: &Turn, writable: bool, state: &AppStat
                         label for=(format!("wi-price-{i}")) { "Price (USD per million tokens, IN/OUT)" }
                         input id=(format!("wi-price-{i}")) name="price" placeholder="3/15";
                         (token_field(&format!("wi-token-{i}")))
+                        // Named by the turn it writes, as the estimate and the job are.
                         button type="submit" {
-                            @if what_if_at == i { "Estimate a new answer to turn " (i) }
-                            @else { "Estimate an answer after turn " (i) }
+                            @if what_if_at == i { "Estimate turn " (i) " anew" }
+                            @else { "Estimate turn " (what_if_at) " (an answer after turn " (i) ")" }
                         }
                     }
                 }

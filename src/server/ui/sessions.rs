@@ -77,32 +77,34 @@ async fn trees_page(state: &Arc<AppState>, cursor: Option<String>) -> Result<Mar
     })
     .await?;
     Ok(html! {
-        p.count { (total) " sessions in " (roots.total) " trees, newest activity first" }
+        p.count { (plural(total, "session")) " in " (plural(roots.total, "tree")) ", newest activity first" }
+        div.scroll {
         table.sessions {
             thead { tr {
-                th { "Session" } th { "Principal" } th { "Turns" } th { "Forks" }
-                th { "Models" } th { "Last activity" } th { "Tree" }
+                th scope="col" { "Session" } th scope="col" { "Principal" } th scope="col" { "Turns" }
+                th scope="col" { "Forks" } th scope="col" { "Models" } th scope="col" { "Last activity" }
+                th scope="col" { "Tree" }
             } }
             tbody {
                 @for (root, forks) in roots.sessions.iter().zip(&forks) {
                     tr.root {
                         td { (named(&root.session, root.title.as_deref(), &root.branch)) }
-                        td { (root.principal.as_deref().unwrap_or("")) }
-                        td.number { (root.length) }
-                        td.number { (root.family.unwrap_or(0)) }
-                        td { (root.models.join(", ")) }
-                        td { (root.family_activity.as_deref().or(root.last_activity.as_deref()).unwrap_or("")) }
+                        td data-label="Principal" { (root.principal.as_deref().unwrap_or("")) }
+                        td.number data-label="Turns" { (root.length) }
+                        td.number data-label="Forks" { (root.family.unwrap_or(0)) }
+                        td data-label="Models" { (models(&root.models)) }
+                        td data-label="Last activity" { @if let Some(at) = root.family_activity.as_deref().or(root.last_activity.as_deref()) { (html::when(at)) } }
                         td { a href=(format!("/ui/sessions/{}/tree", root.session)) { "tree" } }
                     }
                     @for fork in forks {
                         tr.fork {
                             td { "↳ " (named(&fork.session, fork.title.as_deref(), &fork.branch))
                                  " at " (fork.forked_at_index.unwrap_or(0)) }
-                            td { (fork.principal.as_deref().unwrap_or("")) }
-                            td.number { (fork.length) " (" (fork.own_turns) " own)" }
-                            td.number { (fork.forks) }
-                            td { (fork.models.join(", ")) }
-                            td { (fork.last_activity.as_deref().unwrap_or("")) }
+                            td data-label="Principal" { (fork.principal.as_deref().unwrap_or("")) }
+                            td.number data-label="Turns" { (fork.length) " (" (fork.own_turns) " own)" }
+                            td.number data-label="Forks" { (fork.forks) }
+                            td data-label="Models" { (models(&fork.models)) }
+                            td data-label="Last activity" { @if let Some(at) = fork.last_activity.as_deref() { (html::when(at)) } }
                             td {}
                         }
                     }
@@ -115,6 +117,7 @@ async fn trees_page(state: &Arc<AppState>, cursor: Option<String>) -> Result<Mar
                     }
                 }
             }
+        }
         }
         nav.pager aria-label="pages of sessions" {
             a href="/" { "Newest" }
@@ -141,7 +144,7 @@ async fn hits_page(
     .await?;
     let encoded: String = url::form_urlencoded::byte_serialize(q.as_bytes()).collect();
     Ok(html! {
-        p.count { (found.total) " hits, best first" }
+        p.count { (plural(found.total, "hit")) @if found.total > 1 { ", best first" } }
         @if found.hits.is_empty() {
             p { "Nothing matches. Every word must occur; put a phrase in quotes." }
         }
@@ -198,6 +201,24 @@ fn marked(text: &str, marks: &[(usize, usize)]) -> Markup {
     html! {
         @for (mark, part) in parts {
             @if mark { mark { (part) } } @else { (part) }
+        }
+    }
+}
+
+/// `n` and `noun`, in the plural unless `n` is 1.
+pub(super) fn plural(n: u64, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
+/// Model names, each kept whole on its line (a name breaks at no hyphen).
+fn models(names: &[String]) -> Markup {
+    html! {
+        @for (n, name) in names.iter().enumerate() {
+            @if n > 0 { ", " }
+            span.whole { (name) }
         }
     }
 }

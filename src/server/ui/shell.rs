@@ -55,6 +55,11 @@ pub(super) fn page(state: &AppState, status: StatusCode, title: &str, body: Mark
 
 /// An error as a page: what went wrong (naming the session or index), and the way back.
 pub(super) fn error_page(state: &AppState, error: ApiError) -> Response {
+    error_page_naming(state, error, &[])
+}
+
+/// [`error_page`] with the ids of the sessions its message names (`(id, name)`).
+fn error_page_naming(state: &AppState, error: ApiError, names: &[(String, String)]) -> Response {
     let heading = match error.status {
         StatusCode::NOT_FOUND => "Not found",
         StatusCode::UNAUTHORIZED => "Token needed",
@@ -71,17 +76,25 @@ pub(super) fn error_page(state: &AppState, error: ApiError) -> Response {
             h1 { (heading) }
             p.error data-code=(error.code) { (error.message) }
             p.outcome { "Nothing was changed." }
+            @if !names.is_empty() {
+                p.meta { @for (n, (id, name)) in names.iter().enumerate() {
+                    @if n > 0 { "; " } "“" (name) "” is " a.id href=(format!("/ui/sessions/{id}")) { (id) } } }
+            }
             p { a href="/" { "All sessions" } }
         },
     )
 }
 
-/// Runs `f` with the store on a blocking thread; an error becomes an error page.
+/// Runs `f` with the store on a blocking thread; an error becomes an error page, the
+/// sessions it names by id named as people know them (see [`named_error_page`]).
 pub(super) async fn read<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&crate::Store) -> crate::Result<T> + Send + 'static,
 ) -> Result<T, Response> {
-    blocking(state, f).await.map_err(|e| error_page(state, e))
+    match blocking(state, f).await {
+        Ok(value) => Ok(value),
+        Err(e) => Err(named_error_page(state, e).await),
+    }
 }
 
 /// Runs write `f` (after `may_write`) as `read` does, in the write lane.
@@ -89,7 +102,68 @@ pub(super) async fn write<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&crate::Store) -> crate::Result<T> + Send + 'static,
 ) -> Result<T, Response> {
-    writing(state, f).await.map_err(|e| error_page(state, e))
+    match writing(state, f).await {
+        Ok(value) => Ok(value),
+        Err(e) => Err(named_error_page(state, e).await),
+    }
+}
+
+/// The UUIDs in `text` (8-4-4-4-12 hex digits), each once, in order.
+fn uuids_in(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let bytes = text.as_bytes();
+    for start in 0..bytes.len().saturating_sub(35) {
+        let candidate = &bytes[start..start + 36];
+        let shaped = candidate.iter().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => *b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        });
+        let alone = |at: Option<&u8>| !at.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'-');
+        if shaped && alone(bytes.get(start + 36)) && (start == 0 || alone(bytes.get(start - 1))) {
+            let id = String::from_utf8_lossy(candidate).into_owned();
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+    }
+    out
+}
+
+/// `text` with every session id in it replaced by the session's title or branch label
+/// in quotes; the ids replaced and their names, for the small print. An id that names
+/// no session stays as it is.
+pub(super) async fn with_names(
+    state: &Arc<AppState>,
+    text: &str,
+) -> (String, Vec<(String, String)>) {
+    let ids = uuids_in(text);
+    if ids.is_empty() {
+        return (text.to_string(), Vec::new());
+    }
+    let names = blocking(state, move |store| {
+        Ok(ids
+            .into_iter()
+            .filter_map(|id| {
+                let info = store.info(&SessionId::new(&id).ok()?).ok()?;
+                Some((id, info.title.unwrap_or(info.branch)))
+            })
+            .collect::<Vec<_>>())
+    })
+    .await
+    .unwrap_or_default();
+    let mut text = text.to_string();
+    for (id, name) in &names {
+        text = text.replace(id.as_str(), &format!("“{name}”"));
+    }
+    (text, names)
+}
+
+/// [`error_page`], the sessions its message names by id named by title or branch label
+/// (the ids below, in small print).
+pub(super) async fn named_error_page(state: &Arc<AppState>, mut error: ApiError) -> Response {
+    let (message, names) = with_names(state, &error.message).await;
+    error.message = message;
+    error_page_naming(state, error, &names)
 }
 
 pub(super) fn session_id(state: &AppState, text: &str) -> Result<SessionId, Response> {
@@ -148,7 +222,22 @@ pub(super) fn token_given(
             headers.insert(header::AUTHORIZATION, value);
         }
     }
-    authorize(state, &headers)
+    authorize(state, &headers).map_err(|mut e| {
+        if e.status == StatusCode::UNAUTHORIZED {
+            e.message = match headers.contains_key(header::AUTHORIZATION) {
+                true => {
+                    "that token is not this server's: type the one `forktrail serve` was \
+                         given (--token) or printed when it started"
+                }
+                false => {
+                    "writes need this server's token: type it in the Token box at the \
+                          top of the page (the one `forktrail serve` was given or printed)"
+                }
+            }
+            .into();
+        }
+        e
+    })
 }
 
 /// A form field's text, or `None` when left empty.

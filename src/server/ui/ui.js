@@ -10,7 +10,11 @@
     const kept = token() !== "";
     for (const el of document.querySelectorAll(".token-field")) el.hidden = kept;
     const form = document.getElementById("token-form");
-    if (form) form.hidden = false;
+    if (form) {
+      form.hidden = false;
+      // Kept: no empty box beside "kept for this tab", only the way to forget it.
+      for (const el of form.querySelectorAll("label, input, button[type=submit]")) el.hidden = kept;
+    }
     const status = document.getElementById("token-status");
     if (status) status.textContent = kept ? "kept for this tab" : "";
     const forget = document.getElementById("token-forget");
@@ -28,7 +32,12 @@
 
   // An error stays with its form: the message goes above its buttons, what was typed
   // stays, and the page (and its URL) stay what they were.
-  function showError(form, page) {
+  function showError(form, page, status) {
+    // A refused token is forgotten: the forms ask for one again, in the open.
+    if (status === 401) {
+      sessionStorage.removeItem(KEY);
+      refresh();
+    }
     const doc = new DOMParser().parseFromString(page, "text/html");
     const found = doc.querySelector("p.error");
     const heading = doc.querySelector("h1");
@@ -84,38 +93,137 @@
     }
     const page = await response.text();
     if (response.status >= 400) {
-      showError(form, page);
+      showError(form, page, response.status);
       return;
     }
     // An estimate or a preview: the server's page replaces this one.
     document.open();
     document.write(page);
     document.close();
+    // The new page's content has the focus, not the document's body.
+    const main = document.querySelector("main");
+    if (main) main.focus();
   });
 
   refresh();
 
   // Playback of a session's last page follows it as it grows: every two seconds
   // (while the tab is shown) it asks for the turns past the last one shown and adds
-  // them. Without script, a reload shows them.
+  // them (before an answer still being written, which the turn then replaces).
+  // Without script, a reload shows them.
   const list = document.querySelector("ol.turns[data-follow]");
-  if (list) {
-    let busy = false;
-    setInterval(async () => {
-      if (busy || document.hidden) return;
-      busy = true;
-      try {
-        const response = await fetch(list.dataset.follow + list.dataset.next);
-        const next = response.headers.get("x-forktrail-next");
-        if (response.status === 200) {
-          list.insertAdjacentHTML("beforeend", await response.text());
+  let busy = false;
+  async function follow() {
+    if (!list || busy || document.hidden) return;
+    busy = true;
+    try {
+      const response = await fetch(list.dataset.follow + list.dataset.next);
+      const next = response.headers.get("x-forktrail-next");
+      if (response.status === 200) {
+        const pending = list.querySelector(":scope > li.pending");
+        if (pending) pending.insertAdjacentHTML("beforebegin", await response.text());
+        else list.insertAdjacentHTML("beforeend", await response.text());
+        if (pending && list.querySelector(`:scope > li.turn:not(.pending)#${pending.id}`)) {
+          const had = pending.contains(document.activeElement) || document.activeElement === pending;
+          pending.remove();
+          if (had) document.getElementById(pending.id).focus();
         }
-        if (next) list.dataset.next = next;
-      } catch (_) {
-        // The server is away for a moment: the next tick asks again.
-      } finally {
-        busy = false;
+        rove(current());
       }
-    }, 2000);
+      if (next) list.dataset.next = next;
+    } catch (_) {
+      // The server is away for a moment: the next tick asks again.
+    } finally {
+      busy = false;
+    }
+  }
+  if (list) setInterval(follow, 2000);
+
+  // An answer being written at the session's end: how long it has run, each second,
+  // and where it went once written (here: the turn replaces this; a fork: go there).
+  const pending = document.querySelector("li.pending[data-job][data-status=running]");
+  if (pending) {
+    const since = Date.parse(pending.dataset.since || "");
+    const elapsed = pending.querySelector(".elapsed");
+    const here = decodeURIComponent(location.pathname.split("/").pop());
+    const tick = setInterval(async () => {
+      if (elapsed && !isNaN(since)) {
+        elapsed.textContent = " (" + Math.max(0, Math.round((Date.now() - since) / 1000)) + " s so far)";
+      }
+      try {
+        const response = await fetch("/jobs/" + encodeURIComponent(pending.dataset.job));
+        if (!response.ok) return;
+        const job = await response.json();
+        if (job.status === "running") return;
+        clearInterval(tick);
+        pending.dataset.status = job.status;
+        if (job.status !== "complete") location.reload();
+        else if (job.fork && job.fork !== here) {
+          location.assign("/ui/sessions/" + encodeURIComponent(job.fork) + "?turn=" + job.at);
+        } else follow();
+      } catch (_) {
+        // Asked again at the next tick.
+      }
+    }, 1000);
+  }
+
+  // Keyboard: the turns are one stop (a roving focus). Tab reaches the current turn,
+  // j/k (or the arrow keys) move between turns, Tab again reaches that turn's actions.
+  // The turn named in the address (#turn-N: where a form landed) is current, and has
+  // the focus.
+  const turns = document.querySelector("ol.turns");
+  const FOCUSABLE = "a[href], button, summary, input, select, textarea, pre, [tabindex]";
+  const items = () => (turns ? [...turns.querySelectorAll(":scope > li.turn")] : []);
+  let active = null;
+  function current() {
+    return active && active.isConnected ? active : items()[0] || null;
+  }
+  function rove(to) {
+    if (!to) return;
+    active = to;
+    for (const li of items()) {
+      const on = li === to;
+      li.tabIndex = on ? 0 : -1;
+      for (const el of li.querySelectorAll(FOCUSABLE)) {
+        if (on && el.dataset.roved) {
+          el.removeAttribute("tabindex");
+          delete el.dataset.roved;
+        } else if (!on && !el.hasAttribute("tabindex")) {
+          el.tabIndex = -1;
+          el.dataset.roved = "1";
+        }
+      }
+    }
+  }
+  if (turns) {
+    const named = location.hash.startsWith("#turn-") && document.getElementById(location.hash.slice(1));
+    rove(named && named.parentElement === turns ? named : current());
+    if (named && named.parentElement === turns) named.focus({ preventScroll: true });
+    turns.addEventListener("focusin", (event) => {
+      const li = event.target.closest("ol.turns > li.turn");
+      if (li && li !== active) rove(li);
+    });
+    turns.addEventListener("keydown", (event) => {
+      if (event.altKey || event.ctrlKey || event.metaKey) return;
+      if (event.target.closest("input, textarea, select, [contenteditable]")) return;
+      const step = { j: 1, ArrowDown: 1, k: -1, ArrowUp: -1 }[event.key];
+      if (!step) return;
+      const all = items();
+      const at = all.indexOf(current());
+      const to = all[Math.min(all.length - 1, Math.max(0, at + step))];
+      if (!to) return;
+      event.preventDefault();
+      rove(to);
+      to.focus();
+    });
+    // The skip link leads to the turns: straight to the current one.
+    const skip = document.querySelector("a.skip");
+    if (skip && current()) {
+      skip.textContent = "Skip to the turns";
+      skip.addEventListener("click", (event) => {
+        event.preventDefault();
+        current().focus();
+      });
+    }
   }
 })();

@@ -32,6 +32,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod story;
+
 const TOKEN: &str = "browser-test-token";
 
 /// `forktrail serve --demo` on a fresh store directory and a free port.
@@ -378,15 +380,15 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
         // The sessions page lists the tree, its forks under its root; search finds a
         // turn through the index, marked, and leads to it.
         click(&c, Locator::LinkText("Sessions")).await;
-        wait_for_text(&c, "4 sessions in 1 trees", 10).await;
+        wait_for_text(&c, "4 sessions in 1 tree,", 10).await;
         let rows = c.find_all(Locator::Css("tbody tr")).await.unwrap();
         assert_eq!(rows.len(), 4, "the demo's root and its three forks");
         let forks = c.find_all(Locator::Css("tbody tr.fork")).await.unwrap();
         assert_eq!(forks.len(), 3);
         type_into(&c, "#q", "cheaper").await;
         click(&c, Locator::Css("form[role=search] button")).await;
-        let hits = wait_for_text(&c, "hits, best first", 10).await;
-        assert!(hits.contains("1 hits"), "{hits}");
+        let hits = wait_for_text(&c, "1 hit<", 10).await;
+        assert!(!hits.contains("1 hits"), "{hits}");
         let mark = c.find(Locator::Css("ol.hits mark")).await.unwrap();
         assert_eq!(mark.text().await.unwrap().to_lowercase(), "cheaper");
         click(&c, Locator::Css("ol.hits li a")).await;
@@ -397,7 +399,7 @@ fn a_person_forks_from_turn_2_diffs_and_shares_an_offline_page() {
             "{url}: the hit's turn"
         );
         click(&c, Locator::LinkText("Sessions")).await;
-        wait_for_text(&c, "4 sessions in 1 trees", 10).await;
+        wait_for_text(&c, "4 sessions in 1 tree,", 10).await;
         click(
             &c,
             Locator::Css(&format!("a[href='/ui/sessions/{root}/tree']")),
@@ -652,6 +654,19 @@ fn what_if_from_here_runs_against_the_test_model_and_completes() {
     });
 }
 
+/// Waits (up to `seconds`) until an element matches `css`.
+async fn wait_for_css(c: &Client, css: &str, seconds: u64) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while c.find(Locator::Css(css)).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "nothing matches {css} after {seconds} s: {}",
+            c.source().await.unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Types `keys` (text, or WebDriver key codes such as Tab `\u{e004}`) into whatever has
 /// the focus, as a keyboard does.
 async fn keys(c: &Client, keys: &str) {
@@ -742,8 +757,11 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
         tab_to(&c, "#token-input", 20).await;
         keys(&c, &format!("{TOKEN}{ENTER}")).await;
         wait_for_text(&c, "kept for this tab", 5).await;
-        // Edit turn 1 (the user's question) and send it, the model to answer.
-        tab_to(&c, "#turn-1 details.edit summary", 40).await;
+        // Edit turn 1 (the user's question) and send it, the model to answer: the
+        // turns are one stop, j moves to the next.
+        tab_to(&c, "ol.turns > li.turn", 40).await;
+        keys(&c, "j").await;
+        tab_to(&c, "#turn-1 details.edit summary", 10).await;
         keys(&c, ENTER).await;
         tab_to(&c, "#turn-1 details.edit textarea", 5).await;
         // To the end of the text (Ctrl+End), where the edit goes.
@@ -758,16 +776,9 @@ fn by_keyboard_alone_a_person_edits_a_turn_the_model_answers_and_the_branch_goes
         tab_to(&c, "#turn-1 details.edit button.send-answer", 10).await;
         screenshot(&c, "edit.png").await;
         keys(&c, ENTER).await;
-        wait_for_path(&c, "/ui/jobs/", "", 10).await;
-        assert_eq!(
-            job_end(&c, 300).await,
-            "complete",
-            "{}",
-            c.source().await.unwrap()
-        );
-        tab_to(&c, "#job-fork", 30).await;
-        keys(&c, ENTER).await;
-        let path = wait_for_path(&c, "/ui/sessions/", "", 10).await;
+        // Back in the thread, the new branch's, where the answer shows once written.
+        let path = wait_for_path(&c, "/ui/sessions/", &format!("/ui/sessions/{root}"), 10).await;
+        wait_for_css(&c, "ol.turns > li.turn:not(.pending)#turn-2 .model", 300).await;
         let fork = path.trim_start_matches("/ui/sessions/").to_string();
         assert_ne!(&fork, root);
         let info = rest(&base, &format!("/sessions/{fork}")).await;
