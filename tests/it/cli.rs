@@ -361,6 +361,15 @@ fn demo_prints_a_tree_of_depth_2_a_replay_and_an_audit() {
         out.contains("search_trains"),
         "the audit names the tool:\n{out}"
     );
+    // The audit is a table a terminal holds: a row per turn, none wider than 80.
+    let audit: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("turn  branch"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(audit.len(), 10, "{out}");
+    assert!(audit.iter().all(|l| l.len() <= 80), "{out}");
+    assert!(audit[5].contains("model-swap") && audit[5].contains("llama-3.1-8b-instruct"));
     // Running it twice adds a second tree instead of failing.
     cli.ok(&["demo"]);
     assert_eq!(cli.json(&["list", "--json"])["total"], 8);
@@ -967,6 +976,21 @@ fn import_tells_formats_from_the_content_or_says_it_cannot() {
             "cannot tell the format of {}; pass --format one of trig, nquads, openai, claude-code",
             notes.display()
         )),
+        "{err}"
+    );
+    // Broken JSON is named as such, whichever shape it was meant to have.
+    let array = dir.join("broken.json");
+    std::fs::write(&array, "[{\"role\": \"user\", \"content\": \"hi\"}").unwrap();
+    let err = cli.fails(&["import", array.to_str().unwrap()]);
+    assert!(
+        err.contains("is not valid JSON (EOF while parsing"),
+        "{err}"
+    );
+    let lines = dir.join("broken.jsonl");
+    std::fs::write(&lines, "{\"a\":\n").unwrap();
+    let err = cli.fails(&["import", lines.to_str().unwrap()]);
+    assert!(
+        err.contains(&format!("{} is not valid JSON (", lines.display())),
         "{err}"
     );
     // A Claude Code project folder, then the same folder again.

@@ -1717,3 +1717,60 @@ fn a_branch_answers_its_tool_calls_from_the_recording_or_by_hand_and_a_refusal_w
         (Role::Tool, "9C, rain", Some("z1"))
     );
 }
+
+#[test]
+fn an_estimate_says_when_nothing_answers_and_a_running_job_says_how_long_it_has_run() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nobody = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let hung = common::stub::start(common::stub::Mode::Slow(std::time::Duration::from_secs(30)));
+    let store = Arc::new(Store::in_memory().unwrap());
+    let ui = start_with(
+        Arc::clone(&store),
+        ServerConfig {
+            token: Some(TOKEN.into()),
+            model_endpoints: vec![nobody.clone(), hung.url.clone()],
+            ..ServerConfig::default()
+        },
+    );
+    let root = ui.tree.root.clone();
+    let whatif = format!("/ui/sessions/{root}/whatif");
+    let ask = |endpoint: &str, confirm: &str| {
+        post(
+            &ui,
+            &whatif,
+            &[
+                ("at", "2"),
+                ("model", "m"),
+                ("endpoint", endpoint),
+                ("confirm", confirm),
+            ],
+            Some(TOKEN),
+        )
+    };
+    let (status, _, html) = ask(&nobody, "");
+    assert_eq!(status, 200);
+    assert!(
+        html.contains(&format!("Nothing answers at {nobody} now")),
+        "{html}"
+    );
+    let (_, _, html) = ask(&hung.url, "");
+    assert!(!html.contains("Nothing answers at"), "{html}");
+    // The estimate, its job and its button name the same turn.
+    assert!(html.contains(": turn 2 anew</h1>"), "{html}");
+    let (status, location, _) = ask(&hung.url, "1");
+    assert_eq!(status, 303);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (_, _, html) = page(&ui, &location);
+    assert!(html.contains("data-status=\"running\""), "{html}");
+    let since = html
+        .split("</strong> for ")
+        .nth(1)
+        .expect("how long it has run");
+    let seconds: u64 = since.split(" s").next().unwrap().parse().unwrap();
+    assert!((1..30).contains(&seconds), "{seconds} s: {html}");
+    assert!(html.contains(": turn 2 anew</h1>"), "{html}");
+    store
+        .cancel_job(&store.jobs().unwrap().pop().unwrap().job)
+        .unwrap();
+}
