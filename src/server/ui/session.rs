@@ -215,9 +215,9 @@ fn model_calls(base: &str, calls: &[crate::ModelCallInfo]) -> Markup {
                                             None => "–",
                                         }
                                     }
-                                    td { (number(c.input_tokens)) " / " (number(c.output_tokens)) }
-                                    td { (c.latency_ms) " ms" }
-                                    td { (c.cost_usd.map_or_else(|| "–".to_string(), |d| format!("${d:.4}"))) }
+                                    td.number { (number(c.input_tokens)) " / " (number(c.output_tokens)) }
+                                    td.number { (c.latency_ms) " ms" }
+                                    td.number { (c.cost_usd.map_or_else(|| "–".to_string(), |d| format!("${d:.4}"))) }
                                 }
                             }
                         }

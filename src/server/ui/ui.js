@@ -172,7 +172,9 @@
   // The turn named in the address (#turn-N: where a form landed) is current, and has
   // the focus.
   const turns = document.querySelector("ol.turns");
-  const FOCUSABLE = "a[href], button, summary, input, select, textarea, pre, [tabindex]";
+  // Scrolling code blocks stay reachable (a region that scrolls must be), the rest of
+  // a turn that is not the current one is out of the Tab order.
+  const FOCUSABLE = "a[href], button, summary, input, select, textarea, [tabindex]";
   const items = () => (turns ? [...turns.querySelectorAll(":scope > li.turn")] : []);
   let active = null;
   function current() {
@@ -199,6 +201,9 @@
     const named = location.hash.startsWith("#turn-") && document.getElementById(location.hash.slice(1));
     rove(named && named.parentElement === turns ? named : current());
     if (named && named.parentElement === turns) named.focus({ preventScroll: true });
+    // A fork lands in its new branch's composer: the text box has the focus.
+    const box = location.hash === "#composer" && document.getElementById("composer-content");
+    if (box) box.focus({ preventScroll: true });
     turns.addEventListener("focusin", (event) => {
       const li = event.target.closest("ol.turns > li.turn");
       if (li && li !== active) rove(li);

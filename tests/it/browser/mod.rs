@@ -1036,6 +1036,8 @@ fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_
             format!("/ui/sessions/{root}/turns/1"),
             "/ui/sparql?name=audit-turn-origin".into(),
             format!("/ui/jobs/{}", job["job"].as_str().unwrap()),
+            // The answer that failed, shown in the thread at its turn.
+            format!("/ui/sessions/{root}?job={}", job["job"].as_str().unwrap()),
             format!("/ui/sessions/{root}/compare?at=2"),
             format!("/ui/comparisons/{}", comparison["comparison"].as_str().unwrap()),
             format!("/ui/sessions/{root}/turns/999"),

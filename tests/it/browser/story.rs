@@ -70,6 +70,7 @@ async fn shown(c: &Client, css: &str) -> bool {
 #[test]
 fn an_answer_appears_at_its_turn_and_a_branch_goes_on_past_a_tool_call() {
     let Some(driver) = chromedriver() else { return };
+    let axe = axe_source();
     let t = travel_served(Duration::from_millis(2500));
     let mut problems = Vec::new();
     runtime().block_on(async {
@@ -131,6 +132,11 @@ fn an_answer_appears_at_its_turn_and_a_branch_goes_on_past_a_tool_call() {
                 c.refresh().await.unwrap();
                 let offer = text_at(&c, "#composer p.open-calls").await;
                 assert!(offer.contains("get_weather"), "{view}: {offer}");
+                if let Some(axe) = &axe {
+                    for v in serious_violations(&c, axe).await {
+                        problems.push(format!("{view}, the open calls: {v}"));
+                    }
+                }
                 click(&c, Locator::Css("#composer button.recorded-answer")).await;
                 wait_for_css(&c, "li.turn:not(.pending)#turn-4 .model", 20).await;
                 let turns = rest(&t.base, &format!("/sessions/{fork}/replay")).await;
