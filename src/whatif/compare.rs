@@ -2,11 +2,12 @@
 //! measured from what the runs committed.
 
 use super::budget::Budget;
+use super::divergence;
 use super::provider::{self, is_loopback, tool_calls};
 use super::run::{InFlight, Recording};
 use super::{
-    stats, Arm, ArmPlan, ArmReport, CallFigures, CallReport, Cell, CompareOptions, ComparePlan,
-    Comparison, CostStatus, DiffRow, Figures, Settings, BASELINE, DEFAULT_MAX_CONTEXT_TOKENS,
+    stats, Arm, ArmPlan, ArmReport, CallFigures, CallReport, CompareOptions, ComparePlan,
+    Comparison, CostStatus, Figures, Settings, BASELINE, DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_STEPS, PLAN_METHOD, RECORDING_MODEL,
 };
 use crate::engine::listing::{keyset, Page};
@@ -679,8 +680,11 @@ impl Store {
             }
         };
         figures.reached_end = matches!(run.status, RunStatus::Complete | RunStatus::Exited);
-        let diff = diff(baseline, own, at)?;
-        figures.first_divergence = diff.iter().find(|r| !r.same).map(|r| r.index);
+        let diff = divergence::diff(baseline, own, at)?;
+        let parted = divergence::divergence(baseline, own, at)?;
+        figures.first_divergence = parted.first;
+        figures.first_text_divergence = parted.text;
+        figures.first_tool_call_divergence = parted.tool_call;
         Ok(ArmReport {
             name: run.name.clone(),
             baseline: false,
@@ -781,55 +785,11 @@ impl Store {
             },
             finish_reasons: Vec::new(),
             first_divergence: None,
+            first_text_divergence: None,
+            first_tool_call_divergence: None,
             reached_end: true,
         })
     }
-}
-
-/// A turn as a diff shows it.
-fn cell(turn: &Turn) -> Result<Cell> {
-    Ok(Cell {
-        role: turn.role.as_str().into(),
-        kind: turn.kind.as_str().into(),
-        content: turn.content.clone(),
-        tool_calls: tool_calls(turn)?.iter().map(|c| c.signature()).collect(),
-    })
-}
-
-/// The arm's turns against the baseline's, index by index from `at`: the same while
-/// every turn so far has the same role, kind, content and tool calls (names, canonical
-/// arguments). Not the digests: they cover the calls' ids, which a model makes anew, and
-/// the tool results that answer them by those ids.
-fn diff(baseline: &[Turn], arm: &[Turn], at: u64) -> Result<Vec<DiffRow>> {
-    let mut rows = Vec::new();
-    let mut same_so_far = true;
-    for i in 0..baseline.len().max(arm.len()) {
-        let (b, a) = (baseline.get(i), arm.get(i));
-        same_so_far &= match (b, a) {
-            (Some(b), Some(a)) => {
-                (b.role, b.kind, &b.content) == (a.role, a.kind, &a.content)
-                    && calls_of(b)? == calls_of(a)?
-            }
-            _ => false,
-        };
-        rows.push(DiffRow {
-            index: at + i as u64,
-            same: same_so_far,
-            baseline: b.map(cell).transpose()?,
-            arm: a.map(cell).transpose()?,
-        });
-    }
-    Ok(rows)
-}
-
-fn calls_of(turn: &Turn) -> Result<Vec<(String, String)>> {
-    Ok(tool_calls(turn)?
-        .into_iter()
-        .map(|c| {
-            let args = c.canonical_arguments();
-            (c.name, args)
-        })
-        .collect())
 }
 
 impl Store {

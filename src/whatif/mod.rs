@@ -9,6 +9,9 @@
 //! | `run.rs` | a run: a regeneration that keeps going, tool calls answered from the recording |
 //! | `recorded.rs` | a branch's open tool calls answered from the recording it was forked from, by the runs' matching |
 //! | `compare.rs` | arms, a comparison, its figures, resume |
+//! | `verdict.rs` | each arm against the baseline, and the arm that wins |
+//! | `tools.rs` | the tools a recording's agent had, read back from its calls |
+//! | `divergence.rs` | where an arm parts from the baseline: in anything, in text, in tool calls |
 //!
 //! A **comparison** forks the session at K once per arm and runs each arm: the model
 //! answers the exact context; its tool calls are answered from the recording (never
@@ -20,12 +23,15 @@
 mod budget;
 mod call;
 mod compare;
+mod divergence;
 mod figures;
 mod provider;
 mod recorded;
 mod regenerate;
 mod run;
 mod stats;
+mod tools;
+pub(crate) mod verdict;
 
 pub(crate) use budget::{Budget, Refused};
 pub use figures::TurnFigures;
@@ -37,6 +43,7 @@ pub use regenerate::{
 };
 pub(crate) use run::InFlight;
 pub use stats::{wilson_interval, ArmStats, Summary};
+pub(crate) use tools::recorded_tools;
 pub(crate) use Settings as ComparisonSettings;
 
 use crate::error::{Error, Result};
@@ -432,6 +439,15 @@ pub struct Figures {
     /// canonical arguments; a call's id is the model's own), or one side ending. `None`: no divergence (always so for
     /// the baseline itself).
     pub first_divergence: Option<u64>,
+    /// The first index (at or after the fork point) where this arm's turn and the
+    /// baseline's differ in role or text, or one side has ended: what the model said,
+    /// whatever it called.
+    pub first_text_divergence: Option<u64>,
+    /// The turn holding the arm's first tool call that is not the baseline's, the calls
+    /// taken in order over the run (names and canonical arguments): the baseline's turn
+    /// when the arm made fewer calls. Other words around the recorded call leave it
+    /// `None`.
+    pub first_tool_call_divergence: Option<u64>,
     /// Whether the arm got through every recorded user turn after the fork point.
     pub reached_end: bool,
 }

@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
 use serde::Deserialize;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -52,8 +53,8 @@ struct Fields {
 
 impl Fields {
     /// The form as first shown: the session's own models ticked, on the endpoints in
-    /// the order the server offers them.
-    fn first(at: u64, info: &SessionInfo, endpoints: &[String]) -> Self {
+    /// the order the server offers them, offering the tools the recording called.
+    fn first(at: u64, info: &SessionInfo, endpoints: &[String], tools: Option<&Value>) -> Self {
         let arms = (0..ARM_SLOTS)
             .map(|n| {
                 let model = info.models.get(n).cloned().unwrap_or_default();
@@ -69,6 +70,9 @@ impl Fields {
             at: at.to_string(),
             arms,
             max_steps: DEFAULT_MAX_STEPS.to_string(),
+            tools: tools
+                .and_then(|t| serde_json::to_string_pretty(t).ok())
+                .unwrap_or_default(),
             ..Default::default()
         }
     }
@@ -278,20 +282,24 @@ pub(super) async fn compare_form(
     })?;
     let (info, context) = session_at(&state, &id, Some(at)).await?;
     if context.is_none() {
-        return Err(shell::error_page(
-            &state,
-            crate::Error::IndexOutOfRange {
-                session: id.to_string(),
-                index: at.into(),
-                valid: format!(
-                    "1..={} (the models need at least one turn of context)",
-                    info.length
-                ),
-            }
-            .into(),
-        ));
+        let error = crate::Error::IndexOutOfRange {
+            session: id.to_string(),
+            index: at.into(),
+            valid: format!(
+                "1..={} (the models need at least one turn of context)",
+                info.length
+            ),
+        };
+        let mut error = ApiError::from(error);
+        error.message = naming(&error.message, &info);
+        return Err(shell::error_page(&state, error));
     }
-    let fields = Fields::first(at, &info, &shell::endpoints(&state));
+    let session = id.clone();
+    let tools = shell::read(&state, move |store| {
+        Ok(crate::whatif::recorded_tools(&store.load(&session, None)?))
+    })
+    .await?;
+    let fields = Fields::first(at, &info, &shell::endpoints(&state), tools.as_ref());
     Ok(form_page(&state, &info, context.as_ref(), &fields, None))
 }
 
@@ -327,7 +335,7 @@ pub(super) async fn compare(
         let plan = writing(&state, move |s| s.plan_comparison(&session, &options))
             .await
             .map_err(failed)?;
-        return Ok(estimate_page(&state, &plan, &fields));
+        return Ok(estimate_page(&state, &info, &plan, &fields));
     }
     let begun = writing(&state, move |s| s.begin_comparison(&session, &options))
         .await
@@ -361,10 +369,11 @@ fn form_page(
     error: Option<&ApiError>,
 ) -> Response {
     let id = &info.session;
+    let name = info.title.as_deref().unwrap_or(&info.branch);
     let offered = shell::endpoints(state);
     let at = fields.at.trim();
     let body = html! {
-        h1 { "Compare models on " a href=(format!("/ui/sessions/{id}")) { (info.branch) } " from turn " (at) }
+        h1 { "Compare models on " a href=(format!("/ui/sessions/{id}")) { (name) } " from turn " (at) }
         p { "Each ticked model answers turn " (at) " from the exact context before it, then \
              carries on through the rest of the recording: its tool calls are answered from the \
              recorded results (never executed), and the recorded user turns are fed in order. \
@@ -374,7 +383,7 @@ fn form_page(
                 (html::first_line(&turn.content, 120)) }
         }
         @if let Some(e) = error {
-            p.error role="alert" data-code=(e.code) { (e.message) }
+            p.error role="alert" data-code=(e.code) { (naming(&e.message, info)) }
             p.meta { "Nothing was changed." }
         }
         form.compare method="post" action=(format!("/ui/sessions/{id}/compare")) {
@@ -395,8 +404,11 @@ fn form_page(
                 input #compare-budget name="budget" inputmode="decimal" value=(fields.budget)
                     placeholder="no cap (required off this machine)";
                 label for="compare-tools" { "Tools (JSON)" }
-                textarea #compare-tools name="tools"
+                textarea #compare-tools name="tools" aria-describedby="compare-tools-note"
                     placeholder="none offered: the models answer in text" { (fields.tools) }
+                p.meta.note #compare-tools-note { "OpenAI tool definitions. The form offers the \
+                    tools the recording called, each argument typed from what it was given, so \
+                    that a model can call what the agent called; empty it to offer none." }
                 label for="compare-again" { "Run again" }
                 span {
                     input #compare-again name="again" type="checkbox" value="1" checked[fields.again];
@@ -408,7 +420,12 @@ fn form_page(
         }
     };
     let status = error.map_or(StatusCode::OK, |e| e.status);
-    shell::page(state, status, &format!("compare {id} from {at}"), body)
+    shell::page(
+        state,
+        status,
+        &format!("compare models on {name} from {at}"),
+        body,
+    )
 }
 
 /// Arm `n` of the form: ticked or not, its model, endpoint and price.
@@ -434,12 +451,28 @@ fn arm_fieldset(n: usize, arm: &ArmFields, offered: &[String]) -> Markup {
     }
 }
 
+/// An error's `message` naming the session by its title or branch label where it named
+/// its id: a sentence to read, the id staying in the page's links and small print.
+fn naming(message: &str, info: &SessionInfo) -> String {
+    let name = info.title.as_deref().unwrap_or(&info.branch);
+    message.replace(
+        &format!("session {}", info.session),
+        &format!("session “{name}”"),
+    )
+}
+
 /// The dry run's estimate, arm by arm, and the button that begins the comparison.
-fn estimate_page(state: &AppState, plan: &ComparePlan, fields: &Fields) -> Response {
+fn estimate_page(
+    state: &AppState,
+    info: &SessionInfo,
+    plan: &ComparePlan,
+    fields: &Fields,
+) -> Response {
     let id = &plan.session;
+    let name = info.title.as_deref().unwrap_or(&info.branch);
     let body = html! {
-        h1 { "Comparison estimate for " a href=(format!("/ui/sessions/{id}")) { (id) } " from turn " (plan.at) }
-        p.meta { "Nothing has been sent or written yet." }
+        h1 { "Estimate: compare models on " a href=(format!("/ui/sessions/{id}")) { (name) } " from turn " (plan.at) }
+        p.meta { "Session " code { (id) } ". Nothing has been sent or written yet." }
         table.plan {
             thead { tr {
                 th scope="col" { "Arm" } th scope="col" { "Model" } th scope="col" { "Endpoint" }
@@ -480,7 +513,7 @@ fn estimate_page(state: &AppState, plan: &ComparePlan, fields: &Fields) -> Respo
     shell::page(
         state,
         StatusCode::OK,
-        &format!("compare {id} from {}: estimate", plan.at),
+        &format!("compare models on {name} from {}: estimate", plan.at),
         body,
     )
 }

@@ -1,12 +1,16 @@
-//! The web UI's comparison page: its figures with the arms as columns, then the turns
-//! side by side from the fork point, each arm's first divergence marked; and its cancel.
+//! The web UI's comparison page: a one-line verdict naming the winner, its figures with
+//! the arms as columns (each against the baseline's), then the turns side by side from
+//! the fork point, each arm's first divergence marked (in anything, and in tool calls
+//! apart) and the words it changed highlighted; and its cancel.
 //!
 //! The page reloads itself each second while any arm runs.
 
 use super::shell::{self, Page, TokenForm};
+use crate::engine::diff::word_diff;
 use crate::html::{self, Links};
 use crate::model::Turn;
 use crate::server::Shared;
+use crate::whatif::verdict::{self, Delta, Measured, Verdict};
 use crate::whatif::{ArmReport, Cell, Comparison, CostStatus, BASELINE};
 use axum::body::Bytes;
 use axum::extract::{Path, Query};
@@ -44,17 +48,19 @@ pub(super) async fn comparison(
     let (prefix, after) = recorded.split_at(at.min(recorded.len()));
     // A page of the shared prefix at most, as the session's own pages hold.
     let shown = &prefix[prefix.len().saturating_sub(html::PAGE as usize)..];
+    let name = info.title.as_deref().unwrap_or(&info.branch);
     let body = html! {
-        h1 { "Comparison on " a href=(format!("/ui/sessions/{}", c.session)) { (info.branch) } " from turn " (c.at) }
+        h1 { "Comparison on " a href=(format!("/ui/sessions/{}", c.session)) { (name) } " from turn " (c.at) }
         p.meta { "Comparison " code { (c.comparison) } }
         p { "Status: " strong #comparison-status data-status=(c.status) { (c.status) }
             @if running { span.meta { " (this page reloads each second)" } } }
+        (verdict_line(&c))
         @if !q.reused.is_empty() {
             p.meta { "This exact comparison had been asked before: here it is. Tick \
                       “Run again” on the form to ask the models anew." }
         }
         dl.facts {
-            dt { "Session" } dd { a href=(format!("/ui/sessions/{}", c.session)) { (info.branch) }
+            dt { "Session" } dd { a href=(format!("/ui/sessions/{}", c.session)) { (name) }
                 " " span.meta { "(" (c.session) ")" } " from turn " (c.at) }
             @if let Some(at) = &c.created_at { dt { "Created" } dd { (at) } }
             dt { "Max steps per arm" } dd { (c.max_steps) }
@@ -100,7 +106,7 @@ pub(super) async fn comparison(
     let mut response = shell::page(
         &state,
         StatusCode::OK,
-        &format!("comparison {}", c.comparison),
+        &format!("comparison on {name} from turn {}", c.at),
         body,
     );
     if running {
@@ -109,6 +115,51 @@ pub(super) async fn comparison(
             .insert(header::REFRESH, HeaderValue::from_static("1"));
     }
     Ok(response)
+}
+
+/// The verdict: the winner and what decided it, from the measured figures only (over
+/// samples, their means, pass rates first).
+fn verdict_line(c: &Comparison) -> Markup {
+    let running = c.status == crate::model::ComparisonStatus::Running;
+    let v = if c.samples > 1 || c.experiment.is_some() {
+        let baseline = c.stats.iter().find(|a| a.baseline).map(Measured::of_stats);
+        let arms: Vec<(&str, Measured)> = c
+            .stats
+            .iter()
+            .filter(|a| !a.baseline)
+            .map(|a| (a.name.as_str(), Measured::of_stats(a)))
+            .collect();
+        verdict::verdict(&arms, &baseline.unwrap_or_default(), running)
+    } else {
+        let baseline = c.arms.iter().find(|a| a.baseline).map(Measured::of_arm);
+        let arms: Vec<(&str, Measured)> = c
+            .arms
+            .iter()
+            .filter(|a| !a.baseline)
+            .map(|a| (a.name.as_str(), Measured::of_arm(a)))
+            .collect();
+        verdict::verdict(&arms, &baseline.unwrap_or_default(), running)
+    };
+    let on = match &v {
+        Verdict::Winner { on, .. } => on.map(|c| c.key()),
+        Verdict::NoWinner(_) => None,
+    };
+    html! {
+        p.verdict #verdict data-winner=[v.winner()] data-on=[on] {
+            span.label { "Verdict: " } (v.to_string())
+        }
+    }
+}
+
+/// Each measure of an arm against the baseline's, ahead or behind in words.
+fn deltas_list(deltas: &[Delta]) -> Markup {
+    html! {
+        ul.deltas {
+            @for d in deltas {
+                li class=(d.standing().key()) data-delta=(d.measure.key()) { (d.to_string()) }
+            }
+        }
+    }
 }
 
 /// A summary as read: the mean, and with more than one sample its median and the 95 %
@@ -130,6 +181,12 @@ fn sampled(c: &Comparison) -> Markup {
     let count = |v: f64| format!("{v:.1}");
     let whole = |v: f64| format!("{v:.0}");
     let secs = |v: f64| format!("{:.1} s", v / 1000.0);
+    let recording = c
+        .stats
+        .iter()
+        .find(|a| a.baseline)
+        .map(Measured::of_stats)
+        .unwrap_or_default();
     html! {
         h2 { "Arms over their samples" }
         div.scroll {
@@ -138,6 +195,7 @@ fn sampled(c: &Comparison) -> Markup {
                 th scope="col" { "Arm" } th scope="col" { "Samples" }
                 th scope="col" { "Pass rate (95% Wilson interval)" } th scope="col" { "Steps" }
                 th scope="col" { "Tokens" } th scope="col" { "Cost" } th scope="col" { "Wall time" }
+                th scope="col" { "Against the recording" }
             } }
             tbody {
                 @for a in &c.stats {
@@ -157,6 +215,10 @@ fn sampled(c: &Comparison) -> Markup {
                         td { (summary(&a.tokens, whole)) }
                         td { (summary(&a.cost_usd, dollars)) }
                         td { (summary(&a.wall_ms, secs)) }
+                        td data-figure="against_baseline" {
+                            @if a.baseline { span.meta { "(the baseline)" } }
+                            @else { (deltas_list(&verdict::deltas(&Measured::of_stats(a), &recording))) }
+                        }
                     }
                 }
             }
@@ -226,6 +288,15 @@ fn arm_heading(arm: &ArmReport) -> Markup {
                     }
                 }
             }
+            @if !arm.baseline {
+                br;
+                span.meta.calls-divergence {
+                    @match arm.figures.first_tool_call_divergence {
+                        Some(i) => { "other tool calls from " (i) }
+                        None => "the recorded tool calls",
+                    }
+                }
+            }
         }
     }
 }
@@ -249,7 +320,7 @@ pub(super) fn dollars(usd: f64) -> String {
 type Figure = (&'static str, &'static str, fn(&ArmReport) -> Markup);
 
 /// The rows of the figures table: heading, key (`data-figure`), value.
-const FIGURES: [Figure; 15] = [
+const FIGURES: [Figure; 17] = [
     ("Status", "status", |a| {
         html! {
             strong { (a.status) }
@@ -322,17 +393,49 @@ const FIGURES: [Figure; 15] = [
             (false, None) => html! { "none: as recorded" },
         }
     }),
+    ("First other words", "first_text_divergence", |a| {
+        match (a.baseline, a.figures.first_text_divergence) {
+            (true, _) => html! { "(the baseline)" },
+            (false, Some(i)) => html! { "turn " (i) },
+            (false, None) => html! { "none: as recorded" },
+        }
+    }),
+    (
+        "First other tool call",
+        "first_tool_call_divergence",
+        |a| match (a.baseline, a.figures.first_tool_call_divergence) {
+            (true, _) => html! { "(the baseline)" },
+            (false, Some(i)) => html! { "turn " (i) },
+            (false, None) => html! { "none: the recorded calls" },
+        },
+    ),
     ("Reached the end", "reached_end", |a| {
         html! { @if a.figures.reached_end { "yes" } @else { "no" } }
     }),
 ];
 
-/// The figures, one column per arm (the baseline first), one row per figure.
+/// The figures, one column per arm (the baseline first), one row per figure; first each
+/// arm against the baseline.
 fn figures_table(c: &Comparison) -> Markup {
+    let recording = c
+        .arms
+        .iter()
+        .find(|a| a.baseline)
+        .map(Measured::of_arm)
+        .unwrap_or_default();
     html! {
         table.compare.figures #figures {
             thead { tr { th scope="col" { "Figure" } @for arm in &c.arms { (arm_heading(arm)) } } }
             tbody {
+                tr data-figure="against_baseline" {
+                    th scope="row" { "Against the recording" }
+                    @for arm in &c.arms {
+                        td data-arm=(arm.name) data-figure="against_baseline" {
+                            @if arm.baseline { "(the baseline)" }
+                            @else { (deltas_list(&verdict::deltas(&Measured::of_arm(arm), &recording))) }
+                        }
+                    }
+                }
                 @for (label, key, value) in FIGURES {
                     tr data-figure=(key) {
                         th scope="row" { (label) }
@@ -388,7 +491,7 @@ fn turns_table(c: &Comparison, after: &[Turn]) -> Markup {
                         th scope="row" { "#" (i) }
                         td.cell data-arm=(BASELINE) {
                             @match (baseline.get(&i), after.iter().find(|t| t.index == i)) {
-                                (Some(cell), _) => (cell_markup(cell, false)),
+                                (Some(cell), _) => (cell_markup(cell, false, None)),
                                 (None, Some(turn)) => (turn_markup(turn)),
                                 (None, None) => {}
                             }
@@ -402,31 +505,51 @@ fn turns_table(c: &Comparison, after: &[Turn]) -> Markup {
     }
 }
 
-/// Arm `arm`'s turn at index `i` (empty when it has none), marked where it diverges.
+/// Arm `arm`'s turn at index `i` (empty when it has none), marked where it diverges and
+/// where its tool calls first differ, the words it changed from the baseline's marked.
 fn arm_cell(arm: &ArmReport, i: u64) -> Markup {
     let row = arm.diff.iter().find(|r| r.index == i);
     let diverges = arm.figures.first_divergence == Some(i);
+    let calls = arm.figures.first_tool_call_divergence == Some(i);
     let same = row.is_some_and(|r| r.same);
+    let changed = row.and_then(|r| match (&r.baseline, &r.arm) {
+        (Some(b), Some(a)) if b.content != a.content && !a.content.is_empty() => {
+            word_diff(&b.content, &a.content).map(|(_, ours)| ours)
+        }
+        _ => None,
+    });
     html! {
-        td.cell.diverges[diverges] data-arm=(arm.name) {
+        td.cell.diverges[diverges].calls-diverge[calls] data-arm=(arm.name) {
             @if diverges { p.marker { "◆ diverges here" } }
+            @if calls { p.marker.calls { "◆ first other tool call" } }
             @match row.and_then(|r| r.arm.as_ref()) {
-                Some(cell) => (cell_markup(cell, same)),
-                None => { @if diverges { span.meta { "no turn: the arm ended before this one" } } }
+                Some(cell) => (cell_markup(cell, same, changed.as_deref())),
+                None => {
+                    @if diverges { span.meta { "no turn: the arm ended before this one" } }
+                    @else if calls { span.meta { "no call: the recording makes one here" } }
+                }
             }
         }
     }
 }
 
-/// A turn as a diff shows it: role, kind, content, tool calls.
-fn cell_markup(cell: &Cell, same: bool) -> Markup {
+/// A turn as a diff shows it: role, kind, content (its words marked where `changed`
+/// has them), tool calls.
+fn cell_markup(cell: &Cell, same: bool, changed: Option<&[(bool, String)]>) -> Markup {
     html! {
         div.meta {
             span.role { (cell.role) }
             @if cell.kind != "message" { " · " (cell.kind) }
             @if same { " · " span.same { "as recorded" } }
         }
-        (html::content(&cell.content))
+        @match changed {
+            Some(runs) => div.content { div.text.words {
+                @for (changed, text) in runs {
+                    @if *changed { span.added { (text) } } @else { (text) }
+                }
+            } },
+            None => (html::content(&cell.content)),
+        }
         @if !cell.tool_calls.is_empty() {
             ul.calls { @for call in &cell.tool_calls { li { code { "→\u{a0}" (call) } } } }
         }

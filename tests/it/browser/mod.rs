@@ -32,6 +32,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod comparison;
 mod story;
 
 const TOKEN: &str = "browser-test-token";
