@@ -62,7 +62,7 @@ pub(super) async fn comparison(
         dl.facts {
             dt { "Session" } dd { a href=(format!("/ui/sessions/{}", c.session)) { (name) }
                 " " span.meta { "(" (c.session) ")" } " from turn " (c.at) }
-            @if let Some(at) = &c.created_at { dt { "Created" } dd { (at) } }
+            @if let Some(at) = &c.created_at { dt { "Created" } dd { (html::when(at)) } }
             dt { "Max steps per arm" } dd { (c.max_steps) }
             dt { "Budget" } dd { @match c.budget_usd { Some(b) => (dollars(b)), None => "no cap" } }
             dt { "Charged so far" } dd { (dollars(c.charged_usd)) }
@@ -424,6 +424,7 @@ fn figures_table(c: &Comparison) -> Markup {
         .map(Measured::of_arm)
         .unwrap_or_default();
     html! {
+        div.scroll {
         table.compare.figures #figures {
             thead { tr { th scope="col" { "Figure" } @for arm in &c.arms { (arm_heading(arm)) } } }
             tbody {
@@ -445,6 +446,7 @@ fn figures_table(c: &Comparison) -> Markup {
                     }
                 }
             }
+        }
         }
     }
 }
@@ -483,6 +485,7 @@ fn turns_table(c: &Comparison, after: &[Turn]) -> Markup {
         .max()
         .unwrap_or(c.at);
     html! {
+        div.scroll {
         table.compare.turns #turns {
             thead { tr { th scope="col" { "Turn" } @for arm in &c.arms { (arm_heading(arm)) } } }
             tbody {
@@ -500,6 +503,7 @@ fn turns_table(c: &Comparison, after: &[Turn]) -> Markup {
                     }
                 }
             }
+        }
         }
         @if end == c.at { p.meta { "No turns after the fork point yet." } }
     }
@@ -548,7 +552,7 @@ fn cell_markup(cell: &Cell, same: bool, changed: Option<&[(bool, String)]>) -> M
                     @if *changed { span.added { (text) } } @else { (text) }
                 }
             } },
-            None => (html::content(&cell.content)),
+            None => @if cell.role == "tool" { div.data { (html::content(&cell.content)) } } @else { (html::content(&cell.content)) },
         }
         @if !cell.tool_calls.is_empty() {
             ul.calls { @for call in &cell.tool_calls { li { code { "→\u{a0}" (call) } } } }
@@ -560,7 +564,8 @@ fn cell_markup(cell: &Cell, same: bool, changed: Option<&[(bool, String)]>) -> M
 fn turn_markup(turn: &Turn) -> Markup {
     html! {
         div.meta { span.role { (turn.role.as_str()) } }
-        (html::content(&turn.content))
+        @if turn.role == crate::model::Role::Tool { div.data { (html::content(&turn.content)) } }
+        @else { (html::content(&turn.content)) }
         @if let Some(calls) = &turn.tool_calls { (html::tool_calls(calls)) }
     }
 }

@@ -128,7 +128,9 @@ pub(super) async fn diff(state: Shared, Query(q): Query<DiffQuery>) -> Page {
         }
         (pager)
     };
-    Ok(page(&state, StatusCode::OK, &format!("diff {a} {b}"), body))
+    let title = |i: &crate::model::SessionInfo| i.title.clone().unwrap_or_else(|| i.branch.clone());
+    let title = format!("diff of {} and {}", title(&infos.0), title(&infos.1));
+    Ok(page(&state, StatusCode::OK, &title, body))
 }
 
 /// One row: its kind in words, and each side's turn (the changed words marked in a

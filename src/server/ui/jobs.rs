@@ -190,7 +190,7 @@ pub(super) async fn job(state: Shared, Path(job): Path<String>) -> Page {
     let mut response = page(
         &state,
         StatusCode::OK,
-        &format!("job {}", job.job),
+        &format!("what-if: turn {} anew", job.at),
         html! {
             h1 { "What-if on " (label_of(&state, &job.session).await) ": turn " (job.at) " anew" }
             p.meta { "Job " span.id { (job.job) } }

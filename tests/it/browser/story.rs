@@ -170,8 +170,8 @@ fn an_answer_appears_at_its_turn_and_a_branch_goes_on_past_a_tool_call() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// Every `td`, `th`, `h1` and `h2` of the page narrower than a word it holds (code and
-/// data such as a tool's JSON, which wrap as code does, aside): `tag "word" word-width > cell-width`.
+/// Every `td`, `th`, `h1` and `h2` of the page narrower than a word it holds (code,
+/// data such as a tool's JSON, and URLs, which wrap as code does, aside): `tag "word" word-width > cell-width`.
 async fn squeezed(c: &Client) -> Vec<String> {
     let found = c
         .execute(
@@ -187,7 +187,7 @@ async fn squeezed(c: &Client) -> Vec<String> {
                  ctx.font = getComputedStyle(p).font;
                  for (const word of n.textContent.split(/\\s+/)) {
                    const wide = ctx.measureText(word).width;
-                   if (word && wide > room + 1)
+                   if (word && !word.includes('://') && wide > room + 1)
                      out.push(box.tagName.toLowerCase() + ' \"' + word + '\" ' + Math.round(wide) + ' > ' + Math.round(room));
                  }
                }
@@ -256,7 +256,15 @@ fn cells_hold_their_words_headings_name_sessions_and_turn_4_is_a_few_keys_away()
             json!({"at": 2, "model": "m", "endpoint": endpoint}),
         )
         .await;
+        let comparison = post_json(
+            &base,
+            &format!("/sessions/{root}/compare"),
+            json!({"at": 2, "arms": [{"model": "m", "endpoint": endpoint}, {"model": "n", "endpoint": endpoint}]}),
+        )
+        .await;
         let pages = vec![
+            format!("/ui/comparisons/{}", comparison["comparison"].as_str().unwrap()),
+            format!("/ui/sessions/{root}/compare?at=2"),
             "/".to_string(),
             "/?q=train".into(),
             format!("/ui/sessions/{root}"),
