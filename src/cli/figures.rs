@@ -38,7 +38,7 @@ fn applies(arm: &ArmReport, figure: Option<u64>) -> String {
 /// first).
 fn figure_rows(arms: &[ArmReport]) -> Vec<Vec<String>> {
     type Figure = fn(&ArmReport) -> String;
-    let rows: [(&str, Figure); 16] = [
+    let rows: [(&str, Figure); 18] = [
         ("status", |a| a.status.to_string()),
         ("steps", |a| a.figures.steps.to_string()),
         ("turns", |a| a.figures.turns.to_string()),
@@ -71,6 +71,16 @@ fn figure_rows(arms: &[ArmReport]) -> Vec<Vec<String>> {
         ("first divergence", |a| {
             a.figures
                 .first_divergence
+                .map_or_else(|| "none".into(), |i| i.to_string())
+        }),
+        ("first other words", |a| {
+            a.figures
+                .first_text_divergence
+                .map_or_else(|| "none".into(), |i| i.to_string())
+        }),
+        ("first other tool call", |a| {
+            a.figures
+                .first_tool_call_divergence
                 .map_or_else(|| "none".into(), |i| i.to_string())
         }),
         ("reached end", |a| {

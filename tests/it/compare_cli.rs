@@ -149,6 +149,10 @@ fn a_two_arm_comparison_prints_the_arms_side_by_side_with_the_stubs_figures() {
             ],
         ),
         ("first divergence", ["none", "none", "2"]),
+        ("first other words", ["none", "none", "2"]),
+        // Its first call (book_flight) comes at 4, after the recorded user turn fed at 3,
+        // where the recording called get_weather first.
+        ("first other tool call", ["none", "none", "4"]),
         ("reached end", ["yes", "yes", "no"]),
     ] {
         assert_eq!(row(&table, label), cells, "{label}:\n{table}");
