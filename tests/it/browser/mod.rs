@@ -1075,6 +1075,11 @@ fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_
             c.close().await.unwrap();
         }
     });
+    none_of(&problems);
+}
+
+/// Fails naming every problem found, if any.
+fn none_of(problems: &[String]) {
     assert!(
         problems.is_empty(),
         "{} problems:\n{}",

@@ -167,15 +167,16 @@ fn an_answer_appears_at_its_turn_and_a_branch_goes_on_past_a_tool_call() {
     });
     let sessions = t.store.count_sessions(&Default::default()).unwrap();
     assert_eq!(sessions, 5, "the recording and a branch per view");
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    none_of(&problems);
 }
 
 /// Every `td`, `th`, `h1` and `h2` of the page narrower than a word it holds (code,
-/// data such as a tool's JSON, and URLs, which wrap as code does, aside): `tag "word" word-width > cell-width`.
+/// data such as a tool's JSON, and URLs, which wrap as code does, aside):
+/// `tag "word" word-width > cell-width`.
 async fn squeezed(c: &Client) -> Vec<String> {
-    let found = c
-        .execute(
-            "const ctx = document.createElement('canvas').getContext('2d'), out = [];
+    strings(
+        c,
+        "const ctx = document.createElement('canvas').getContext('2d'), out = [];
              for (const box of document.querySelectorAll('td, th, h1, h2')) {
                const s = getComputedStyle(box);
                const room = box.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
@@ -193,10 +194,13 @@ async fn squeezed(c: &Client) -> Vec<String> {
                }
              }
              return out.slice(0, 8);",
-            vec![],
-        )
-        .await
-        .unwrap();
+    )
+    .await
+}
+
+/// The strings the page's `script` returns.
+async fn strings(c: &Client, script: &str) -> Vec<String> {
+    let found = c.execute(script, vec![]).await.unwrap();
     found
         .as_array()
         .unwrap()
@@ -207,21 +211,13 @@ async fn squeezed(c: &Client) -> Vec<String> {
 
 /// The texts of the page's headings and error sentences that hold a UUID.
 async fn uuids_shown(c: &Client) -> Vec<String> {
-    let found = c
-        .execute(
-            "const id = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
+    strings(
+        c,
+        "const id = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
              return [...document.querySelectorAll('h1, h2, p.error, .error[role=alert]')]
                .map(e => e.innerText).filter(t => id.test(t));",
-            vec![],
-        )
-        .await
-        .unwrap();
-    found
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect()
+    )
+    .await
 }
 
 /// Presses Tab from the page's top until `css` has the focus, by way of the skip link
@@ -375,12 +371,7 @@ fn cells_hold_their_words_headings_name_sessions_and_turn_4_is_a_few_keys_away()
             "{view}: {fork} and {compare} Tabs"
         );
     }
-    assert!(
-        problems.is_empty(),
-        "{} problems:\n{}",
-        problems.len(),
-        problems.join("\n")
-    );
+    none_of(&problems);
 }
 
 /// Waits (up to ten seconds) for the element `css` finds; its text.
