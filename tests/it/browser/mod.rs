@@ -32,6 +32,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod tree;
+
 const TOKEN: &str = "browser-test-token";
 
 /// `forktrail serve --demo` on a fresh store directory and a free port.
