@@ -150,6 +150,9 @@ pub(super) async fn tree(
                 @if let Some(family) = family { " of " (family) " sessions, breadth first" }
                 @else { " sessions" }
                 @if let Some(n) = matching { ", " (n) " matching (unfolded)" }
+                @if matching.is_some_and(|n| n > html::HITS_DRAWN) {
+                    ", the first " (html::HITS_DRAWN) " drawn"
+                }
             }
             @if !open.is_empty() {
                 p.unfolded {

@@ -216,6 +216,7 @@ fn a_search_in_300_branches_draws_marks_and_shows_the_branch_and_more_boxes_unfo
                     .as_str()
                     .contains("open=root"));
                 found.extend(problems(&c, &axe, &format!("unfolded at {at}")).await);
+                screenshot(&c, &format!("tree-300-unfolded-{w}-{scheme}.png")).await;
                 // ... and its badge folds them again.
                 click(&c, Locator::Css(&format!("a.fold[data-fold='{root}']"))).await;
                 let folded = drawn(&c, &children, &needle).await;
