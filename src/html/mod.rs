@@ -8,7 +8,7 @@ use crate::store::Store;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 mod drawing;
-pub(crate) use drawing::drawing;
+pub(crate) use drawing::{drawing, DrawView, HITS_DRAWN};
 use std::collections::{HashMap, HashSet};
 
 /// The one stylesheet (linked by the server's pages, inlined in exported files).

@@ -2,14 +2,14 @@
 
 use super::sessions::words;
 use super::shell::{error_page, page, read, session_id, Page};
-use crate::html::{self, Links, TreeView};
+use crate::html::{self, DrawView, Links, TreeView};
 use crate::model::{SessionId, TreeNode};
 use crate::server::{ApiError, Shared};
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use maud::html;
 use serde::Deserialize;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 /// The sessions a family's tree page shows at most, breadth first.
 const TREE_SHOWN: usize = 500;
@@ -21,10 +21,45 @@ pub(super) struct TreeQuery {
     /// `user` or `all`: list each branch's own turns (of that role) under it.
     #[serde(default)]
     turns: String,
+    /// Branches unfolded in the drawing (all their children drawn), by id, comma
+    /// separated (ids hold no comma).
+    #[serde(default)]
+    open: String,
 }
 
-/// `GET /ui/sessions/{id}/tree?q=&turns=`: the fork family of the session from its
-/// root, each branch foldable; a search unfolds only the branches that match.
+impl TreeQuery {
+    /// The unfolded branches asked for; what is no session id is no branch, and left out.
+    fn unfolded(&self) -> BTreeSet<SessionId> {
+        self.open
+            .split(',')
+            .filter_map(|id| SessionId::new(id.trim()).ok())
+            .collect()
+    }
+
+    /// The page at `id` as asked for, with `open` unfolded instead.
+    fn address(&self, id: &SessionId, open: &BTreeSet<SessionId>) -> String {
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        if !self.q.is_empty() {
+            query.append_pair("q", &self.q);
+        }
+        if !self.turns.is_empty() {
+            query.append_pair("turns", &self.turns);
+        }
+        if !open.is_empty() {
+            let ids: Vec<&str> = open.iter().map(SessionId::as_str).collect();
+            query.append_pair("open", &ids.join(","));
+        }
+        match query.finish() {
+            q if q.is_empty() => format!("/ui/sessions/{id}/tree"),
+            q => format!("/ui/sessions/{id}/tree?{q}"),
+        }
+    }
+}
+
+/// `GET /ui/sessions/{id}/tree?q=&turns=&open=`: the fork family of the session from
+/// its root, drawn and outlined, each branch foldable; a search unfolds only the
+/// branches that match, and draws the path to them; `open` unfolds branches of the
+/// drawing.
 pub(super) async fn tree(
     state: Shared,
     Path(id): Path<String>,
@@ -83,6 +118,15 @@ pub(super) async fn tree(
         turns: &shown,
     };
     let matching = hits.as_ref().map(HashSet::len);
+    let open = view.unfolded();
+    let address = |open: &BTreeSet<SessionId>| view.address(&id, open);
+    let draw_view = DrawView {
+        current: &id,
+        links: Links::Server,
+        hits: hits.as_ref(),
+        open: &open,
+        address: &address,
+    };
     let selected = |v: &str| view.turns == v || (v == "none" && view.turns.is_empty());
     Ok(page(
         &state,
@@ -106,8 +150,17 @@ pub(super) async fn tree(
                 @if let Some(family) = family { " of " (family) " sessions, breadth first" }
                 @else { " sessions" }
                 @if let Some(n) = matching { ", " (n) " matching (unfolded)" }
+                @if matching.is_some_and(|n| n > html::HITS_DRAWN) {
+                    ", the first " (html::HITS_DRAWN) " drawn"
+                }
             }
-            (html::drawing(&root, &id, Links::Server))
+            @if !open.is_empty() {
+                p.unfolded {
+                    (open.len()) " branch" @if open.len() != 1 { "es" } " unfolded in the drawing · "
+                    a href=(address(&BTreeSet::new())) { "fold them all" }
+                }
+            }
+            (html::drawing(&root, &draw_view))
             h2 #outline { "Outline" }
             (html::tree(&root, &tree_view))
         },

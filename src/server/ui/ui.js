@@ -231,4 +231,10 @@
       });
     }
   }
+
+  // The tree page: the first branch a search found (the server draws it, with the path
+  // from the root) is brought into view, inside the drawing's frame too. A link to a
+  // box (#drawn-…, as unfolding and folding are) scrolls there without script.
+  const hit = document.querySelector("div.drawing .hit");
+  if (hit && !location.hash) hit.scrollIntoView({ block: "nearest", inline: "center" });
 })();

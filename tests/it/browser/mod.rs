@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 mod comparison;
 mod story;
+mod tree;
 
 const TOKEN: &str = "browser-test-token";
 
