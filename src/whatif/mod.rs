@@ -38,6 +38,7 @@ pub use figures::TurnFigures;
 pub use provider::{
     Provider, ANTHROPIC_ENDPOINT, DEFAULT_ENDPOINT, DEFAULT_MAX_OUTPUT_TOKENS, OPENAI_API,
 };
+pub(crate) use recorded::open_calls;
 pub use regenerate::{
     RegenerateOptions, RegeneratePlan, DEFAULT_MAX_CONTEXT_TOKENS, ESTIMATE_METHOD,
 };

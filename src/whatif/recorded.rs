@@ -4,10 +4,10 @@
 //! name and arguments, the first unused one made at or after the fork point, else the
 //! latest before it), appended as a tool turn derived from that result, in one write.
 
-use super::provider::tool_calls;
+use super::provider::{tool_calls, ToolCall};
 use super::run::Recording;
 use crate::error::{Error, Result};
-use crate::model::{NewTurn, Role, SessionId};
+use crate::model::{NewTurn, Role, SessionId, Turn};
 use crate::rdf::WhatIfNode;
 use crate::store::Store;
 
@@ -17,6 +17,7 @@ impl Store {
     /// call has no recorded result, the last turn makes no call, or the session is no
     /// fork; the error names the session, the turn and the call.
     pub fn answer_from_recording(&self, session: &SessionId) -> Result<Vec<u64>> {
+        self.not_held(session)?;
         let info = self.info(session)?;
         let (Some(parent), Some(at)) = (info.parent.clone(), info.forked_at_index) else {
             return Err(Error::InvalidInput(format!(
@@ -25,14 +26,11 @@ impl Store {
             )));
         };
         let turns = self.load(session, None)?;
-        let open = match turns.last() {
-            Some(last) if last.role == Role::Assistant => tool_calls(last)?,
-            _ => Vec::new(),
-        };
-        let Some(last) = turns.last().filter(|_| !open.is_empty()) else {
+        let (caller, open) = open_calls(&turns)?;
+        let Some(last) = caller.filter(|_| !open.is_empty()) else {
             return Err(Error::InvalidInput(format!(
-                "the last turn of session {session} makes no tool call: there is nothing to \
-                 answer"
+                "the last turn of session {session} makes no tool call that is still open: \
+                 there is nothing to answer"
             )));
         };
         let rec = Recording::new(self, &parent, at)?;
@@ -53,9 +51,10 @@ impl Store {
         }
         let mut tx = self.write_on(&[self.session_iri(session)])?;
         let mut facts = self.require(session)?;
-        if facts.length != turns.len() as u64 {
+        let head = turns.last().map(|t| t.digest.as_str()).unwrap_or_default();
+        if facts.length != turns.len() as u64 || self.digest_before(&facts, facts.length)? != head {
             return Err(Error::Conflict(format!(
-                "session {session} gained turns while its tool calls were being answered: \
+                "session {session} changed while its tool calls were being answered: \
                  nothing was written; try again"
             )));
         }
@@ -79,4 +78,25 @@ impl Store {
         tx.commit()?;
         Ok(appended)
     }
+}
+
+/// The last assistant turn of `turns` that only tool turns follow, and those of its
+/// tool calls no tool turn after it answers yet (calls answered one by one by hand
+/// leave the others open).
+pub(crate) fn open_calls(turns: &[Turn]) -> Result<(Option<&Turn>, Vec<ToolCall>)> {
+    let Some(caller) = turns.iter().rev().find(|t| t.role != Role::Tool) else {
+        return Ok((None, Vec::new()));
+    };
+    if caller.role != Role::Assistant {
+        return Ok((None, Vec::new()));
+    }
+    let answered: Vec<&str> = turns[caller.index as usize + 1 - turns[0].index as usize..]
+        .iter()
+        .filter_map(|t| t.tool_call_id.as_deref())
+        .collect();
+    let open = tool_calls(caller)?
+        .into_iter()
+        .filter(|c| !answered.contains(&c.id.as_str()))
+        .collect();
+    Ok((Some(caller), open))
 }
