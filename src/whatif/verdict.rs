@@ -250,6 +250,19 @@ impl Criterion {
         }
     }
 
+    /// A score at the resolution the verdict shows it (a cent of a point of pass rate,
+    /// a millionth of a dollar, a tenth of a token or step, a tenth of a second), so
+    /// two arms the page shows alike are alike to the verdict too.
+    fn shown(self, score: f64) -> f64 {
+        match self {
+            Criterion::PassRate => (score * 100.0).round(),
+            Criterion::ReachedEnd => score,
+            Criterion::Cost => (score * 1e6).round(),
+            Criterion::Tokens | Criterion::Steps => (score * 10.0).round(),
+            Criterion::Time => (score / 100.0).round(),
+        }
+    }
+
     /// A value as the verdict shows it (`score`'s sign undone).
     fn show(self, score: f64) -> String {
         match self {
@@ -313,8 +326,12 @@ pub fn verdict(arms: &[(&str, Measured)], baseline: &Measured, running: bool) ->
     if weighed.contains(&Criterion::ReachedEnd) && all(Criterion::ReachedEnd, 0.0) {
         return Verdict::NoWinner(NoWinner::NoneReachedEnd);
     }
-    let key =
-        |m: &Measured| -> Vec<f64> { weighed.iter().map(|c| c.score(m).unwrap_or(0.0)).collect() };
+    let key = |m: &Measured| -> Vec<f64> {
+        weighed
+            .iter()
+            .map(|c| c.shown(c.score(m).unwrap_or(0.0)))
+            .collect()
+    };
     let mut ranked: Vec<&(&str, Measured)> = arms.iter().collect();
     // Stable: arms that tie keep the comparison's order.
     ranked.sort_by(|a, b| {
@@ -339,7 +356,7 @@ pub fn verdict(arms: &[(&str, Measured)], baseline: &Measured, running: bool) ->
     let on = weighed
         .iter()
         .copied()
-        .find(|c| c.score(best) != c.score(second));
+        .find(|c| c.score(best).map(|v| c.shown(v)) != c.score(second).map(|v| c.shown(v)));
     match on {
         None => Verdict::NoWinner(NoWinner::Tie),
         Some(c) => Verdict::Winner {
@@ -610,6 +627,15 @@ mod tests {
             false,
         );
         assert_eq!(v, Verdict::NoWinner(NoWinner::Tie));
+        // Apart by less than the page shows ($0.000412 and 1.2 s for both): a tie too.
+        let close = [
+            ("a", m(4.0, Some(10.0), Some(0.000_412_1), Some(1_210.0))),
+            ("b", m(4.0, Some(10.0), Some(0.000_411_9), Some(1_190.0))),
+        ];
+        assert_eq!(
+            verdict(&close, &recording, false),
+            Verdict::NoWinner(NoWinner::Tie)
+        );
         let v = verdict(&[("a", even)], &recording, false);
         assert_eq!(
             v.to_string(),

@@ -1688,6 +1688,50 @@ fn a_branch_answers_its_tool_calls_from_the_recording_or_by_hand_and_a_refusal_w
     }
     assert_eq!(common::quads(&store), before);
 
+    // Two calls, one answered by hand: the other stays open, and the recording answers it.
+    let calls = serde_json::json!([
+        {"id": "z1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+        {"id": "z2", "type": "function", "function": {"name": "get_price", "arguments": "{\"to\":\"Paris\",\"mode\":\"train\"}"}},
+    ]);
+    let options = forktrail::ForkOptions {
+        at: Some(2),
+        label: Some("two-calls".into()),
+        ..Default::default()
+    };
+    let both = NewTurn::new(Role::Assistant, "").tool_calls(calls.to_string());
+    let two = store.fork_with(&root, options, vec![both]).unwrap().session;
+    let form = [("role", "tool"), ("tool_call_id", "z1"), ("content", "9C")];
+    post(
+        &ui,
+        &format!("/ui/sessions/{two}/append"),
+        &form,
+        Some(TOKEN),
+    );
+    let (_, _, html) = page(&ui, &format!("/ui/sessions/{two}"));
+    assert!(
+        html.contains("<option value=\"z2\">get_price") && !html.contains("<option value=\"z1\">"),
+        "{html}"
+    );
+    let (status, _, _) = post(
+        &ui,
+        &format!("/ui/sessions/{two}/recorded"),
+        &[],
+        Some(TOKEN),
+    );
+    assert_eq!(status, 303);
+    let said: Vec<(Option<String>, String)> = store.load(&two, None).unwrap()[3..]
+        .iter()
+        .map(|t| (t.tool_call_id.clone(), t.content.clone()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            (Some("z1".into()), "9C".into()),
+            (Some("z2".into()), "49 EUR".into())
+        ]
+    );
+    let before = common::quads(&store);
+
     // By hand: a tool turn naming the call it answers; a tool turn naming none is refused.
     let append = format!("/ui/sessions/{other}/append");
     let (status, _, html) = post(
@@ -1770,7 +1814,13 @@ fn an_estimate_says_when_nothing_answers_and_a_running_job_says_how_long_it_has_
     let seconds: u64 = since.split(" s").next().unwrap().parse().unwrap();
     assert!((1..30).contains(&seconds), "{seconds} s: {html}");
     assert!(html.contains(": turn 2 anew</h1>"), "{html}");
-    store
-        .cancel_job(&store.jobs().unwrap().pop().unwrap().job)
-        .unwrap();
+    // A job has its place in a thread only at its own session's end: this one answers
+    // turn 2 anew (a fork's, once written), so no page of any session shows it waiting.
+    let job = store.jobs().unwrap().pop().unwrap().job;
+    for session in [&root, &ui.tree.budget] {
+        let (status, _, html) = page(&ui, &format!("/ui/sessions/{session}?job={job}"));
+        assert_eq!(status, 200);
+        assert!(!html.contains("class=\"turn pending"), "{html}");
+    }
+    store.cancel_job(&job).unwrap();
 }

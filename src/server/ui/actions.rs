@@ -1,7 +1,7 @@
 //! A session's write forms: fork, anchor, merge-back and delete.
 
 use super::shell::{
-    error_page, form, given, label_of, may_write, name_of, page, session_id, token_field,
+    form, given, label_of, may_write, name_of, named_error_page, page, session_id, token_field,
     turn_index, write, Page,
 };
 use crate::error::Error;
@@ -205,7 +205,7 @@ pub(super) async fn delete(
                 (form_for(true, false, "Preview deleting the whole subtree"))
             }
         }
-        Err(e) => return Err(error_page(&state, e.into())),
+        Err(e) => return Err(named_error_page(&state, e.into()).await),
     };
     Ok(page(&state, StatusCode::OK, "delete preview", body))
 }

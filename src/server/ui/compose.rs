@@ -53,22 +53,12 @@ fn send_buttons(send: &str) -> Markup {
     }
 }
 
-/// The tool calls `last` (a session's last turn) makes, which no turn answers yet.
-fn open_calls(last: Option<&Turn>) -> Vec<crate::model::tool_call::ToolCall> {
-    match last {
-        Some(t) if t.role == Role::Assistant => {
-            crate::model::tool_call::parse_tool_calls(t.tool_calls.as_deref()).unwrap_or_default()
-        }
-        _ => Vec::new(),
-    }
-}
-
 /// The composer at the end of a session: a turn to add (a user's, by default; a tool's
 /// when the last turn calls tools, which can also be answered from the recording), and
 /// whether a model answers it.
-pub(super) fn composer(info: &SessionInfo, last: Option<&Turn>, state: &AppState) -> Markup {
+pub(super) fn composer(info: &SessionInfo, turns: &[Turn], state: &AppState) -> Markup {
     let id = &info.session;
-    let calls = open_calls(last);
+    let (last, calls) = crate::whatif::open_calls(turns).unwrap_or((None, Vec::new()));
     let role = |r: &str| (calls.is_empty() && r == "user") || (!calls.is_empty() && r == "tool");
     html! {
         section #composer.composer aria-labelledby="composer-title" {
@@ -347,17 +337,20 @@ async fn answer(
             .into_response())
         }
         // The turn is in: say so, and what kept the model from answering it.
-        Err(e) => Err(shell::page(
-            state,
-            e.status,
-            "No answer",
-            html! {
-                h1 { "No answer" }
-                p.error data-code=(e.code) { (e.message) }
-                p.outcome { "Turn " (at - 1) " was written; no model answered it." }
-                p { a href=(back) { "Back to it" } }
-            },
-        )),
+        Err(mut e) => {
+            e.message = shell::with_names(state, &e.message).await.0;
+            Err(shell::page(
+                state,
+                e.status,
+                "No answer",
+                html! {
+                    h1 { "No answer" }
+                    p.error data-code=(e.code) { (e.message) }
+                    p.outcome { "Turn " (at - 1) " was written; no model answered it." }
+                    p { a href=(back) { "Back to it" } }
+                },
+            ))
+        }
     }
 }
 

@@ -2,8 +2,8 @@
 //! and its cancel.
 
 use super::shell::{
-    endpoints, error_page, form, given, label_of, may_write, name_of, offered_endpoint, page, read,
-    session_id, token_field, turn_index, write, Page, TokenForm,
+    endpoints, error_page, form, given, label_of, may_write, name_of, named_error_page,
+    offered_endpoint, page, read, session_id, token_field, turn_index, write, Page, TokenForm,
 };
 use crate::html::{self};
 use crate::model::{Job, JobStatus};
@@ -148,9 +148,10 @@ pub(super) async fn what_if(
             },
         ));
     }
-    let job = crate::server::rest::start_regeneration(&state, id, options)
-        .await
-        .map_err(|e| error_page(&state, e))?;
+    let job = match crate::server::rest::start_regeneration(&state, id, options).await {
+        Ok(job) => job,
+        Err(e) => return Err(named_error_page(&state, e).await),
+    };
     Ok(Redirect::to(&format!("/ui/jobs/{}", job.job)).into_response())
 }
 
@@ -180,7 +181,11 @@ pub(super) async fn job(state: Shared, Path(job): Path<String>) -> Page {
         let job = store.job(&id)?;
         // The answer itself, once written: what the page is for.
         let answer = match &job.fork {
-            Some(fork) => store.load_range(fork, job.at, job.at)?.pop(),
+            // Best effort: an answer since deleted or popped leaves the job's page.
+            Some(fork) => store
+                .load_range(fork, job.at, job.at)
+                .ok()
+                .and_then(|mut t| t.pop()),
             None => None,
         };
         Ok((job, answer))

@@ -21,7 +21,7 @@
 //! | `compare.rs` | the compare form and its estimate |
 //! | `comparison.rs` | a comparison's page and cancel |
 //! | `sparql.rs` | the SPARQL page |
-//! | `ui.js` | the one script |
+//! | `ui.js` | the one script: the token, forms, following a page and an answer, the turns' keyboard stop |
 
 // A handler's error is the error page itself, built once per failed request: boxing it
 // would only add an allocation.

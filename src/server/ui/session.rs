@@ -1,5 +1,7 @@
 //! A session's playback: a page of its turns with their figures and actions, the
 //! session's own actions, and the turns that came since, for a page that follows it.
+//! With `?job=` (where the composer and Edit land) the answer that job writes at the
+//! session's end stands at its turn while it runs, or says why it did not come.
 
 use super::compose::{composer, edit_form};
 use super::shell::{
@@ -70,23 +72,16 @@ pub(super) async fn playback(
     })
     .await?;
     let (turns, figures, calls, job) = turns;
+    // Only a job asked at this session's end has its place here.
+    let job = job.filter(|j| j.session == id);
+    if let Some(to) = job.as_ref().and_then(|j| written_elsewhere(j, &info, from)) {
+        return Ok(Redirect::to(&to).into_response());
+    }
     let points = html::sibling_points(&root, &id);
     let writable = state.config.token.is_some();
     let links = Links::Server;
     let base = format!("/ui/sessions/{id}");
-    let pages = html! {
-        @if info.length > html::PAGE {
-            nav.pages aria-label="pages" {
-                @if from > 0 {
-                    a href=(format!("{base}?from={}", from.saturating_sub(html::PAGE))) { "‹ earlier turns" }
-                }
-                span { "turns " (from) "–" ((from + turns.len() as u64).saturating_sub(1)) " of " (info.length) }
-                @if from + html::PAGE < info.length {
-                    a href=(format!("{base}?from={}", from + html::PAGE)) { "later turns ›" }
-                }
-            }
-        }
-    };
+    let pages = pager(&base, from, turns.len() as u64, info.length);
     let family = family_ids(&root);
     let body = html! {
         h1 { (info.title.as_deref().unwrap_or(&info.branch)) }
@@ -134,7 +129,7 @@ pub(super) async fn playback(
         (pages)
         (model_calls(&base, &calls))
         @if writable && last_page {
-            (composer(&info, turns.last(), &state))
+            (composer(&info, &turns, &state))
         }
         (session_actions(&info, &anchors, writable))
     };
@@ -144,6 +139,33 @@ pub(super) async fn playback(
         info.title.as_deref().unwrap_or(&info.branch),
         body,
     ))
+}
+
+/// The links to a session's earlier and later pages of turns, when it has more than one.
+fn pager(base: &str, from: u64, shown: u64, length: u64) -> Markup {
+    html! {
+        @if length > html::PAGE {
+            nav.pages aria-label="pages" {
+                @if from > 0 {
+                    a href=(format!("{base}?from={}", from.saturating_sub(html::PAGE))) { "‹ earlier turns" }
+                }
+                span { "turns " (from) "–" ((from + shown).saturating_sub(1)) " of " (length) }
+                @if from + html::PAGE < length {
+                    a href=(format!("{base}?from={}", from + html::PAGE)) { "later turns ›" }
+                }
+            }
+        }
+    }
+}
+
+/// Where the answer `job` wrote is shown, when that is on another page than the one
+/// from `from` (the last page grew past its end once it was written).
+fn written_elsewhere(job: &Job, info: &SessionInfo, from: u64) -> Option<String> {
+    let on_page = (from..from + html::PAGE).contains(&job.at);
+    (job.at < info.length && !on_page).then(|| {
+        let page = job.at / html::PAGE * html::PAGE;
+        format!("/ui/sessions/{}?from={page}#turn-{}", info.session, job.at)
+    })
 }
 
 fn at_page(base: &str, from: u64) -> String {
@@ -166,8 +188,11 @@ fn answering(info: &SessionInfo, job: &Job, here: &str) -> Markup {
             }
         }
     };
+    // Running or failed, the answer's place is the session's end; gone to a fork, the
+    // session grew past it.
+    let at_end = job.at == info.length;
     match (job.status, &job.fork) {
-        (JobStatus::Running, _) => show(html! {
+        (JobStatus::Running, _) if at_end => show(html! {
             p role="status" { "The model is answering" span.elapsed {
                 @if let Some(s) = ran { " (" (s) " s so far)" } } ". "
                 a href=(format!("{here}&job={}#turn-{}", job.job, job.at)) { "Refresh" } " · "
@@ -177,7 +202,7 @@ fn answering(info: &SessionInfo, job: &Job, here: &str) -> Markup {
             p { "The session grew while the model answered, so its answer went to a branch of its own: "
                 a href=(format!("/ui/sessions/{fork}?turn={}", job.at)) { "the answer" } "." }
         }),
-        (JobStatus::Failed | JobStatus::Cancelled, _) => show(html! {
+        (JobStatus::Failed | JobStatus::Cancelled, _) if at_end => show(html! {
             p.error { "No answer: the job " (job.status.as_str())
                 @if let Some(e) = &job.error { " — " (e) } ". "
                 a href=(link) { "What failed, and try again" } }

@@ -118,7 +118,16 @@ pub(super) async fn tree(
         turns: &shown,
     };
     let matching = hits.as_ref().map(HashSet::len);
-    let open = view.unfolded();
+    // Only the family's branches unfold, and a page's worth of them at most: every
+    // link of the drawing carries the set.
+    let mut family_ids = HashSet::new();
+    ids_of(&root, &mut family_ids);
+    let open: BTreeSet<SessionId> = view
+        .unfolded()
+        .into_iter()
+        .filter(|s| family_ids.contains(s))
+        .take(OPEN_AT_MOST)
+        .collect();
     let address = |open: &BTreeSet<SessionId>| view.address(&id, open);
     let draw_view = DrawView {
         current: &id,
@@ -165,6 +174,17 @@ pub(super) async fn tree(
             (html::tree(&root, &tree_view))
         },
     ))
+}
+
+/// The branches unfolded at most (what `open=` asks past it is left folded).
+const OPEN_AT_MOST: usize = 64;
+
+/// Every session of the tree from `node`.
+fn ids_of<'t>(node: &'t TreeNode, out: &mut HashSet<&'t SessionId>) {
+    out.insert(&node.session);
+    for child in &node.children {
+        ids_of(child, out);
+    }
 }
 
 fn count(node: &TreeNode) -> usize {

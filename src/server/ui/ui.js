@@ -97,6 +97,8 @@
       return;
     }
     // An estimate or a preview: the server's page replaces this one.
+    // This page's followers end with it.
+    for (const t of timers) clearInterval(t);
     document.open();
     document.write(page);
     document.close();
@@ -123,12 +125,16 @@
         const pending = list.querySelector(":scope > li.pending");
         if (pending) pending.insertAdjacentHTML("beforebegin", await response.text());
         else list.insertAdjacentHTML("beforeend", await response.text());
-        if (pending && list.querySelector(`:scope > li.turn:not(.pending)#${pending.id}`)) {
+        const written = pending && list.querySelector(`:scope > li.turn:not(.pending)#${pending.id}`);
+        if (written) {
+          // The answer takes the place, and the focus, of what stood for it.
           const had = pending.contains(document.activeElement) || document.activeElement === pending;
+          const current = active === pending;
           pending.remove();
-          if (had) document.getElementById(pending.id).focus();
-        }
-        rove(current());
+          if (current) active = written;
+          rove(written && current ? written : currentTurn());
+          if (had) written.focus();
+        } else rove(currentTurn());
       }
       if (next) list.dataset.next = next;
     } catch (_) {
@@ -137,7 +143,8 @@
       busy = false;
     }
   }
-  if (list) setInterval(follow, 2000);
+  const timers = [];
+  if (list) timers.push(setInterval(follow, 2000));
 
   // An answer being written at the session's end: how long it has run, each second,
   // and where it went once written (here: the turn replaces this; a fork: go there).
@@ -146,16 +153,21 @@
     const since = Date.parse(pending.dataset.since || "");
     const elapsed = pending.querySelector(".elapsed");
     const here = decodeURIComponent(location.pathname.split("/").pop());
+    const stop = () => clearInterval(tick);
     const tick = setInterval(async () => {
+      if (!pending.isConnected) return stop();
+      if (document.hidden) return;
       if (elapsed && !isNaN(since)) {
         elapsed.textContent = " (" + Math.max(0, Math.round((Date.now() - since) / 1000)) + " s so far)";
       }
       try {
         const response = await fetch("/jobs/" + encodeURIComponent(pending.dataset.job));
+        // Gone (deleted): nothing more to follow; other failures are asked again.
+        if (response.status === 404) return stop();
         if (!response.ok) return;
         const job = await response.json();
         if (job.status === "running") return;
-        clearInterval(tick);
+        stop();
         pending.dataset.status = job.status;
         if (job.status !== "complete") location.reload();
         else if (job.fork && job.fork !== here) {
@@ -165,6 +177,7 @@
         // Asked again at the next tick.
       }
     }, 1000);
+    timers.push(tick);
   }
 
   // Keyboard: the turns are one stop (a roving focus). Tab reaches the current turn,
@@ -177,7 +190,7 @@
   const FOCUSABLE = "a[href], button, summary, input, select, textarea, [tabindex]";
   const items = () => (turns ? [...turns.querySelectorAll(":scope > li.turn")] : []);
   let active = null;
-  function current() {
+  function currentTurn() {
     return active && active.isConnected ? active : items()[0] || null;
   }
   function rove(to) {
@@ -199,7 +212,7 @@
   }
   if (turns) {
     const named = location.hash.startsWith("#turn-") && document.getElementById(location.hash.slice(1));
-    rove(named && named.parentElement === turns ? named : current());
+    rove(named && named.parentElement === turns ? named : currentTurn());
     if (named && named.parentElement === turns) named.focus({ preventScroll: true });
     // A fork lands in its new branch's composer: the text box has the focus.
     const box = location.hash === "#composer" && document.getElementById("composer-content");
@@ -214,7 +227,7 @@
       const step = { j: 1, ArrowDown: 1, k: -1, ArrowUp: -1 }[event.key];
       if (!step) return;
       const all = items();
-      const at = all.indexOf(current());
+      const at = all.indexOf(currentTurn());
       const to = all[Math.min(all.length - 1, Math.max(0, at + step))];
       if (!to) return;
       event.preventDefault();
@@ -223,11 +236,11 @@
     });
     // The skip link leads to the turns: straight to the current one.
     const skip = document.querySelector("a.skip");
-    if (skip && current()) {
+    if (skip && currentTurn()) {
       skip.textContent = "Skip to the turns";
       skip.addEventListener("click", (event) => {
         event.preventDefault();
-        current().focus();
+        currentTurn().focus();
       });
     }
   }
