@@ -334,35 +334,41 @@ fn cells_hold_their_words_headings_name_sessions_and_turn_4_is_a_few_keys_away()
                 for s in uuids_shown(&c).await {
                     problems.push(format!("the refused fork at {view}: an id in {s:?}"));
                 }
+                // A wrong token: refused in words, forgotten, and asked for again in
+                // the open; the right one kept again.
+                c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
+                click(&c, Locator::Css("#token-forget")).await;
+                keep_token(&c, "not-the-token").await;
+                click(&c, Locator::Css("#turn-2 details.fork summary")).await;
+                click(&c, Locator::Css("#turn-2 details.fork button[type=submit]")).await;
+                let refusal = wait_for_css_text(&c, "#turn-2 p.error[role=alert]").await;
+                assert!(refusal.contains("not this server's"), "{view}: {refusal}");
+                assert!(
+                    !refusal.contains("Authorization") && !refusal.contains("header"),
+                    "{view}: {refusal}"
+                );
+                assert!(shown(&c, "#fork-token-2").await, "{view}: the form asks again");
+                assert!(shown(&c, "#token-input").await, "{view}: and so does the header");
+                // The estimate says nothing answers at the endpoint, and has the focus.
+                c.refresh().await.unwrap();
+                keep_token(&c, TOKEN).await;
+                click(&c, Locator::Css("#turn-2 details.what-if summary")).await;
+                fill(&c, "#wi-model-2", "m").await;
+                click(&c, Locator::Css("#turn-2 details.what-if button[type=submit]")).await;
+                let warned = wait_for_css_text(&c, "p.unreachable").await;
+                assert!(
+                    warned.contains(&format!("Nothing answers at {endpoint}")),
+                    "{view}: {warned}"
+                );
+                let focus = c
+                    .execute("return document.activeElement.tagName", vec![])
+                    .await
+                    .unwrap();
+                assert_eq!(focus, json!("MAIN"), "{view}: the estimate has the focus");
             }
             c.close().await.unwrap();
         }
 
-        // A wrong token: refused in words, forgotten, and asked for again in the open.
-        let c = browser(&driver).await;
-        c.goto(&format!("{base}/ui/sessions/{root}")).await.unwrap();
-        keep_token(&c, "not-the-token").await;
-        click(&c, Locator::Css("#turn-2 details.fork summary")).await;
-        click(&c, Locator::Css("#turn-2 details.fork button[type=submit]")).await;
-        let refusal = wait_for_css_text(&c, "#turn-2 p.error[role=alert]").await;
-        assert!(refusal.contains("not this server's"), "{refusal}");
-        assert!(!refusal.contains("Authorization") && !refusal.contains("header"), "{refusal}");
-        assert!(shown(&c, "#fork-token-2").await, "the form asks for the token again");
-        assert!(shown(&c, "#token-input").await, "and so does the header");
-        // The estimate says nothing answers at the endpoint, and has the focus.
-        c.refresh().await.unwrap();
-        keep_token(&c, TOKEN).await;
-        click(&c, Locator::Css("#turn-2 details.what-if summary")).await;
-        fill(&c, "#wi-model-2", "m").await;
-        click(&c, Locator::Css("#turn-2 details.what-if button[type=submit]")).await;
-        let warned = wait_for_css_text(&c, "p.unreachable").await;
-        assert!(warned.contains(&format!("Nothing answers at {endpoint}")), "{warned}");
-        let focus = c
-            .execute("return document.activeElement.tagName", vec![])
-            .await
-            .unwrap();
-        assert_eq!(focus, json!("MAIN"), "the estimate's content has the focus");
-        c.close().await.unwrap();
     });
     eprintln!("Tabs to turn 4's Fork and Compare: {tabs:?}");
     for (view, fork, compare) in &tabs {
