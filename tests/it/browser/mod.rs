@@ -1008,16 +1008,23 @@ async fn past_the_edge(c: &Client) -> Option<String> {
         .then(|| format!("{} wide in {}, past the edge: {}", fit[0], fit[1], fit[2]))
 }
 
+/// `serve --demo` offering one model endpoint nothing listens on, and that endpoint.
+fn serve_offering_nothing() -> (Serve, String) {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    (
+        serve(&["--model-endpoint".into(), endpoint.clone()]),
+        endpoint,
+    )
+}
+
 #[test]
 fn every_page_fits_a_phone_and_a_desktop_and_axe_finds_nothing_serious_light_or_dark() {
     let Some(driver) = chromedriver() else { return };
     let Some(axe) = axe_source() else { return };
-    // A model endpoint nothing listens on: the job and the comparison end failed, and
-    // their pages still have to read well.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}/v1", closed.local_addr().unwrap());
-    drop(closed);
-    let server = serve(&["--model-endpoint".into(), endpoint.clone()]);
+    // The job and the comparison end failed, and their pages still have to read well.
+    let (server, endpoint) = serve_offering_nothing();
     let base = server.base.clone();
     let pages = runtime().block_on(async {
         let sessions = rest(&base, "/sessions").await;

@@ -237,10 +237,7 @@ async fn tabs_to_turn_4(c: &Client, css: &str) -> usize {
 #[test]
 fn cells_hold_their_words_headings_name_sessions_and_turn_4_is_a_few_keys_away() {
     let Some(driver) = chromedriver() else { return };
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}/v1", closed.local_addr().unwrap());
-    drop(closed);
-    let server = serve(&["--model-endpoint".into(), endpoint.clone()]);
+    let (server, endpoint) = serve_offering_nothing();
     let base = server.base.clone();
     let (root, fork, pages) = runtime().block_on(async {
         let sessions = rest(&base, "/sessions").await;
