@@ -48,6 +48,10 @@ pub(super) async fn playback(
     let job = at.job;
     let read_id = id.clone();
     let (info, turns, root, anchors) = read(&state, move |store| {
+        // The job before the session: an answer it has written is then among the turns
+        // read (a job read after them could be complete with its turn not shown). A job
+        // that is not (or no longer) known is no reason to refuse the page.
+        let job = given(&job).and_then(|j| store.job(&j).ok());
         let info = store.info(&read_id)?;
         if from > 0 && from >= info.length {
             return Err(crate::Error::IndexOutOfRange {
@@ -66,8 +70,6 @@ pub(super) async fn playback(
         let root = store.tree(&info.fork_root)?;
         let anchors = store.anchors(&read_id)?;
         let calls = store.model_calls(&read_id)?;
-        // A job that is not (or no longer) known is no reason to refuse the page.
-        let job = given(&job).and_then(|j| store.job(&j).ok());
         Ok((info, (turns, figures, calls, job), root, anchors))
     })
     .await?;
